@@ -1,0 +1,137 @@
+#include "autograd/engine.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/ops/elementwise.h"
+
+namespace qkv {
+
+namespace {
+thread_local bool grad_mode = true;
+
+std::set<std::string>& op_declarations() {
+  static std::set<std::string> names;
+  return names;
+}
+}  // namespace
+
+bool grad_enabled() { return grad_mode; }
+
+NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
+NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
+
+OpDeclaration::OpDeclaration(const char* name) { op_declarations().insert(name); }
+
+std::vector<std::string> declared_ops() {
+  return {op_declarations().begin(), op_declarations().end()};
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_mode) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  if (!grad_mode) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward) {
+  // An op that records without a declaration would escape the gradcheck registry.
+  static thread_local std::unordered_set<const char*> known;
+  if (!known.count(op)) {
+    check(op_declarations().count(op), "internal: op '", op, "' records a node but is not declared with QKV_DECLARE_OP");
+    known.insert(op);
+  }
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->inputs = std::move(inputs);
+  node->backward = std::move(backward);
+  out.impl()->grad_fn = std::move(node);
+  out.impl()->requires_grad = true;
+}
+
+namespace {
+
+// Reverse topological order of the tensors reachable from root through nodes
+// (root first), by an iterative depth-first search. The handles keep every
+// tensor alive while backward() releases the nodes that also held them.
+std::vector<Tensor> topological_order(const Tensor& root) {
+  std::vector<Tensor> order;
+  std::unordered_set<TensorImpl*> visited{root.impl()};
+  std::vector<std::pair<Tensor, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [t, next] = stack.back();
+    Node* node = t.impl()->grad_fn.get();
+    if (node && next < node->inputs.size()) {
+      const Tensor& input = node->inputs[next++];
+      if (input.defined() && input.requires_grad() && visited.insert(input.impl()).second) stack.push_back({input, 0});
+    } else {
+      order.push_back(std::move(t));
+      stack.pop_back();
+    }
+  }
+  std::reverse(order.begin(), order.end());
+  return order;
+}
+
+void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
+  check(grad.shape() == input.shape() && grad.dtype() == input.dtype(), "backward of ", op,
+        ": gradient ", shape_str(grad.shape()), " ", dtype_name(grad.dtype()), " does not match input ",
+        shape_str(input.shape()), " ", dtype_name(input.dtype()));
+}
+
+}  // namespace
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  check(defined(), "backward: undefined tensor");
+  check(requires_grad(), "backward: tensor does not require grad (no input of the graph has requires_grad set)");
+  Tensor seed = grad;
+  if (!seed.defined()) {
+    check(numel() == 1, "backward: tensor of shape ", shape_str(shape()),
+          " is not a scalar; pass the gradient of the output explicitly");
+    seed = Tensor::ones(shape(), dtype());
+  }
+  check_gradient("backward", seed, *this);
+
+  NoGradGuard no_grad;
+  std::unordered_map<TensorImpl*, Tensor> grads{{impl(), seed}};
+  for (Tensor& handle : topological_order(*this)) {
+    Tensor keep = std::move(handle);  // released once this tensor is done
+    TensorImpl* t = keep.impl();
+    auto it = grads.find(t);
+    if (it == grads.end()) continue;
+    Tensor g = std::move(it->second);
+    grads.erase(it);
+    if (!t->grad_fn) {  // a leaf: accumulate into .grad (a copy: g may be shared)
+      if (!t->grad) t->grad = g.clone().impl_ptr();
+      else t->grad = add(Tensor(t->grad), g).impl_ptr();
+      continue;
+    }
+    Node& node = *t->grad_fn;
+    check(!node.released, "backward: the graph through '", node.op,
+          "' was already freed by an earlier backward(); pass retain_graph=true to the first call");
+    std::vector<Tensor> input_grads = node.backward(g);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const Tensor& input = node.inputs[i];
+      if (!input.defined() || !input.requires_grad() || i >= input_grads.size() || !input_grads[i].defined()) continue;
+      check_gradient(node.op, input_grads[i], input);
+      Tensor& slot = grads[input.impl()];
+      slot = slot.defined() ? add(slot, input_grads[i]) : input_grads[i];
+    }
+    if (!retain_graph) {
+      node.released = true;
+      node.backward = nullptr;  // frees the saved tensors
+      node.inputs.clear();
+    }
+  }
+}
+
+}  // namespace qkv

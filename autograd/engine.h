@@ -1,0 +1,61 @@
+// Reverse-mode autograd: graph nodes, grad mode, and how an op records itself.
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace qkv {
+
+/// Returns one gradient per input (undefined where an input needs none),
+/// given the gradient of the op's output. Runs with grad mode off.
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+
+/// One recorded op: its inputs and its backward closure (which holds the
+/// tensors it saved). backward() releases both unless asked to retain them.
+struct Node {
+  const char* op;
+  std::vector<Tensor> inputs;
+  BackwardFn backward;
+  bool released = false;
+};
+
+/// True unless a NoGradGuard is alive on this thread.
+bool grad_enabled();
+
+/// Switches graph recording off for its scope (like torch.no_grad()).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// True when grad mode is on and some input requires grad: the op must record.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+/// Makes `out` a non-leaf produced by `op` from `inputs`. `op` must be declared
+/// with QKV_DECLARE_OP in its family's source file.
+void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward);
+
+/// Every differentiable op declared in the library, sorted. The gradcheck
+/// registry must hold at least one case for each (a test enforces it).
+std::vector<std::string> declared_ops();
+
+struct OpDeclaration {
+  explicit OpDeclaration(const char* name);
+};
+
+}  // namespace qkv
+
+/// Declares a differentiable op next to its forward and backward.
+#define QKV_DECLARE_OP(name) \
+  static const ::qkv::OpDeclaration qkv_declared_op_##name { #name }

@@ -1,0 +1,32 @@
+// qkv::Error and the helpers every op uses to report bad input.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace qkv {
+
+/// Thrown for every user error (bad shape, dtype, index, file). The message
+/// names the op or file and the shapes or values involved.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// Concatenates anything printable into one string: cat("add: ", 3, "x").
+template <class... Parts>
+std::string cat(Parts&&... parts) {
+  std::ostringstream out;
+  (out << ... << std::forward<Parts>(parts));
+  return out.str();
+}
+
+/// Throws qkv::Error with the concatenated message when `ok` is false.
+template <class... Parts>
+void check(bool ok, Parts&&... parts) {
+  if (!ok) throw Error(cat(std::forward<Parts>(parts)...));
+}
+
+}  // namespace qkv

@@ -1,0 +1,207 @@
+// The library's gradient-check cases: at least two per differentiable op,
+// broadcasting and odd dims included. Inputs avoid kinks (relu, abs at 0)
+// and ties (max), where a derivative is not defined.
+#include "autograd/gradcheck_registry.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/matmul.h"
+#include "autograd/ops/reduce.h"
+#include "autograd/ops/shape.h"
+#include "autograd/ops/softmax.h"
+
+namespace qkv {
+
+namespace {
+
+constexpr DType F64 = DType::Float64;
+using Inputs = std::vector<Tensor>;
+
+Tensor normal(Generator& g, const Shape& s) { return Tensor::randn(s, F64, &g); }
+Tensor positive(Generator& g, const Shape& s) { return Tensor::uniform(s, 0.5, 2.0, F64, &g); }
+
+// Magnitudes in [0.2, 1] with random signs: far from the kink at 0.
+Tensor nonzero(Generator& g, const Shape& s) {
+  Tensor t = Tensor::uniform(s, 0.2, 1.0, F64, &g);
+  double* p = t.data<double>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (g.uniform() < 0.5) p[i] = -p[i];
+  return t;
+}
+
+// Values at least 0.05 apart in random order: no ties for max.
+Tensor distinct(Generator& g, const Shape& s) {
+  Tensor t = Tensor::empty(s, F64);
+  double* p = t.data<double>();
+  int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = 0.1 * (i - n / 2.0) + 0.05 * g.uniform();
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[static_cast<int64_t>(g.below(i + 1))]);
+  return t;
+}
+
+Tensor bools(const std::vector<bool>& v, const Shape& s) { return Tensor::from_vector(v, s); }
+Tensor indices(const std::vector<int64_t>& v, const Shape& s) { return Tensor::from_vector(v, s); }
+
+std::vector<GradcheckCase> builtin_cases() {
+  std::vector<GradcheckCase> cases;
+  auto add_case = [&](std::string op, std::string label, std::function<Inputs(Generator&)> make, TensorFn fn) {
+    cases.push_back({std::move(op), std::move(label), std::move(make), std::move(fn)});
+  };
+  auto pair = [](auto make_a, Shape sa, auto make_b, Shape sb) {
+    return [=](Generator& g) { return Inputs{make_a(g, sa), make_b(g, sb)}; };
+  };
+  auto one = [](auto make, Shape s) { return [=](Generator& g) { return Inputs{make(g, s)}; }; };
+
+  // ---- elementwise, binary with broadcasting ----
+  struct Binary {
+    const char* op;
+    Tensor (*fn)(const Tensor&, const Tensor&);
+  };
+  for (Binary b : {Binary{"add", add}, Binary{"sub", sub}, Binary{"mul", mul}, Binary{"div", div}}) {
+    auto f = b.fn;
+    auto rhs = std::string(b.op) == "div" ? nonzero : normal;
+    TensorFn fn = [f](const Inputs& x) { return f(x[0], x[1]); };
+    add_case(b.op, "same shape [3, 4]", pair(normal, {3, 4}, rhs, {3, 4}), fn);
+    add_case(b.op, "broadcast [3, 1] with [4]", pair(normal, {3, 1}, rhs, {4}), fn);
+    add_case(b.op, "broadcast [2, 1, 3] with [4, 1]", pair(normal, {2, 1, 3}, rhs, {4, 1}), fn);
+    add_case(b.op, "0-d with [2, 3]", pair(normal, {}, rhs, {2, 3}), fn);
+  }
+
+  // ---- elementwise, tensor-scalar ----
+  add_case("add_scalar", "x + 1.5", one(normal, {3, 4}), [](const Inputs& x) { return x[0] + 1.5; });
+  add_case("add_scalar", "-0.5 + x, 0-d", one(normal, {}), [](const Inputs& x) { return -0.5 + x[0]; });
+  add_case("sub_scalar", "x - 2", one(normal, {3, 4}), [](const Inputs& x) { return x[0] - 2.0; });
+  add_case("sub_scalar", "x - 0.25, rank 3", one(normal, {2, 2, 3}), [](const Inputs& x) { return x[0] - 0.25; });
+  add_case("rsub_scalar", "2 - x", one(normal, {3, 4}), [](const Inputs& x) { return 2.0 - x[0]; });
+  add_case("rsub_scalar", "-1 - x, rank 1", one(normal, {5}), [](const Inputs& x) { return -1.0 - x[0]; });
+  add_case("mul_scalar", "x * 3", one(normal, {3, 4}), [](const Inputs& x) { return x[0] * 3.0; });
+  add_case("mul_scalar", "-0.5 * x", one(normal, {2, 5}), [](const Inputs& x) { return -0.5 * x[0]; });
+  add_case("div_scalar", "x / 4", one(normal, {3, 4}), [](const Inputs& x) { return x[0] / 4.0; });
+  add_case("div_scalar", "x / -0.3", one(normal, {6}), [](const Inputs& x) { return x[0] / -0.3; });
+  add_case("rdiv_scalar", "2 / x", one(nonzero, {3, 4}), [](const Inputs& x) { return 2.0 / x[0]; });
+  add_case("rdiv_scalar", "-1 / x", one(nonzero, {2, 3}), [](const Inputs& x) { return -1.0 / x[0]; });
+
+  // ---- elementwise, unary ----
+  struct Unary {
+    const char* op;
+    Tensor (*fn)(const Tensor&);
+    Tensor (*make)(Generator&, const Shape&);
+  };
+  for (Unary u : {Unary{"neg", neg, normal}, Unary{"exp", exp, normal}, Unary{"log", log, positive},
+                  Unary{"sqrt", sqrt, positive}, Unary{"tanh", tanh, normal}, Unary{"relu", relu, nonzero},
+                  Unary{"sigmoid", sigmoid, normal}, Unary{"abs", abs, nonzero}, Unary{"clone", clone, normal}}) {
+    auto f = u.fn;
+    TensorFn fn = [f](const Inputs& x) { return f(x[0]); };
+    add_case(u.op, "[3, 4]", one(u.make, {3, 4}), fn);
+    add_case(u.op, "[2, 3, 2]", one(u.make, {2, 3, 2}), fn);
+  }
+  add_case("pow", "x^2.5, x > 0", one(positive, {3, 4}), [](const Inputs& x) { return pow(x[0], 2.5); });
+  add_case("pow", "x^3", one(normal, {2, 3}), [](const Inputs& x) { return pow(x[0], 3.0); });
+  add_case("pow", "x^-1.5, x > 0", one(positive, {4}), [](const Inputs& x) { return pow(x[0], -1.5); });
+
+  // ---- reductions ----
+  add_case("sum", "all dims", one(normal, {3, 4}), [](const Inputs& x) { return sum(x[0]); });
+  add_case("sum", "dim 1 keepdim", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum(x[0], {1}, true); });
+  add_case("sum", "dims {0, 2} (not adjacent)", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum(x[0], {0, 2}); });
+  add_case("sum", "dims {-1, -2}", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum(x[0], {-1, -2}); });
+  add_case("mean", "all dims", one(normal, {3, 4}), [](const Inputs& x) { return mean(x[0]); });
+  add_case("mean", "dims {0, 2} keepdim", one(normal, {2, 3, 4}), [](const Inputs& x) { return mean(x[0], {0, 2}, true); });
+  add_case("max", "all dims", one(distinct, {3, 4}), [](const Inputs& x) { return max(x[0]); });
+  add_case("max", "dim 1", one(distinct, {2, 3, 4}), [](const Inputs& x) { return max(x[0], {1}); });
+  add_case("max", "dims {0, 2} keepdim", one(distinct, {2, 3, 4}), [](const Inputs& x) { return max(x[0], {0, 2}, true); });
+  add_case("var", "dim 1", one(normal, {3, 5}), [](const Inputs& x) { return var(x[0], {1}); });
+  add_case("var", "dims {0, 2} keepdim, correction 0", one(normal, {2, 3, 4}),
+           [](const Inputs& x) { return var(x[0], {0, 2}, true, 0); });
+  add_case("sum_to", "[2, 3, 4] to [3, 1]", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum_to(x[0], {3, 1}); });
+  add_case("sum_to", "[2, 3, 4] to [4]", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum_to(x[0], {4}); });
+
+  // ---- shape ----
+  add_case("reshape", "[2, 3, 4] to [6, -1]", one(normal, {2, 3, 4}), [](const Inputs& x) { return reshape(x[0], {6, -1}); });
+  add_case("reshape", "[6] to [1, 2, 3]", one(normal, {6}), [](const Inputs& x) { return reshape(x[0], {1, 2, 3}); });
+  add_case("unsqueeze", "dim 1", one(normal, {2, 3}), [](const Inputs& x) { return unsqueeze(x[0], 1); });
+  add_case("unsqueeze", "dim -1", one(normal, {2, 3}), [](const Inputs& x) { return unsqueeze(x[0], -1); });
+  add_case("squeeze", "dim 1", one(normal, {2, 1, 3}), [](const Inputs& x) { return squeeze(x[0], 1); });
+  add_case("squeeze", "dim -1", one(normal, {3, 1}), [](const Inputs& x) { return squeeze(x[0], -1); });
+  add_case("permute", "{2, 0, 1}", one(normal, {2, 3, 4}), [](const Inputs& x) { return permute(x[0], {2, 0, 1}); });
+  add_case("permute", "{0, 2, 1, 3}", one(normal, {2, 3, 2, 2}), [](const Inputs& x) { return permute(x[0], {0, 2, 1, 3}); });
+  add_case("transpose", "last two", one(normal, {2, 3, 4}), [](const Inputs& x) { return transpose(x[0], -1, -2); });
+  add_case("transpose", "0 and 2", one(normal, {2, 3, 4}), [](const Inputs& x) { return transpose(x[0], 0, 2); });
+  add_case("narrow", "dim 1 [1, 3)", one(normal, {2, 4, 3}), [](const Inputs& x) { return narrow(x[0], 1, 1, 2); });
+  add_case("narrow", "dim 0 [2, 3)", one(normal, {4, 2}), [](const Inputs& x) { return narrow(x[0], 0, 2, 1); });
+  add_case("slice", "dim -1 [-3, -1)", one(normal, {2, 5}), [](const Inputs& x) { return slice(x[0], -1, -3, -1); });
+  add_case("slice", "dim 0 [1, 99) clamped", one(normal, {3, 2}), [](const Inputs& x) { return slice(x[0], 0, 1, 99); });
+  add_case("concat", "three along dim 1",
+           [](Generator& g) { return Inputs{normal(g, {2, 1, 3}), normal(g, {2, 2, 3}), normal(g, {2, 3, 3})}; },
+           [](const Inputs& x) { return concat(x, 1); });
+  add_case("concat", "two along dim 0", pair(normal, {1, 3}, normal, {2, 3}), [](const Inputs& x) { return concat(x, 0); });
+  add_case("stack", "dim 0", pair(normal, {2, 3}, normal, {2, 3}), [](const Inputs& x) { return stack(x, 0); });
+  add_case("stack", "dim -1", pair(normal, {2, 3}, normal, {2, 3}), [](const Inputs& x) { return stack(x, -1); });
+  add_case("expand", "[3, 1] to [2, 3, 4]", one(normal, {3, 1}), [](const Inputs& x) { return expand(x[0], {2, 3, 4}); });
+  add_case("expand", "[1, 2] to [3, -1]", one(normal, {1, 2}), [](const Inputs& x) { return expand(x[0], {3, -1}); });
+  add_case("index_select", "dim 0, repeated rows",
+           [](Generator& g) { return Inputs{normal(g, {4, 3}), indices({2, 0, 2, 3, 2}, {5})}; },
+           [](const Inputs& x) { return index_select(x[0], 0, x[1]); });
+  add_case("index_select", "dim 1",
+           [](Generator& g) { return Inputs{normal(g, {2, 4, 3}), indices({3, 1, 1}, {3})}; },
+           [](const Inputs& x) { return index_select(x[0], 1, x[1]); });
+  add_case("gather", "dim 1, repeats",
+           [](Generator& g) { return Inputs{normal(g, {3, 4}), indices({0, 3, 3, 1, 2, 2, 0, 0, 1}, {3, 3})}; },
+           [](const Inputs& x) { return gather(x[0], 1, x[1]); });
+  add_case("gather", "dim 0, smaller index",
+           [](Generator& g) { return Inputs{normal(g, {3, 4, 2}), indices({2, 0, 1, 1, 0, 2}, {2, 3, 1})}; },
+           [](const Inputs& x) { return gather(x[0], 0, x[1]); });
+  add_case("masked_fill", "broadcast mask [1, 4]",
+           [](Generator& g) { return Inputs{normal(g, {3, 4}), bools({true, false, false, true}, {1, 4})}; },
+           [](const Inputs& x) { return masked_fill(x[0], x[1], -2.0); });
+  add_case("masked_fill", "x broadcast by the mask",
+           [](Generator& g) { return Inputs{normal(g, {1, 3}), bools({true, false, false, false, true, false}, {2, 3})}; },
+           [](const Inputs& x) { return masked_fill(x[0], x[1], 0.5); });
+  add_case("where", "same shapes",
+           [](Generator& g) { return Inputs{bools({true, false, true, true, false, false}, {2, 3}), normal(g, {2, 3}), normal(g, {2, 3})}; },
+           [](const Inputs& x) { return where(x[0], x[1], x[2]); });
+  add_case("where", "all broadcast",
+           [](Generator& g) { return Inputs{bools({true, false, true}, {3, 1}), normal(g, {4}), normal(g, {3, 1})}; },
+           [](const Inputs& x) { return where(x[0], x[1], x[2]); });
+
+  // ---- matmul ----
+  struct Mm {
+    const char* label;
+    Shape a, b;
+    bool ta, tb;
+  };
+  for (Mm m : {Mm{"[3, 4] @ [4, 5]", {3, 4}, {4, 5}, false, false}, Mm{"[4, 3]ᵀ @ [4, 5]", {4, 3}, {4, 5}, true, false},
+               Mm{"[3, 4] @ [5, 4]ᵀ", {3, 4}, {5, 4}, false, true}, Mm{"[4, 3]ᵀ @ [5, 4]ᵀ", {4, 3}, {5, 4}, true, true},
+               Mm{"batched [2, 3, 4] @ [2, 4, 2]", {2, 3, 4}, {2, 4, 2}, false, false},
+               Mm{"broadcast batch [2, 1, 3, 4] @ [3, 2, 4]ᵀ", {2, 1, 3, 4}, {3, 2, 4}, false, true},
+               Mm{"folded rows [2, 3, 4] @ [5, 4]ᵀ", {2, 3, 4}, {5, 4}, false, true},
+               Mm{"[3, 4] @ batched [2, 4, 2]", {3, 4}, {2, 4, 2}, false, false},
+               Mm{"batched [2, 4, 3]ᵀ @ [4, 2]", {2, 4, 3}, {4, 2}, true, false}}) {
+    add_case("matmul", m.label, pair(normal, m.a, normal, m.b),
+             [ta = m.ta, tb = m.tb](const Inputs& x) { return matmul(x[0], x[1], ta, tb); });
+  }
+
+  // ---- softmax ----
+  add_case("softmax", "last dim", one(normal, {3, 5}), [](const Inputs& x) { return softmax(x[0], -1); });
+  add_case("softmax", "dim 1 of [2, 3, 4]", one(normal, {2, 3, 4}), [](const Inputs& x) { return softmax(x[0], 1); });
+  add_case("softmax", "masked with -inf, one row fully masked",
+           [](Generator& g) {
+             return Inputs{normal(g, {3, 4}), bools({false, true, false, false, true, true, true, true, false, false, false, true}, {3, 4})};
+           },
+           [](const Inputs& x) { return softmax(masked_fill(x[0], x[1], -std::numeric_limits<double>::infinity()), -1); });
+  add_case("log_softmax", "last dim", one(normal, {3, 5}), [](const Inputs& x) { return log_softmax(x[0], -1); });
+  add_case("log_softmax", "dim 0 of [3, 2, 2]", one(normal, {3, 2, 2}), [](const Inputs& x) { return log_softmax(x[0], 0); });
+  return cases;
+}
+
+}  // namespace
+
+std::vector<GradcheckCase>& gradcheck_registry() {
+  static std::vector<GradcheckCase> cases = builtin_cases();
+  return cases;
+}
+
+void register_gradcheck_case(GradcheckCase c) { gradcheck_registry().push_back(std::move(c)); }
+
+}  // namespace qkv

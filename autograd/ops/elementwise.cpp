@@ -1,0 +1,256 @@
+// Elementwise ops: forward and backward side by side.
+#include "autograd/ops/elementwise.h"
+
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "autograd/ops/reduce.h"
+#include "autograd/ops/strided_loop.h"
+
+namespace qkv {
+
+QKV_DECLARE_OP(add);
+QKV_DECLARE_OP(sub);
+QKV_DECLARE_OP(mul);
+QKV_DECLARE_OP(div);
+QKV_DECLARE_OP(add_scalar);
+QKV_DECLARE_OP(sub_scalar);
+QKV_DECLARE_OP(rsub_scalar);
+QKV_DECLARE_OP(mul_scalar);
+QKV_DECLARE_OP(div_scalar);
+QKV_DECLARE_OP(rdiv_scalar);
+QKV_DECLARE_OP(neg);
+QKV_DECLARE_OP(exp);
+QKV_DECLARE_OP(log);
+QKV_DECLARE_OP(sqrt);
+QKV_DECLARE_OP(pow);
+QKV_DECLARE_OP(tanh);
+QKV_DECLARE_OP(relu);
+QKV_DECLARE_OP(sigmoid);
+QKV_DECLARE_OP(abs);
+QKV_DECLARE_OP(clone);
+
+namespace {
+
+// ---- kernels ----
+
+// out = f(a, b) with a and b broadcast to a common shape.
+template <class F>
+Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
+  check(a.dtype() == b.dtype(), op, ": dtypes differ: ", dtype_name(a.dtype()), " ", shape_str(a.shape()),
+        " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
+  Shape shape = broadcast_shapes(op, a.shape(), b.shape());
+  Tensor out = Tensor::empty(shape, a.dtype());
+  dispatch_floating(a.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    if (a.shape() == b.shape()) {  // the common case: one flat loop
+      parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], pb[i]);
+      });
+      return;
+    }
+    detail::StridedLoop<2> loop(shape, {detail::broadcast_strides(a.shape(), shape),
+                                        detail::broadcast_strides(b.shape(), shape)});
+    loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 2> off, int64_t len) {
+      const T* x = pa + off[0];
+      const T* y = pb + off[1];
+      int64_t sx = loop.inner_stride[0], sy = loop.inner_stride[1];
+      if (sx == 1 && sy == 1) {
+        for (int64_t i = 0; i < len; ++i) po[o + i] = f(x[i], y[i]);
+      } else if (sx == 1 && sy == 0) {
+        for (int64_t i = 0; i < len; ++i) po[o + i] = f(x[i], *y);
+      } else if (sx == 0 && sy == 1) {
+        for (int64_t i = 0; i < len; ++i) po[o + i] = f(*x, y[i]);
+      } else {
+        for (int64_t i = 0; i < len; ++i) po[o + i] = f(x[i * sx], y[i * sy]);
+      }
+    });
+  });
+  return out;
+}
+
+// out = f(x); `cost` is a rough per-element cost for the threading threshold.
+template <class F>
+Tensor map_unary(const char* op, const Tensor& x, int64_t cost, F f) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  dispatch_floating(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    parallel_for(x.numel(), cost, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = f(px[i]);
+    });
+  });
+  return out;
+}
+
+// An elementwise op y = f(x) whose derivative is dy/dx = df(x, y).
+template <class F, class DF>
+Tensor unary_op(const char* op, const Tensor& x, int64_t cost, F f, DF df) {
+  Tensor y = map_unary(op, x, cost, f);
+  if (needs_grad({x})) {
+    record(op, y, {x}, [op, x = x.detach(), y = y.detach(), df](const Tensor& g) -> std::vector<Tensor> {
+      Tensor gx = Tensor::empty(x.shape(), x.dtype());
+      dispatch_floating(x.dtype(), op, [&](auto zero) {
+        using T = decltype(zero);
+        const T *px = x.data<T>(), *py = y.data<T>(), *pg = g.data<T>();
+        T* pgx = gx.data<T>();
+        parallel_for(x.numel(), 2, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) pgx[i] = pg[i] * df(px[i], py[i]);
+        });
+      });
+      return {gx};
+    });
+  }
+  return y;
+}
+
+}  // namespace
+
+// ---- binary ops: d(a+b) = (g, g); d(a-b) = (g, -g); d(ab) = (g b, g a); d(a/b) = (g/b, -g a/b²) ----
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = broadcast_binary("add", a, b, [](auto x, auto y) { return x + y; });
+  if (needs_grad({a, b}))
+    record("add", out, {a, b}, [sa = a.shape(), sb = b.shape(), ra = a.requires_grad(), rb = b.requires_grad()](
+                                   const Tensor& g) -> std::vector<Tensor> {
+      return {ra ? sum_to(g, sa) : Tensor(), rb ? sum_to(g, sb) : Tensor()};
+    });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = broadcast_binary("sub", a, b, [](auto x, auto y) { return x - y; });
+  if (needs_grad({a, b}))
+    record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape(), ra = a.requires_grad(), rb = b.requires_grad()](
+                                   const Tensor& g) -> std::vector<Tensor> {
+      return {ra ? sum_to(g, sa) : Tensor(), rb ? sum_to(neg(g), sb) : Tensor()};
+    });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = broadcast_binary("mul", a, b, [](auto x, auto y) { return x * y; });
+  if (needs_grad({a, b}))
+    record("mul", out, {a, b}, [a = a.detach(), b = b.detach(), ra = a.requires_grad(), rb = b.requires_grad()](
+                                   const Tensor& g) -> std::vector<Tensor> {
+      return {ra ? sum_to(mul(g, b), a.shape()) : Tensor(), rb ? sum_to(mul(g, a), b.shape()) : Tensor()};
+    });
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = broadcast_binary("div", a, b, [](auto x, auto y) { return x / y; });
+  if (needs_grad({a, b}))
+    record("div", out, {a, b}, [a = a.detach(), b = b.detach(), y = out.detach(), ra = a.requires_grad(),
+                                rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+      Tensor g_over_b = div(g, b);
+      return {ra ? sum_to(g_over_b, a.shape()) : Tensor(), rb ? sum_to(neg(mul(g_over_b, y)), b.shape()) : Tensor()};
+    });
+  return out;
+}
+
+// ---- tensor-scalar ops: the scalar is a constant, so only x gets a gradient ----
+
+Tensor add(const Tensor& a, double s) {
+  return unary_op("add_scalar", a, 1, [s](auto x) { return x + static_cast<decltype(x)>(s); },
+                  [](auto x, auto) { return decltype(x)(1); });
+}
+
+Tensor sub(const Tensor& a, double s) {
+  return unary_op("sub_scalar", a, 1, [s](auto x) { return x - static_cast<decltype(x)>(s); },
+                  [](auto x, auto) { return decltype(x)(1); });
+}
+
+Tensor sub(double s, const Tensor& a) {
+  return unary_op("rsub_scalar", a, 1, [s](auto x) { return static_cast<decltype(x)>(s) - x; },
+                  [](auto x, auto) { return decltype(x)(-1); });
+}
+
+Tensor mul(const Tensor& a, double s) {
+  return unary_op("mul_scalar", a, 1, [s](auto x) { return x * static_cast<decltype(x)>(s); },
+                  [s](auto x, auto) { return static_cast<decltype(x)>(s); });
+}
+
+Tensor div(const Tensor& a, double s) {
+  return unary_op("div_scalar", a, 1, [s](auto x) { return x / static_cast<decltype(x)>(s); },
+                  [s](auto x, auto) { return decltype(x)(1) / static_cast<decltype(x)>(s); });
+}
+
+// d(s/x)/dx = -s/x² = -y/x
+Tensor div(double s, const Tensor& a) {
+  return unary_op("rdiv_scalar", a, 1, [s](auto x) { return static_cast<decltype(x)>(s) / x; },
+                  [](auto x, auto y) { return -y / x; });
+}
+
+// ---- unary functions ----
+
+Tensor neg(const Tensor& x) {
+  return unary_op("neg", x, 1, [](auto v) { return -v; }, [](auto v, auto) { return decltype(v)(-1); });
+}
+
+// d exp(x) = exp(x) = y
+Tensor exp(const Tensor& x) {
+  return unary_op("exp", x, 8, [](auto v) { return std::exp(v); }, [](auto, auto y) { return y; });
+}
+
+// d log(x) = 1/x
+Tensor log(const Tensor& x) {
+  return unary_op("log", x, 8, [](auto v) { return std::log(v); }, [](auto v, auto) { return 1 / v; });
+}
+
+// d sqrt(x) = 1/(2 sqrt(x)) = 1/(2y)
+Tensor sqrt(const Tensor& x) {
+  return unary_op("sqrt", x, 4, [](auto v) { return std::sqrt(v); }, [](auto, auto y) { return 1 / (2 * y); });
+}
+
+// d x^p = p x^(p-1); p = 0 gives 0 everywhere (as in PyTorch, also at x = 0)
+Tensor pow(const Tensor& x, double p) {
+  return unary_op("pow", x, 8, [p](auto v) { return std::pow(v, static_cast<decltype(v)>(p)); },
+                  [p](auto v, auto) {
+                    using T = decltype(v);
+                    return p == 0 ? T(0) : static_cast<T>(p) * std::pow(v, static_cast<T>(p - 1));
+                  });
+}
+
+// d tanh(x) = 1 - y²
+Tensor tanh(const Tensor& x) {
+  return unary_op("tanh", x, 8, [](auto v) { return std::tanh(v); }, [](auto, auto y) { return 1 - y * y; });
+}
+
+// d relu(x) = [x > 0]
+Tensor relu(const Tensor& x) {
+  return unary_op("relu", x, 1, [](auto v) { return v > 0 ? v : decltype(v)(0); },
+                  [](auto v, auto) { return v > 0 ? decltype(v)(1) : decltype(v)(0); });
+}
+
+// d sigmoid(x) = y (1 - y); the two branches keep exp from overflowing
+Tensor sigmoid(const Tensor& x) {
+  return unary_op("sigmoid", x, 8,
+                  [](auto v) {
+                    using T = decltype(v);
+                    if (v >= 0) return T(1) / (T(1) + std::exp(-v));
+                    T e = std::exp(v);
+                    return e / (T(1) + e);
+                  },
+                  [](auto, auto y) { return y * (1 - y); });
+}
+
+// d |x| = sign(x), 0 at 0
+Tensor abs(const Tensor& x) {
+  return unary_op("abs", x, 1, [](auto v) { return std::abs(v); },
+                  [](auto v, auto) { return v > 0 ? decltype(v)(1) : v < 0 ? decltype(v)(-1) : decltype(v)(0); });
+}
+
+Tensor clone(const Tensor& x) {
+  Tensor out = x.to(x.dtype());
+  if (needs_grad({x})) record("clone", out, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
+  return out;
+}
+
+Tensor Tensor::clone() const { return qkv::clone(*this); }
+
+}  // namespace qkv

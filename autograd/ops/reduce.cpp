@@ -1,0 +1,190 @@
+// Reductions: forward and backward side by side. The kernels reduce one
+// contiguous block of dims, viewing x as [outer, reduced, inner]; other dim
+// sets are first permuted to the end, so every reduction shares two kernels.
+#include "autograd/ops/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "autograd/engine.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/shape.h"
+#include "autograd/parallel.h"
+
+namespace qkv {
+
+QKV_DECLARE_OP(sum);
+QKV_DECLARE_OP(mean);
+QKV_DECLARE_OP(max);
+QKV_DECLARE_OP(var);
+QKV_DECLARE_OP(sum_to);
+
+namespace {
+
+struct Block {
+  int64_t outer = 1, reduced = 1, inner = 1;
+  Shape out_shape;  // x's shape without dims [first, last]
+};
+
+Block block_of(const Shape& shape, int64_t first, int64_t last) {
+  Block b;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < first) b.outer *= shape[d];
+    else if (d > last) b.inner *= shape[d];
+    else b.reduced *= shape[d];
+    if (d < first || d > last) b.out_shape.push_back(shape[d]);
+  }
+  return b;
+}
+
+constexpr int64_t kColumnChunk = 256;  // inner columns one work item accumulates
+
+// Sum over the block: out[o, i] = Σ_r x[o, r, i], accumulated in double.
+Tensor sum_block(const Tensor& x, int64_t first, int64_t last) {
+  Block b = block_of(x.shape(), first, last);
+  Tensor out = Tensor::empty(b.out_shape, x.dtype());
+  dispatch_floating(x.dtype(), "sum", [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    if (b.inner == 1) {
+      parallel_for(b.outer, b.reduced, [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o) {
+          const T* row = px + o * b.reduced;
+          double acc = 0;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t r = 0; r < b.reduced; ++r) acc += row[r];
+          po[o] = static_cast<T>(acc);
+        }
+      });
+      return;
+    }
+    int64_t chunks = (b.inner + kColumnChunk - 1) / kColumnChunk;
+    parallel_for(b.outer * chunks, b.reduced * std::min(b.inner, kColumnChunk), [&](int64_t begin, int64_t end) {
+      double acc[kColumnChunk];
+      for (int64_t item = begin; item < end; ++item) {
+        int64_t o = item / chunks, i0 = item % chunks * kColumnChunk, n = std::min(kColumnChunk, b.inner - i0);
+        std::fill(acc, acc + n, 0.0);
+        for (int64_t r = 0; r < b.reduced; ++r) {
+          const T* src = px + (o * b.reduced + r) * b.inner + i0;
+          for (int64_t i = 0; i < n; ++i) acc[i] += src[i];
+        }
+        for (int64_t i = 0; i < n; ++i) po[o * b.inner + i0 + i] = static_cast<T>(acc[i]);
+      }
+    });
+  });
+  // d sum = the gradient copied to every reduced position
+  if (needs_grad({x}))
+    record("sum", out, {x}, [b, shape = x.shape()](const Tensor& g) -> std::vector<Tensor> {
+      return {reshape(expand(reshape(g, {b.outer, 1, b.inner}), {b.outer, b.reduced, b.inner}), shape)};
+    });
+  return out;
+}
+
+// Max over the block; remembers the arg-max (first on ties, NaN wins) for backward.
+Tensor max_block(const Tensor& x, int64_t first, int64_t last) {
+  Block b = block_of(x.shape(), first, last);
+  check(b.reduced > 0, "max: cannot reduce over zero elements (shape ", shape_str(x.shape()), ")");
+  Tensor out = Tensor::empty(b.out_shape, x.dtype());
+  auto argmax = std::make_shared<std::vector<int64_t>>(b.outer * b.inner);
+  dispatch_floating(x.dtype(), "max", [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    parallel_for(b.outer * b.inner, b.reduced, [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        int64_t o = item / b.inner, i = item % b.inner;
+        const T* col = px + o * b.reduced * b.inner + i;
+        T best = col[0];
+        int64_t arg = 0;
+        for (int64_t r = 1; r < b.reduced && !std::isnan(best); ++r) {
+          T v = col[r * b.inner];
+          if (v > best || std::isnan(v)) best = v, arg = r;
+        }
+        po[item] = best;
+        (*argmax)[item] = arg;
+      }
+    });
+  });
+  // d max = the gradient routed to the arg-max, zero elsewhere
+  if (needs_grad({x}))
+    record("max", out, {x}, [b, argmax, shape = x.shape()](const Tensor& g) -> std::vector<Tensor> {
+      Tensor gx = Tensor::zeros(shape, g.dtype());
+      dispatch_floating(g.dtype(), "max", [&](auto zero) {
+        using T = decltype(zero);
+        const T* pg = g.data<T>();
+        T* pgx = gx.data<T>();
+        for (int64_t item = 0; item < b.outer * b.inner; ++item) {
+          int64_t o = item / b.inner, i = item % b.inner;
+          pgx[(o * b.reduced + (*argmax)[item]) * b.inner + i] = pg[item];
+        }
+      });
+      return {gx};
+    });
+  return out;
+}
+
+// Applies a block kernel to any dim set: permutes the reduced dims to the end
+// when they are not adjacent, then restores size-1 dims for keepdim.
+template <class BlockKernel>
+Tensor reduce_dims(const char* op, const Tensor& x, const Dims& dims, bool keepdim, BlockKernel kernel) {
+  int64_t rank = x.dim();
+  Dims reduced = normalize_dims(op, dims, rank);
+  Tensor out;
+  if (reduced.empty()) {
+    out = kernel(x, 0, -1);  // a 0-d tensor: nothing to reduce
+  } else if (reduced.back() - reduced.front() + 1 == static_cast<int64_t>(reduced.size())) {
+    out = kernel(x, reduced.front(), reduced.back());
+  } else {
+    Dims perm;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!std::binary_search(reduced.begin(), reduced.end(), d)) perm.push_back(d);
+    perm.insert(perm.end(), reduced.begin(), reduced.end());
+    out = kernel(permute(x, perm), rank - static_cast<int64_t>(reduced.size()), rank - 1);
+  }
+  if (!keepdim) return out;
+  Shape kept = x.shape();
+  for (int64_t d : reduced) kept[d] = 1;
+  return reshape(out, kept);
+}
+
+int64_t reduced_count(const char* op, const Tensor& x, const Dims& dims) {
+  int64_t count = 1;
+  for (int64_t d : normalize_dims(op, dims, x.dim())) count *= x.shape()[d];
+  return count;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) { return reduce_dims("sum", x, dims, keepdim, sum_block); }
+
+Tensor max(const Tensor& x, const Dims& dims, bool keepdim) { return reduce_dims("max", x, dims, keepdim, max_block); }
+
+Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
+  int64_t count = reduced_count("mean", x, dims);
+  check(count > 0, "mean: reduces over zero elements (shape ", shape_str(x.shape()), ")");
+  return mul(sum(x, dims, keepdim), 1.0 / static_cast<double>(count));
+}
+
+// Two passes (x - mean first) for accuracy; the gradient 2(x-mean)/(N-c) follows by composition.
+Tensor var(const Tensor& x, const Dims& dims, bool keepdim, int64_t correction) {
+  int64_t count = reduced_count("var", x, dims);
+  check(count - correction > 0, "var: ", count, " elements with correction ", correction,
+        " leave no degrees of freedom (shape ", shape_str(x.shape()), ")");
+  Tensor centered = sub(x, mean(x, dims, true));
+  return div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(count - correction));
+}
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  check(shape.size() <= x.shape().size() && broadcast_shapes("sum_to", shape, x.shape()) == x.shape(), "sum_to: ",
+        shape_str(x.shape()), " is not a broadcast of ", shape_str(shape));
+  int64_t lead = x.dim() - static_cast<int64_t>(shape.size());
+  Dims dims;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && x.shape()[d] != 1)) dims.push_back(d);
+  return reshape(dims.empty() ? x : sum(x, dims, true), shape);
+}
+
+}  // namespace qkv

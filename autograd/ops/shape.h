@@ -1,0 +1,52 @@
+// Shape ops. reshape shares storage; every other op here makes a contiguous
+// copy. Index tensors are int64, masks and conditions are bool.
+#pragma once
+
+#include <vector>
+
+#include "autograd/shape.h"
+#include "autograd/tensor.h"
+
+namespace qkv {
+
+/// Same data, new shape; one size may be -1 (inferred). Shares storage.
+Tensor reshape(const Tensor& x, const Shape& shape);
+inline Tensor view(const Tensor& x, const Shape& shape) { return reshape(x, shape); }
+/// Inserts a size-1 dim at `dim` (in [-rank-1, rank]).
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+/// Removes the size-1 dim `dim`.
+Tensor squeeze(const Tensor& x, int64_t dim);
+
+/// Dims reordered: out.shape[i] = x.shape[perm[i]].
+Tensor permute(const Tensor& x, const Dims& perm);
+/// Swaps two dims.
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+
+/// `length` entries of `dim` starting at `start` (torch.narrow).
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+/// x[..., start:end, ...] along `dim` with Python's rules: negative indices
+/// count from the end, out-of-range bounds are clamped.
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end);
+
+/// Joins tensors along an existing dim; all other sizes must agree.
+Tensor concat(const std::vector<Tensor>& tensors, int64_t dim);
+/// Joins same-shaped tensors along a new dim.
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+
+/// Broadcasts x to `shape` (NumPy rules; -1 keeps a size), as a copy.
+Tensor expand(const Tensor& x, const Shape& shape);
+inline Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shape); }
+
+/// Picks entries `index` (1-D int64) along `dim`; repeated indices are allowed
+/// and their gradients add up (the embedding lookup).
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+/// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (torch.gather): index is
+/// int64 with x's rank and no larger than x outside `dim`.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+
+/// `value` where mask is true, x elsewhere; mask (bool) and x broadcast.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+/// a where condition is true, b elsewhere; all three broadcast.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+
+}  // namespace qkv

@@ -1,0 +1,39 @@
+// Threads: one setting for qkv's OpenMP loops and OpenBLAS.
+#pragma once
+
+#include <cstdint>
+
+#include <omp.h>
+
+namespace qkv {
+
+/// Sets the thread count of qkv's loops and of OpenBLAS (which shares the
+/// OpenMP pool). n <= 0 restores the default (all cores / OMP_NUM_THREADS).
+void set_num_threads(int n);
+int get_num_threads();
+
+/// Loops below this many element-operations run on one thread: forking the
+/// pool costs more than it saves on small tensors.
+constexpr int64_t kParallelGrain = 32768;
+
+/// Calls fn(begin, end) on disjoint chunks of [0, n) covering it, in parallel
+/// when n * cost_per_item reaches kParallelGrain. Each item is handled by one
+/// thread, so results do not depend on the thread count.
+template <class Fn>
+void parallel_for(int64_t n, int64_t cost_per_item, Fn&& fn) {
+  if (n <= 0) return;
+  int threads = omp_get_max_threads();
+  if (threads <= 1 || n < 2 || n * cost_per_item < kParallelGrain || omp_in_parallel()) {
+    fn(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    int64_t count = omp_get_num_threads();
+    int64_t id = omp_get_thread_num();
+    int64_t begin = n * id / count, end = n * (id + 1) / count;
+    if (begin < end) fn(begin, end);
+  }
+}
+
+}  // namespace qkv

@@ -1,0 +1,281 @@
+#include "autograd/tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
+#include "autograd/engine.h"
+
+namespace qkv {
+
+Storage::Storage(std::size_t bytes) : bytes(bytes) {
+  std::size_t rounded = (bytes + 63) / 64 * 64;
+  data = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!data) throw Error(cat("out of memory allocating ", bytes, " bytes"));
+}
+
+Storage::~Storage() { std::free(data); }
+
+namespace {
+
+double read_element(const void* data, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::Float32: return static_cast<const float*>(data)[i];
+    case DType::Float64: return static_cast<const double*>(data)[i];
+    case DType::Int64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case DType::Bool: return static_cast<const bool*>(data)[i] ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+void write_element(void* data, DType dtype, int64_t i, double value) {
+  switch (dtype) {
+    case DType::Float32: static_cast<float*>(data)[i] = static_cast<float>(value); break;
+    case DType::Float64: static_cast<double*>(data)[i] = value; break;
+    case DType::Int64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value); break;
+    case DType::Bool: static_cast<bool*>(data)[i] = value != 0; break;
+  }
+}
+
+void check_shape(const Shape& shape) {
+  for (int64_t s : shape) check(s >= 0, "tensor: negative size in shape ", shape_str(shape));
+}
+
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  check_shape(shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(qkv::numel(shape) * element_size(dtype));
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.raw_data(), 0, t.numel() * element_size(dtype));
+  return t;
+}
+
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) write_element(t.raw_data(), dtype, i, value);
+  return t;
+}
+
+Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor Tensor::arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
+
+Tensor Tensor::arange(double start, double end, double step, DType dtype) {
+  check(step != 0, "arange: step must be non-zero");
+  double count = std::ceil((end - start) / step);
+  Tensor t = empty({count > 0 ? static_cast<int64_t>(count) : 0}, dtype);
+  for (int64_t i = 0; i < t.numel(); ++i) write_element(t.raw_data(), dtype, i, start + i * step);
+  return t;
+}
+
+template <class T>
+Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
+  check_shape(shape);
+  check(static_cast<int64_t>(values.size()) == qkv::numel(shape), "from_vector: ", values.size(),
+        " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, dtype_of<T>());
+  T* out = t.data<T>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return t;
+}
+template Tensor Tensor::from_vector(const std::vector<float>&, const Shape&);
+template Tensor Tensor::from_vector(const std::vector<double>&, const Shape&);
+template Tensor Tensor::from_vector(const std::vector<int64_t>&, const Shape&);
+template Tensor Tensor::from_vector(const std::vector<bool>&, const Shape&);
+
+Tensor Tensor::randn(const Shape& shape, DType dtype, Generator* gen) {
+  Generator& g = gen ? *gen : default_generator();
+  Tensor t = empty(shape, dtype);
+  dispatch_floating(dtype, "randn", [&](auto zero) {
+    using T = decltype(zero);
+    T* out = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) out[i] = static_cast<T>(g.normal());
+  });
+  return t;
+}
+
+Tensor Tensor::uniform(const Shape& shape, double low, double high, DType dtype, Generator* gen) {
+  check(low <= high, "uniform: low ", low, " > high ", high);
+  Generator& g = gen ? *gen : default_generator();
+  Tensor t = empty(shape, dtype);
+  dispatch_floating(dtype, "uniform", [&](auto zero) {
+    using T = decltype(zero);
+    T* out = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) out[i] = static_cast<T>(low + (high - low) * g.uniform());
+  });
+  return t;
+}
+
+Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, Generator* gen) {
+  check(low < high, "randint: empty range [", low, ", ", high, ")");
+  Generator& g = gen ? *gen : default_generator();
+  Tensor t = empty(shape, DType::Int64);
+  int64_t* out = t.data<int64_t>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[i] = low + static_cast<int64_t>(g.below(static_cast<uint64_t>(high - low)));
+  return t;
+}
+
+const TensorImpl& Tensor::checked() const {
+  check(impl_ != nullptr, "tensor: use of an undefined tensor");
+  return *impl_;
+}
+
+const Shape& Tensor::shape() const { return checked().shape; }
+DType Tensor::dtype() const { return checked().dtype; }
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim("size", d, dim())]; }
+
+template <class T>
+T* Tensor::data() const {
+  check(dtype() == dtype_of<T>(), "data: tensor is ", dtype_name(dtype()), ", asked for ",
+        dtype_name(dtype_of<T>()));
+  return static_cast<T*>(impl_->storage->data);
+}
+template float* Tensor::data<float>() const;
+template double* Tensor::data<double>() const;
+template int64_t* Tensor::data<int64_t>() const;
+template bool* Tensor::data<bool>() const;
+
+void* Tensor::raw_data() const { return checked().storage->data; }
+
+double Tensor::item() const {
+  check(numel() == 1, "item: tensor of shape ", shape_str(shape()), " has ", numel(), " elements, not 1");
+  return read_element(raw_data(), dtype(), 0);
+}
+
+namespace {
+int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index) {
+  check(index.size() == shape.size(), "at: index of rank ", index.size(), " for shape ", shape_str(shape));
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t i = index[d] < 0 ? index[d] + shape[d] : index[d];
+    check(i >= 0 && i < shape[d], "at: index ", index[d], " out of range for dim ", d, " of shape ",
+          shape_str(shape));
+    flat = flat * shape[d] + i;
+  }
+  return flat;
+}
+}  // namespace
+
+double Tensor::at(const std::vector<int64_t>& index) const {
+  return read_element(raw_data(), dtype(), flat_index(shape(), index));
+}
+
+void Tensor::set(const std::vector<int64_t>& index, double value) const {
+  write_element(raw_data(), dtype(), flat_index(shape(), index), value);
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> out(numel());
+  for (int64_t i = 0; i < numel(); ++i) out[i] = read_element(raw_data(), dtype(), i);
+  return out;
+}
+
+Tensor Tensor::to(DType target) const {
+  Tensor out = empty(shape(), target);
+  if (target == dtype()) {
+    std::memcpy(out.raw_data(), raw_data(), numel() * element_size(target));
+  } else {
+    for (int64_t i = 0; i < numel(); ++i) write_element(out.raw_data(), target, i, read_element(raw_data(), dtype(), i));
+  }
+  return out;
+}
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = checked().storage;
+  impl->shape = impl_->shape;
+  impl->dtype = impl_->dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor alias_with_shape(const Tensor& source, const Shape& shape) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = source.impl_ptr()->storage;
+  impl->shape = shape;
+  impl->dtype = source.dtype();
+  return Tensor(std::move(impl));
+}
+
+bool Tensor::requires_grad() const { return checked().requires_grad; }
+
+Tensor& Tensor::requires_grad_(bool on) {
+  check(is_leaf(), "requires_grad_: only leaf tensors can be marked; this one was produced by ",
+        impl_->grad_fn ? impl_->grad_fn->op : "?");
+  check(!on || is_floating(dtype()), "requires_grad_: a ", dtype_name(dtype()), " tensor cannot require grad");
+  impl_->requires_grad = on;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return checked().grad_fn == nullptr; }
+
+Tensor Tensor::grad() const { return Tensor(checked().grad); }
+
+void Tensor::zero_grad() const {
+  checked();
+  impl_->grad.reset();
+}
+
+const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked().grad_fn; }
+
+// ---- printing, in the style of torch: nested brackets, summarised when large ----
+
+namespace {
+
+void print_block(std::ostream& out, const Tensor& t, const std::vector<double>& values, int64_t dim,
+                 int64_t offset, int indent, bool summarise) {
+  const Shape& shape = t.shape();
+  int64_t n = shape[dim];
+  int64_t inner = 1;
+  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t edge = 3;
+  out << '[';
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarise && n > 2 * edge && i == edge) {
+      out << (dim + 1 == t.dim() ? "..., " : "...,\n" + std::string(indent + 1, ' '));
+      i = n - edge;
+    }
+    if (dim + 1 == t.dim()) {
+      double v = values[offset + i];
+      if (t.dtype() == DType::Bool) out << (v != 0 ? "true" : "false");
+      else if (t.dtype() == DType::Int64) out << static_cast<int64_t>(v);
+      else out << std::setw(8) << v;
+    } else {
+      print_block(out, t, values, dim + 1, offset + i * inner, indent + 1, summarise);
+    }
+    if (i + 1 < n) out << (dim + 1 == t.dim() ? ", " : ",\n" + std::string(indent + 1, ' '));
+  }
+  out << ']';
+}
+
+}  // namespace
+
+std::string Tensor::to_string() const {
+  if (!defined()) return "tensor(undefined)";
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(4) << "tensor(";
+  std::vector<double> values = to_vector();
+  if (dim() == 0) out << values[0];
+  else print_block(out, *this, values, 0, 0, 7, numel() > 1000);
+  if (dtype() != DType::Float32) out << ", dtype=" << dtype_name(dtype());
+  if (requires_grad()) out << (is_leaf() ? ", requires_grad=true" : cat(", grad_fn=", grad_fn()->op));
+  out << ')';
+  return out.str();
+}
+
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor) { return out << tensor.to_string(); }
+
+}  // namespace qkv

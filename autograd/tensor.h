@@ -1,0 +1,130 @@
+// Tensor: a cheap handle to shared, contiguous, row-major storage plus the
+// autograd state (requires_grad, grad, the node that produced it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "autograd/dtype.h"
+#include "autograd/generator.h"
+#include "autograd/shape.h"
+
+namespace qkv {
+
+struct Node;
+
+/// A 64-byte aligned buffer; several tensors may share one (reshape, detach).
+struct Storage {
+  explicit Storage(std::size_t bytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data;
+  std::size_t bytes;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  DType dtype = DType::Float32;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;  // accumulated by backward() on leaves
+  std::shared_ptr<Node> grad_fn;     // null for leaves
+};
+
+class Tensor {
+ public:
+  /// An undefined tensor (like a None gradient).
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- factories (new leaf tensors, requires_grad off) ----
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32);  // uninitialized
+  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
+  static Tensor ones(const Shape& shape, DType dtype = DType::Float32);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32);
+  static Tensor scalar(double value, DType dtype = DType::Float32);  // 0-d
+  /// 0, 1, ..., end-1 (like torch.arange(end)).
+  static Tensor arange(double end, DType dtype = DType::Float32);
+  static Tensor arange(double start, double end, double step = 1, DType dtype = DType::Float32);
+  /// Copies `values` (float, double, int64_t or bool) into a tensor of `shape`.
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values) {
+    return from_vector(values, Shape{static_cast<int64_t>(values.size())});
+  }
+  /// Standard normal samples from `gen` (the default generator when null).
+  static Tensor randn(const Shape& shape, DType dtype = DType::Float32, Generator* gen = nullptr);
+  /// Uniform samples in [low, high).
+  static Tensor uniform(const Shape& shape, double low, double high, DType dtype = DType::Float32,
+                        Generator* gen = nullptr);
+  /// Uniform samples in [0, 1).
+  static Tensor rand(const Shape& shape, DType dtype = DType::Float32, Generator* gen = nullptr) {
+    return uniform(shape, 0, 1, dtype, gen);
+  }
+  /// Uniform int64 samples in [low, high).
+  static Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
+
+  // ---- queries ----
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t numel() const { return qkv::numel(shape()); }
+  DType dtype() const;
+
+  // ---- element access (for tests, examples and optimizers) ----
+  /// Typed pointer to the data; throws when T does not match dtype().
+  template <class T>
+  T* data() const;
+  void* raw_data() const;
+  /// The only element of a one-element tensor, as double.
+  double item() const;
+  /// The element at a full index, as double.
+  double at(const std::vector<int64_t>& index) const;
+  /// Writes one element; no autograd (do not change tensors saved for backward).
+  void set(const std::vector<int64_t>& index, double value) const;
+  /// Every element as double, row-major.
+  std::vector<double> to_vector() const;
+
+  // ---- conversion ----
+  /// A copy in another dtype. The copy is a new leaf: it has no history.
+  Tensor to(DType dtype) const;
+  /// Shares storage, drops history: the result is a leaf without requires_grad.
+  Tensor detach() const;
+  /// A differentiable copy with its own storage.
+  Tensor clone() const;
+
+  // ---- autograd ----
+  bool requires_grad() const;
+  /// Marks a leaf as a parameter whose gradient backward() accumulates.
+  Tensor& requires_grad_(bool on = true);
+  bool is_leaf() const;
+  /// The accumulated gradient of a leaf; undefined before any backward().
+  Tensor grad() const;
+  /// Drops the accumulated gradient (the next backward() starts from zero).
+  void zero_grad() const;
+  /// Back-propagates from this tensor. `grad` defaults to 1 for a one-element
+  /// tensor. The graph is freed afterwards unless retain_graph is set.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  const std::shared_ptr<Node>& grad_fn() const;
+
+  std::string to_string() const;
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  const TensorImpl& checked() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
+
+/// A tensor of `shape` sharing `source`'s storage (reshape's storage path).
+Tensor alias_with_shape(const Tensor& source, const Shape& shape);
+
+}  // namespace qkv

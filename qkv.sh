@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# qkv's two commands (and the steps under them). On a fresh Debian machine it
+# installs what is missing, builds, then trains or tests.
+#
+#   ./qkv.sh train [args]   set up, build Release, train the default model
+#   ./qkv.sh test           set up, build, run the whole suite through ctest:
+#                           Release, then Debug with AddressSanitizer + UBSan
+#   ./qkv.sh build          set up and build Release only
+#
+# Environment: QKV_SANITIZE=0 skips the sanitizer pass of `test` (quicker
+# local runs; CI always runs it). QKV_JOBS sets build parallelism.
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")"
+
+PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev python3)
+JOBS="${QKV_JOBS:-$(nproc)}"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+install_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "qkv.sh: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {  # build DIR [cmake args...]
+  local dir=$1; shift
+  log "configuring $dir"
+  cmake -S . -B "$dir" "$@" >/dev/null
+  log "building $dir ($JOBS jobs)"
+  cmake --build "$dir" -j "$JOBS"
+}
+
+run_tests() {  # run_tests DIR
+  log "testing $1"
+  ctest --test-dir "$1" --output-on-failure -j "$JOBS"
+}
+
+command=${1:-}
+[ $# -gt 0 ] && shift
+case "$command" in
+  build)
+    install_packages
+    build build/release -DCMAKE_BUILD_TYPE=Release
+    ;;
+  train)
+    install_packages
+    build build/release -DCMAKE_BUILD_TYPE=Release
+    log "training (examples/fit_spiral until the qkv program exists)"
+    ./build/release/examples/fit_spiral "$@"
+    ;;
+  test)
+    install_packages
+    build build/release -DCMAKE_BUILD_TYPE=Release
+    run_tests build/release
+    if [ "${QKV_SANITIZE:-1}" != 0 ]; then
+      build build/sanitize -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON
+      run_tests build/sanitize
+    fi
+    ;;
+  *)
+    echo "usage: ./qkv.sh train|test|build" >&2
+    exit 2
+    ;;
+esac
