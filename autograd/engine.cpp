@@ -43,6 +43,22 @@ bool needs_grad(std::initializer_list<Tensor> inputs) {
   return false;
 }
 
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> pending;
+  auto detach_inputs = [&pending](std::vector<Tensor>& inputs) {
+    for (Tensor& t : inputs)
+      if (t.impl_ptr().use_count() == 1 && t.impl()->grad_fn && t.impl()->grad_fn.use_count() == 1)
+        pending.push_back(std::move(t.impl()->grad_fn));
+    inputs.clear();
+  };
+  detach_inputs(inputs);
+  while (!pending.empty()) {
+    std::shared_ptr<Node> node = std::move(pending.back());
+    pending.pop_back();
+    detach_inputs(node->inputs);
+  }  // each node dies here with no inputs left to recurse into
+}
+
 void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward) {
   // An op that records without a declaration would escape the gradcheck registry.
   static thread_local std::unordered_set<const char*> known;

@@ -17,10 +17,13 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>
 /// One recorded op: its inputs and its backward closure (which holds the
 /// tensors it saved). backward() releases both unless asked to retain them.
 struct Node {
-  const char* op;
+  const char* op = "";
   std::vector<Tensor> inputs;
   BackwardFn backward;
   bool released = false;
+  /// Frees the chain of nodes only this one kept alive without recursion, so
+  /// a graph thousands of ops deep cannot overflow the stack.
+  ~Node();
 };
 
 /// True unless a NoGradGuard is alive on this thread.

@@ -208,11 +208,14 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   if (needs_grad(tensors)) {
     std::vector<bool> wants;
-    for (const Tensor& t : tensors) wants.push_back(t.requires_grad());
-    record("concat", out, tensors, [d, offsets, wants, tensors](const Tensor& g) -> std::vector<Tensor> {
+    std::vector<int64_t> sizes;
+    for (const Tensor& t : tensors) {
+      wants.push_back(t.requires_grad());
+      sizes.push_back(t.shape()[d]);
+    }
+    record("concat", out, tensors, [d, offsets, wants, sizes](const Tensor& g) -> std::vector<Tensor> {
       std::vector<Tensor> grads;
-      for (size_t k = 0; k < offsets.size(); ++k)
-        grads.push_back(wants[k] ? narrow(g, d, offsets[k], tensors[k].shape()[d]) : Tensor());
+      for (size_t k = 0; k < offsets.size(); ++k) grads.push_back(wants[k] ? narrow(g, d, offsets[k], sizes[k]) : Tensor());
       return grads;
     });
   }

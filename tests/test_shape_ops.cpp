@@ -1,0 +1,110 @@
+// Shape ops: values against hand-written results, storage sharing, masks and
+// indices of other dtypes, and the errors.
+#include <catch2/catch.hpp>
+
+#include "autograd/autograd.h"
+
+using namespace qkv;
+using Catch::Matchers::Contains;
+
+namespace {
+Tensor counting(Shape s) { return reshape(Tensor::arange(static_cast<double>(numel(s)), DType::Float64), s); }
+Tensor idx(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s); }
+Tensor mask(std::vector<bool> v, Shape s) { return Tensor::from_vector(v, s); }
+}  // namespace
+
+TEST_CASE("reshape shares storage and infers -1", "[shape]") {
+  Tensor x = counting({2, 3});
+  Tensor r = reshape(x, {3, -1});
+  CHECK(r.shape() == Shape{3, 2});
+  r.set({0, 0}, 42);
+  CHECK(x.at({0, 0}) == 42);
+  CHECK(view(x, {-1}).shape() == Shape{6});
+  CHECK(unsqueeze(x, 0).shape() == Shape{1, 2, 3});
+  CHECK(unsqueeze(x, -1).shape() == Shape{2, 3, 1});
+  CHECK(squeeze(unsqueeze(x, 1), 1).shape() == Shape{2, 3});
+  CHECK_THROWS_WITH(reshape(x, {4, -1}), Contains("reshape: cannot view [2, 3] as [4, -1]"));
+  CHECK_THROWS_WITH(reshape(x, {-1, -1}), Contains("more than one -1"));
+  CHECK_THROWS_WITH(reshape(x, {5}), Contains("[2, 3]") && Contains("[5]"));
+  CHECK_THROWS_WITH(squeeze(x, 0), Contains("squeeze: dim 0 of [2, 3] has size 2"));
+}
+
+TEST_CASE("permute and transpose reorder dims", "[shape]") {
+  Tensor x = counting({2, 3, 4});
+  Tensor p = permute(x, {2, 0, 1});
+  CHECK(p.shape() == Shape{4, 2, 3});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t k = 0; k < 4; ++k) CHECK(p.at({k, i, j}) == x.at({i, j, k}));
+  Tensor t = transpose(counting({2, 3}), 0, 1);
+  CHECK(t.to_vector() == std::vector<double>{0, 3, 1, 4, 2, 5});
+  CHECK_THROWS_WITH(permute(x, {0, 1}), Contains("permute: 2 dims given for a tensor of shape [2, 3, 4]"));
+  CHECK_THROWS_WITH(permute(x, {0, 1, 1}), Contains("permute: dim 1 repeated"));
+  CHECK_THROWS_WITH(transpose(x, 0, 3), Contains("transpose: dim 3 out of range"));
+}
+
+TEST_CASE("narrow and slice take windows", "[shape]") {
+  Tensor x = counting({3, 4});
+  CHECK(narrow(x, 1, 1, 2).to_vector() == std::vector<double>{1, 2, 5, 6, 9, 10});
+  CHECK(slice(x, 0, -1, 99).to_vector() == std::vector<double>{8, 9, 10, 11});
+  CHECK(slice(x, 1, -3, -1).to_vector() == std::vector<double>{1, 2, 5, 6, 9, 10});
+  CHECK(slice(x, 1, 3, 1).numel() == 0);
+  CHECK_THROWS_WITH(narrow(x, 1, 3, 2), Contains("narrow: window [3, 5) out of range for dim 1 of [3, 4]"));
+}
+
+TEST_CASE("concat and stack join tensors", "[shape]") {
+  Tensor a = counting({2, 1}), b = counting({2, 2});
+  CHECK(concat({a, b}, 1).to_vector() == std::vector<double>{0, 0, 1, 1, 2, 3});
+  CHECK(concat({a, a}, 0).shape() == Shape{4, 1});
+  Tensor s = stack({a, a * 2.0}, 0);
+  CHECK(s.shape() == Shape{2, 2, 1});
+  CHECK(s.to_vector() == std::vector<double>{0, 1, 0, 2});
+  CHECK(stack({a, a}, -1).shape() == Shape{2, 1, 2});
+  CHECK_THROWS_WITH(concat({a, counting({3, 1})}, 1), Contains("concat: along dim 1 shapes [2, 1] float64 and [3, 1]"));
+  CHECK_THROWS_WITH(stack({a, b}, 0), Contains("stack: shapes [2, 1] and [2, 2] differ"));
+  CHECK_THROWS_WITH(concat({}, 0), Contains("concat: no tensors"));
+}
+
+TEST_CASE("expand broadcasts, for floats and for bool masks", "[shape]") {
+  Tensor x = counting({3, 1});
+  Tensor e = expand(x, {2, 3, 2});
+  CHECK(e.shape() == Shape{2, 3, 2});
+  CHECK(e.at({1, 2, 1}) == 2);
+  CHECK(expand(x, {-1, 4}).shape() == Shape{3, 4});
+  Tensor m = expand(mask({true, false}, {1, 2}), {3, 2});
+  CHECK(m.dtype() == DType::Bool);
+  CHECK(m.to_vector() == std::vector<double>{1, 0, 1, 0, 1, 0});
+  CHECK_THROWS_WITH(expand(x, {3, 2, 2}), Contains("expand: cannot expand [3, 1] to [3, 2, 2]"));
+  CHECK_THROWS_WITH(expand(x, {1}), Contains("fewer dims"));
+}
+
+TEST_CASE("index_select and gather pick entries and repeats add gradients", "[shape]") {
+  Tensor table = counting({4, 2}).detach().requires_grad_();
+  Tensor rows = index_select(table, 0, idx({3, 0, 3}, {3}));
+  CHECK(rows.to_vector() == std::vector<double>{6, 7, 0, 1, 6, 7});
+  sum(rows).backward();
+  CHECK(table.grad().to_vector() == std::vector<double>{1, 1, 0, 0, 0, 0, 2, 2});
+  CHECK(index_select(counting({2, 3}), 1, idx({2, 0}, {2})).to_vector() == std::vector<double>{2, 0, 5, 3});
+
+  Tensor x = counting({2, 3});
+  Tensor g = gather(x, 1, idx({2, 2, 0, 1}, {2, 2}));  // torch.gather semantics
+  CHECK(g.to_vector() == std::vector<double>{2, 2, 3, 4});
+  CHECK(gather(x, 0, idx({1, 0, 1}, {1, 3})).to_vector() == std::vector<double>{3, 1, 5});
+
+  CHECK_THROWS_WITH(index_select(x, 0, idx({2}, {1})), Contains("index_select: index 2 out of range for dim 0 of [2, 3]"));
+  CHECK_THROWS_WITH(index_select(x, 0, Tensor::zeros({1})), Contains("index must be int64"));
+  CHECK_THROWS_WITH(gather(x, 1, idx({0, 3}, {1, 2})), Contains("gather: index 3 out of range for dim 1 of [2, 3]"));
+  CHECK_THROWS_WITH(gather(x, 1, idx({0, 0, 0}, {3, 1})), Contains("gather: index [3, 1] does not fit x [2, 3]"));
+  CHECK_THROWS_WITH(index_select(x, 0, idx({-1}, {1})), Contains("index -1 out of range"));
+}
+
+TEST_CASE("masked_fill and where follow the mask (true means fill, or take a)", "[shape]") {
+  Tensor x = counting({2, 2});
+  Tensor filled = masked_fill(x, mask({true, false}, {1, 2}), -1);
+  CHECK(filled.to_vector() == std::vector<double>{-1, 1, -1, 3});
+  Tensor w = where(mask({false, true}, {2, 1}), x, Tensor::scalar(9, DType::Float64));
+  CHECK(w.to_vector() == std::vector<double>{9, 9, 2, 3});
+  CHECK_THROWS_WITH(masked_fill(x, Tensor::ones({2, 2}), 0), Contains("masked_fill: mask must be bool, got float32"));
+  CHECK_THROWS_WITH(masked_fill(x, mask({true, false, true}, {3}), 0), Contains("masked_fill: shapes [2, 2] and [3]"));
+  CHECK_THROWS_WITH(where(mask({true}, {1}), x, Tensor::ones({2})), Contains("where: dtypes differ"));
+}
