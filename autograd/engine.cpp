@@ -46,9 +46,11 @@ bool needs_grad(std::initializer_list<Tensor> inputs) {
 Node::~Node() {
   std::vector<std::shared_ptr<Node>> pending;
   auto detach_inputs = [&pending](std::vector<Tensor>& inputs) {
-    for (Tensor& t : inputs)
+    for (Tensor& slot : inputs) {
+      Tensor t = std::move(slot);  // so the last of duplicate inputs (h * h) sees a count of 1
       if (t.impl_ptr().use_count() == 1 && t.impl()->grad_fn && t.impl()->grad_fn.use_count() == 1)
         pending.push_back(std::move(t.impl()->grad_fn));
+    }
     inputs.clear();
   };
   detach_inputs(inputs);
@@ -126,9 +128,18 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     if (it == grads.end()) continue;
     Tensor g = std::move(it->second);
     grads.erase(it);
-    if (!t->grad_fn) {  // a leaf: accumulate into .grad (a copy: g may be shared)
-      if (!t->grad) t->grad = g.clone().impl_ptr();
-      else t->grad = add(Tensor(t->grad), g).impl_ptr();
+    if (!t->grad_fn) {  // a leaf: accumulate into .grad in place (the first time a copy: g may be shared)
+      if (!t->grad) {
+        t->grad = g.clone().impl_ptr();
+      } else {
+        Tensor grad(t->grad);
+        dispatch_floating(grad.dtype(), "backward", [&](auto zero) {
+          using T = decltype(zero);
+          T* acc = grad.data<T>();
+          const T* add = g.data<T>();
+          for (int64_t i = 0; i < grad.numel(); ++i) acc[i] += add[i];
+        });
+      }
       continue;
     }
     Node& node = *t->grad_fn;

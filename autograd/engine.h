@@ -46,7 +46,9 @@ bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
 
 /// Makes `out` a non-leaf produced by `op` from `inputs`. `op` must be declared
-/// with QKV_DECLARE_OP in its family's source file.
+/// with QKV_DECLARE_OP in its family's source file. The backward closure must
+/// capture tensors only as `.detach()`ed copies (or shapes): capturing `out`
+/// itself, or an input with its history, makes a reference cycle.
 void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward);
 
 /// Every differentiable op declared in the library, sorted. The gradcheck

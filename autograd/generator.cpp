@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "autograd/error.h"
+
 namespace qkv {
 
 namespace {
@@ -41,6 +43,7 @@ double Generator::normal() {
 }
 
 uint64_t Generator::below(uint64_t n) {
+  if (n == 0) throw Error("Generator::below: empty range [0, 0)");
   // Rejection sampling keeps the result unbiased for any n.
   uint64_t limit = UINT64_MAX - UINT64_MAX % n;
   uint64_t x;

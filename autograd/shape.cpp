@@ -17,7 +17,8 @@ std::string shape_str(const Shape& shape) {
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    check(!__builtin_mul_overflow(n, s, &n), "shape ", shape_str(shape), " has more elements than int64 can count");
   return n;
 }
 

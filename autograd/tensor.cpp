@@ -34,13 +34,17 @@ void write_element(void* data, DType dtype, int64_t i, double value) {
   switch (dtype) {
     case DType::Float32: static_cast<float*>(data)[i] = static_cast<float>(value); break;
     case DType::Float64: static_cast<double*>(data)[i] = value; break;
-    case DType::Int64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value); break;
+    case DType::Int64:
+      check(std::abs(value) < 9.2e18, "to int64: ", value, " has no int64 value");  // NaN fails too
+      static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value);
+      break;
     case DType::Bool: static_cast<bool*>(data)[i] = value != 0; break;
   }
 }
 
 void check_shape(const Shape& shape) {
   for (int64_t s : shape) check(s >= 0, "tensor: negative size in shape ", shape_str(shape));
+  check(qkv::numel(shape) <= (int64_t{1} << 40), "tensor: shape ", shape_str(shape), " is too large to allocate");
 }
 
 }  // namespace
@@ -75,6 +79,8 @@ Tensor Tensor::arange(double end, DType dtype) { return arange(0, end, 1, dtype)
 Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   check(step != 0, "arange: step must be non-zero");
   double count = std::ceil((end - start) / step);
+  check(std::isfinite(count) && count < 1e15, "arange: [", start, ", ", end, ") with step ", step,
+        " does not give a finite count");
   Tensor t = empty({count > 0 ? static_cast<int64_t>(count) : 0}, dtype);
   for (int64_t i = 0; i < t.numel(); ++i) write_element(t.raw_data(), dtype, i, start + i * step);
   return t;
@@ -200,6 +206,15 @@ Tensor Tensor::detach() const {
   impl->shape = impl_->shape;
   impl->dtype = impl_->dtype;
   return Tensor(std::move(impl));
+}
+
+void Tensor::assign_(const Tensor& source) const {
+  check(is_leaf(), "assign_: only a leaf tensor's data can be replaced");
+  Tensor copy = source.to(source.dtype());
+  impl_->storage = copy.impl_->storage;
+  impl_->shape = source.shape();
+  impl_->dtype = source.dtype();
+  impl_->grad.reset();
 }
 
 Tensor alias_with_shape(const Tensor& source, const Shape& shape) {

@@ -98,6 +98,10 @@ class Tensor {
   Tensor detach() const;
   /// A differentiable copy with its own storage.
   Tensor clone() const;
+  /// Replaces this leaf's data, shape and dtype by a copy of `source`'s,
+  /// keeping requires_grad and dropping .grad. Every handle to this tensor
+  /// sees the change (how Module::to and checkpoint loading update parameters).
+  void assign_(const Tensor& source) const;
 
   // ---- autograd ----
   bool requires_grad() const;

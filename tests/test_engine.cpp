@@ -96,3 +96,20 @@ TEST_CASE("a deep graph dropped without backward is freed without deep recursion
   }  // a recursive teardown of 200k nodes would overflow the stack here
   CHECK(x.requires_grad());
 }
+
+TEST_CASE("a deep graph whose ops read one tensor twice is freed without recursion", "[engine]") {
+  Tensor x = Tensor::ones({1}).requires_grad_();
+  {
+    Tensor h = x;
+    for (int i = 0; i < 200000; ++i) h = h * h;
+  }
+  CHECK(x.requires_grad());
+}
+
+TEST_CASE("a leaf's gradient accumulates in place, so a held handle stays current", "[engine]") {
+  Tensor w = Tensor::from_vector<double>({1, 2}).requires_grad_();
+  sum(w * 2.0).backward();
+  Tensor held = w.grad();
+  sum(w * 3.0).backward();
+  CHECK(held.to_vector() == std::vector<double>{5, 5});
+}

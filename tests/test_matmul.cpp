@@ -78,3 +78,14 @@ TEST_CASE("matmul errors name the shapes", "[matmul][errors]") {
                     Contains("matmul: shapes [2] and [3] do not broadcast"));
   CHECK_THROWS_WITH(matmul(Tensor::ones({2, 2}), Tensor::ones({2, 2}, DType::Float64)), Contains("matmul: dtypes differ"));
 }
+
+TEST_CASE("matmul backward handles zero-size operands", "[matmul]") {
+  Tensor a = Tensor::ones({2, 3, 0}).requires_grad_(), b = Tensor::ones({0, 5}).requires_grad_();
+  sum(matmul(a, b)).backward();
+  CHECK(a.grad().shape() == Shape{2, 3, 0});
+  CHECK(b.grad().shape() == Shape{0, 5});
+  Tensor c = Tensor::ones({2, 3, 4}).requires_grad_(), d = Tensor::ones({4, 0}).requires_grad_();
+  sum(matmul(c, d)).backward();
+  CHECK(d.grad().shape() == Shape{4, 0});
+  CHECK(c.grad().to_vector() == std::vector<double>(24, 0.0));
+}

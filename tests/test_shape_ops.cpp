@@ -2,6 +2,9 @@
 // indices of other dtypes, and the errors.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "autograd/autograd.h"
 
 using namespace qkv;
@@ -26,7 +29,7 @@ TEST_CASE("reshape shares storage and infers -1", "[shape]") {
   CHECK_THROWS_WITH(reshape(x, {4, -1}), Contains("reshape: cannot view [2, 3] as [4, -1]"));
   CHECK_THROWS_WITH(reshape(x, {-1, -1}), Contains("more than one -1"));
   CHECK_THROWS_WITH(reshape(x, {5}), Contains("[2, 3]") && Contains("[5]"));
-  CHECK_THROWS_WITH(squeeze(x, 0), Contains("squeeze: dim 0 of [2, 3] has size 2"));
+  CHECK(squeeze(x, 0).shape() == Shape{2, 3});  // not size 1: unchanged, as in torch
 }
 
 TEST_CASE("permute and transpose reorder dims", "[shape]") {
@@ -49,7 +52,9 @@ TEST_CASE("narrow and slice take windows", "[shape]") {
   CHECK(slice(x, 0, -1, 99).to_vector() == std::vector<double>{8, 9, 10, 11});
   CHECK(slice(x, 1, -3, -1).to_vector() == std::vector<double>{1, 2, 5, 6, 9, 10});
   CHECK(slice(x, 1, 3, 1).numel() == 0);
-  CHECK_THROWS_WITH(narrow(x, 1, 3, 2), Contains("narrow: window [3, 5) out of range for dim 1 of [3, 4]"));
+  CHECK(narrow(x, 1, -2, 2).to_vector() == std::vector<double>{2, 3, 6, 7, 10, 11});  // negative start, as torch
+  CHECK_THROWS_WITH(narrow(x, 1, 3, 2), Contains("narrow: window of 2 from 3 out of range for dim 1 of [3, 4]"));
+  CHECK_THROWS_WITH(narrow(x, 0, 2, INT64_MAX), Contains("out of range"));
 }
 
 TEST_CASE("concat and stack join tensors", "[shape]") {
@@ -107,4 +112,22 @@ TEST_CASE("masked_fill and where follow the mask (true means fill, or take a)", 
   CHECK_THROWS_WITH(masked_fill(x, Tensor::ones({2, 2}), 0), Contains("masked_fill: mask must be bool, got float32"));
   CHECK_THROWS_WITH(masked_fill(x, mask({true, false, true}, {3}), 0), Contains("masked_fill: shapes [2, 2] and [3]"));
   CHECK_THROWS_WITH(where(mask({true}, {1}), x, Tensor::ones({2})), Contains("where: dtypes differ"));
+}
+
+TEST_CASE("index_select takes a 0-d index and backward ignores later edits to the index", "[shape]") {
+  Tensor x = counting({3, 2});
+  CHECK(index_select(x, 0, Tensor::scalar(2, DType::Int64)).to_vector() == std::vector<double>{4, 5});
+  Tensor table = counting({3, 2}).detach().requires_grad_();
+  Tensor index = idx({1}, {1});
+  Tensor picked = gather(table, 0, idx({2, 0}, {1, 2})) + index_select(table, 0, index);
+  index.set({0}, 1000);  // a reused buffer: backward must still use 1
+  sum(picked).backward();
+  CHECK(table.grad().to_vector() == std::vector<double>{0, 1, 1, 1, 1, 0});
+}
+
+TEST_CASE("sizes that overflow int64 are rejected, not wrapped", "[shape][errors]") {
+  CHECK_THROWS_AS(Tensor::zeros({int64_t{1} << 32, int64_t{1} << 32}), Error);
+  CHECK_THROWS_AS(reshape(Tensor::zeros({0}), {int64_t{1} << 32, int64_t{1} << 32, 4}), Error);
+  CHECK_THROWS_WITH(Tensor::arange(0, std::numeric_limits<double>::infinity()), Contains("arange"));
+  CHECK_THROWS_WITH(Tensor::from_vector<double>({std::nan("")}).to(DType::Int64), Contains("int64"));
 }

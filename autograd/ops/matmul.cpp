@@ -106,7 +106,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       if (ra) ga = sum_to(ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb), a.shape());
       if (rb) {
         if (b.dim() == 2 && a.dim() > 2 && !ta) {  // folded rows: one gemm over all of them
-          Tensor a2 = reshape(a, {-1, a.size(-1)}), g2 = reshape(g, {-1, g.size(-1)});
+          int64_t rows = numel(Shape(a.shape().begin(), a.shape().end() - 1));
+          Tensor a2 = reshape(a, {rows, a.size(-1)}), g2 = reshape(g, {rows, g.size(-1)});
           gb = tb ? matmul(g2, a2, true, false) : matmul(a2, g2, true, false);
         } else {
           gb = sum_to(tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false), b.shape());

@@ -88,8 +88,8 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
       check(infer < 0, "reshape: more than one -1 in ", shape_str(shape));
       infer = static_cast<int64_t>(d);
     } else {
-      check(target[d] >= 0, "reshape: negative size in ", shape_str(shape));
-      known *= target[d];
+      check(target[d] >= 0 && !__builtin_mul_overflow(known, target[d], &known), "reshape: bad size in ",
+            shape_str(shape));
     }
   }
   if (infer >= 0) {
@@ -114,7 +114,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
   int64_t d = normalize_dim("squeeze", dim, x.dim());
-  check(x.shape()[d] == 1, "squeeze: dim ", dim, " of ", shape_str(x.shape()), " has size ", x.shape()[d], ", not 1");
+  if (x.shape()[d] != 1) return x;  // as torch: squeezing a dim that is not 1 changes nothing
   Shape shape = x.shape();
   shape.erase(shape.begin() + d);
   return reshape(x, shape);
@@ -158,8 +158,9 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   int64_t d = normalize_dim("narrow", dim, x.dim());
   int64_t size = x.shape()[d];
-  check(start >= 0 && length >= 0 && start + length <= size, "narrow: window [", start, ", ", start + length,
-        ") out of range for dim ", dim, " of ", shape_str(x.shape()));
+  if (start < 0 && start >= -size) start += size;  // torch.narrow counts a negative start from the end
+  check(start >= 0 && start <= size && length >= 0 && length <= size - start, "narrow: window of ", length,
+        " from ", start, " out of range for dim ", dim, " of ", shape_str(x.shape()));
   Split s = split_at(x.shape(), d);
   Shape shape = x.shape();
   shape[d] = length;
@@ -258,7 +259,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index_tensor("index_select", index);
-  check(index.dim() == 1, "index_select: index must be 1-D, got ", shape_str(index.shape()));
+  check(index.dim() <= 1, "index_select: index must be 1-D, got ", shape_str(index.shape()));
   int64_t d = normalize_dim("index_select", dim, x.dim());
   Split s = split_at(x.shape(), d);
   const int64_t* idx = index.data<int64_t>();
@@ -268,6 +269,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
           " of ", shape_str(x.shape()));
   Shape shape = x.shape();
   shape[d] = n;
+  if (index.dim() == 0) shape.erase(shape.begin() + d);  // a 0-d index drops the dim, as in torch
   Tensor out = Tensor::empty(shape, x.dtype());
   std::size_t width = element_size(x.dtype());
   const char* px = static_cast<const char*>(x.raw_data());
@@ -279,7 +281,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     }
   });
   if (needs_grad({x}))
-    record("index_select", out, {x}, [s, index, xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
+    record("index_select", out, {x}, [s, index = index.to(DType::Int64), xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
       Tensor gx = Tensor::zeros(xs, g.dtype());
       dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
         using T = decltype(zero);
@@ -335,7 +337,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     for_each_gathered(x, d, index, [&](int64_t o, int64_t src) { po[o] = px[src]; });
   });
   if (needs_grad({x}))
-    record("gather", out, {x}, [d, index, x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
+    // index.to() is a private copy: the caller may reuse its index buffer before backward.
+    record("gather", out, {x}, [d, index = index.to(DType::Int64), x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
       Tensor gx = Tensor::zeros(x.shape(), g.dtype());
       dispatch_floating(g.dtype(), "gather", [&](auto zero) {
         using T = decltype(zero);

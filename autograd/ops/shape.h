@@ -14,7 +14,7 @@ Tensor reshape(const Tensor& x, const Shape& shape);
 inline Tensor view(const Tensor& x, const Shape& shape) { return reshape(x, shape); }
 /// Inserts a size-1 dim at `dim` (in [-rank-1, rank]).
 Tensor unsqueeze(const Tensor& x, int64_t dim);
-/// Removes the size-1 dim `dim`.
+/// Removes dim `dim` if its size is 1 (otherwise returns x, as torch does).
 Tensor squeeze(const Tensor& x, int64_t dim);
 
 /// Dims reordered: out.shape[i] = x.shape[perm[i]].
@@ -22,7 +22,8 @@ Tensor permute(const Tensor& x, const Dims& perm);
 /// Swaps two dims.
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 
-/// `length` entries of `dim` starting at `start` (torch.narrow).
+/// `length` entries of `dim` starting at `start` (torch.narrow; a negative
+/// start counts from the end).
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 /// x[..., start:end, ...] along `dim` with Python's rules: negative indices
 /// count from the end, out-of-range bounds are clamped.

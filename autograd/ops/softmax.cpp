@@ -51,7 +51,8 @@ Tensor softmax_forward(const char* op, const Tensor& x, const Rows& r) {
       const T* in = px + start;
       T* out = py + start;
       T top = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < r.size; ++j) top = std::max(top, in[j * stride]);
+      for (int64_t j = 0; j < r.size; ++j)  // a NaN becomes the max, so it propagates (as in torch)
+        if (std::isnan(in[j * stride]) || in[j * stride] > top) top = in[j * stride];
       if (top == -std::numeric_limits<T>::infinity()) {  // fully masked row
         for (int64_t j = 0; j < r.size; ++j) out[j * stride] = Log ? top : T(0);
         return;
