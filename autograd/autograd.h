@@ -8,6 +8,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/gradcheck_registry.h"
 #include "autograd/ops/elementwise.h"
+#include "autograd/ops/logical.h"
 #include "autograd/ops/matmul.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/shape.h"

@@ -21,12 +21,18 @@ struct Replay {
   }
 };
 
-// Σ f(inputs) ⊙ projection, accumulated in double.
-double projected(const TensorFn& f, const std::vector<Tensor>& inputs, const Tensor& projection, const Replay& replay) {
+Tensor evaluate(const std::function<Tensor()>& f, const Replay& replay) {
   replay.restore();
-  Tensor out = f(inputs);
+  Tensor out = f();
   check(out.dtype() == DType::Float64, "gradcheck: the function returned ", dtype_name(out.dtype()),
         "; gradients are checked in float64");
+  return out;
+}
+
+// Σ f() ⊙ projection, accumulated in double.
+double projected(const std::function<Tensor()>& f, const Tensor& projection, const Replay& replay) {
+  Tensor out = evaluate(f, replay);
+  check(out.shape() == projection.shape(), "gradcheck: the output's shape changed between evaluations");
   const double* y = out.data<double>();
   const double* r = projection.data<double>();
   double total = 0;
@@ -36,41 +42,35 @@ double projected(const TensorFn& f, const std::vector<Tensor>& inputs, const Ten
 
 }  // namespace
 
-GradcheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
+GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
+                                 const std::vector<std::pair<std::string, Tensor>>& leaves,
+                                 const GradcheckOptions& options) {
+  for (const auto& [name, leaf] : leaves)
+    check(leaf.dtype() == DType::Float64 && leaf.is_leaf() && leaf.requires_grad(), "gradcheck: ", name, " ",
+          shape_str(leaf.shape()), " must be a float64 leaf that requires grad, got ", dtype_name(leaf.dtype()));
   Replay replay(options.replay);
-  std::vector<Tensor> leaves;
-  for (const Tensor& t : inputs) {
-    Tensor leaf = t.to(t.dtype());
-    if (t.dtype() == DType::Float64) leaf.requires_grad_();
-    check(t.dtype() != DType::Float32, "gradcheck: input of shape ", shape_str(t.shape()),
-          " is float32; convert inputs to float64");
-    leaves.push_back(leaf);
-  }
+  for (const auto& [name, leaf] : leaves) leaf.zero_grad();
 
   // Analytic: one backward of the projected output.
-  replay.restore();
-  Tensor out = f(leaves);
-  check(out.dtype() == DType::Float64, "gradcheck: the function returned ", dtype_name(out.dtype()),
-        "; gradients are checked in float64");
+  Tensor out = evaluate(f, replay);
   Generator gen(options.seed);
   Tensor projection = Tensor::randn(out.shape(), DType::Float64, &gen);
   if (out.requires_grad()) out.backward(projection);
 
   GradcheckResult result;
   NoGradGuard no_grad;
-  for (size_t k = 0; k < leaves.size(); ++k) {
-    if (leaves[k].dtype() != DType::Float64) continue;
+  for (const auto& [name, leaf] : leaves) {
     InputReport report;
-    report.index = static_cast<int>(k);
-    report.shape = leaves[k].shape();
-    Tensor analytic = leaves[k].grad();
-    double* x = leaves[k].data<double>();
-    for (int64_t i = 0; i < leaves[k].numel(); ++i) {
+    report.name = name;
+    report.shape = leaf.shape();
+    Tensor analytic = leaf.grad();
+    double* x = leaf.data<double>();
+    for (int64_t i = 0; i < leaf.numel(); ++i) {
       double saved = x[i];
       x[i] = saved + options.eps;
-      double plus = projected(f, leaves, projection, replay);
+      double plus = projected(f, projection, replay);
       x[i] = saved - options.eps;
-      double minus = projected(f, leaves, projection, replay);
+      double minus = projected(f, projection, replay);
       x[i] = saved;
       double numeric = (plus - minus) / (2 * options.eps);
       double a = analytic.defined() ? analytic.data<double>()[i] : 0.0;
@@ -89,13 +89,33 @@ GradcheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, 
   return result;
 }
 
+GradcheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
+  std::vector<Tensor> all;
+  std::vector<std::pair<std::string, Tensor>> leaves;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& t = inputs[k];
+    check(t.dtype() != DType::Float32, "gradcheck: input ", k, " ", shape_str(t.shape()),
+          " is float32; convert inputs to float64");
+    Tensor leaf = t.to(t.dtype());  // a private copy: perturbing it leaves the caller's data alone
+    if (t.dtype() == DType::Float64) leaves.emplace_back(cat("input ", k), leaf.requires_grad_());
+    all.push_back(leaf);
+  }
+  return gradcheck_leaves([&] { return f(all); }, leaves, options);
+}
+
 std::string GradcheckResult::summary() const {
   std::ostringstream out;
   out.precision(3);
   for (const InputReport& r : inputs)
-    out << "input " << r.index << " " << shape_str(r.shape) << ": max abs err " << std::scientific << r.max_abs_error
+    out << r.name << " " << shape_str(r.shape) << ": max abs err " << std::scientific << r.max_abs_error
         << ", max rel err " << r.max_rel_error << (r.ok ? "  ok" : "  FAILED") << "\n";
   return out.str();
+}
+
+double GradcheckResult::worst_rel_error() const {
+  double worst = 0;  // NaN, once seen, stays: std::max(NaN, x) is NaN
+  for (const InputReport& r : inputs) worst = std::isnan(r.max_rel_error) ? r.max_rel_error : std::max(worst, r.max_rel_error);
+  return worst;
 }
 
 }  // namespace qkv

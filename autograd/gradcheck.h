@@ -25,7 +25,7 @@ struct GradcheckOptions {
 };
 
 struct InputReport {
-  int index = 0;              // position in the inputs
+  std::string name;           // "input 0", or a parameter's dotted name
   Shape shape;
   double max_abs_error = 0;   // max |analytic - numeric|
   double max_rel_error = 0;   // max |analytic - numeric| / max(|analytic|, |numeric|), over entries above 1e-8
@@ -35,8 +35,10 @@ struct InputReport {
 struct GradcheckResult {
   bool ok = true;
   std::vector<InputReport> inputs;  // one per float64 input
-  /// A few lines: each input's shape, worst errors and verdict.
+  /// One line per input: name, shape, worst errors and verdict.
   std::string summary() const;
+  /// The largest max_rel_error over all inputs.
+  double worst_rel_error() const;
 };
 
 /// Checks d(sum(f(inputs) ⊙ R))/d input for a fixed random R against central
@@ -44,5 +46,12 @@ struct GradcheckResult {
 /// inputs pass through unchanged). A random projection sees every Jacobian
 /// entry, as PyTorch's fast gradcheck does, at the cost of one backward.
 GradcheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
+
+/// The same check for a function of tensors it reaches by itself (a model's
+/// parameters): each named leaf must be float64 and require grad; its data is
+/// perturbed in place and restored.
+GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
+                                 const std::vector<std::pair<std::string, Tensor>>& leaves,
+                                 const GradcheckOptions& options = {});
 
 }  // namespace qkv

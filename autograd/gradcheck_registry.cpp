@@ -11,6 +11,7 @@
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/shape.h"
 #include "autograd/ops/softmax.h"
+#include "nn/gradcheck_cases.h"
 
 namespace qkv {
 
@@ -91,7 +92,8 @@ std::vector<GradcheckCase> builtin_cases() {
   };
   for (Unary u : {Unary{"neg", neg, normal}, Unary{"exp", exp, normal}, Unary{"log", log, positive},
                   Unary{"sqrt", sqrt, positive}, Unary{"tanh", tanh, normal}, Unary{"relu", relu, nonzero},
-                  Unary{"sigmoid", sigmoid, normal}, Unary{"abs", abs, nonzero}, Unary{"clone", clone, normal}}) {
+                  Unary{"sigmoid", sigmoid, normal}, Unary{"abs", abs, nonzero}, Unary{"clone", clone, normal},
+                  Unary{"gelu", gelu, normal}, Unary{"gelu_tanh", gelu_tanh, normal}}) {
     auto f = u.fn;
     TensorFn fn = [f](const Inputs& x) { return f(x[0]); };
     add_case(u.op, "[3, 4]", one(u.make, {3, 4}), fn);
@@ -198,7 +200,11 @@ std::vector<GradcheckCase> builtin_cases() {
 }  // namespace
 
 std::vector<GradcheckCase>& gradcheck_registry() {
-  static std::vector<GradcheckCase> cases = builtin_cases();
+  static std::vector<GradcheckCase> cases = [] {
+    std::vector<GradcheckCase> all = builtin_cases();
+    for (GradcheckCase& c : nn::gradcheck_cases()) all.push_back(std::move(c));
+    return all;
+  }();
   return cases;
 }
 

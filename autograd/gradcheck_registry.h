@@ -19,7 +19,8 @@ struct GradcheckCase {
   GradcheckOptions options = {};
 };
 
-/// All registered cases: the library's own first, then those added later.
+/// All registered cases: autograd's ops, nn's ops (nn/gradcheck_cases.cpp),
+/// then those added at run time.
 std::vector<GradcheckCase>& gradcheck_registry();
 
 /// Adds a case (a custom layer registers itself this way).

@@ -51,3 +51,10 @@ TEST_CASE("softmax errors name the op", "[softmax][errors]") {
   CHECK_THROWS_WITH(softmax(Tensor::ones({2, 3}), 2), Contains("softmax: dim 2 out of range for a tensor of rank 2"));
   CHECK_THROWS_WITH(log_softmax(Tensor::zeros({2}, DType::Int64), 0), Contains("log_softmax") && Contains("int64"));
 }
+
+TEST_CASE("NaN propagates through softmax instead of looking masked", "[softmax]") {
+  Tensor x = Tensor::from_vector<double>({std::nan(""), -inf, -inf});
+  for (double v : softmax(x, 0).to_vector()) CHECK(std::isnan(v));
+  CHECK(std::isnan(log_softmax(Tensor::from_vector<double>({std::nan("")}), 0).item()));
+  CHECK(std::isnan(relu(Tensor::from_vector<double>({std::nan("")})).item()));
+}

@@ -28,6 +28,8 @@ QKV_DECLARE_OP(tanh);
 QKV_DECLARE_OP(relu);
 QKV_DECLARE_OP(sigmoid);
 QKV_DECLARE_OP(abs);
+QKV_DECLARE_OP(gelu);
+QKV_DECLARE_OP(gelu_tanh);
 QKV_DECLARE_OP(clone);
 
 namespace {
@@ -223,7 +225,7 @@ Tensor tanh(const Tensor& x) {
 
 // d relu(x) = [x > 0]
 Tensor relu(const Tensor& x) {
-  return unary_op("relu", x, 1, [](auto v) { return v > 0 ? v : decltype(v)(0); },
+  return unary_op("relu", x, 1, [](auto v) { return v > 0 || v != v ? v : decltype(v)(0); },  // NaN stays NaN
                   [](auto v, auto) { return v > 0 ? decltype(v)(1) : decltype(v)(0); });
 }
 
@@ -243,6 +245,38 @@ Tensor sigmoid(const Tensor& x) {
 Tensor abs(const Tensor& x) {
   return unary_op("abs", x, 1, [](auto v) { return std::abs(v); },
                   [](auto v, auto) { return v > 0 ? decltype(v)(1) : v < 0 ? decltype(v)(-1) : decltype(v)(0); });
+}
+
+// d gelu = Φ(x) + x·φ(x)
+Tensor gelu(const Tensor& x) {
+  return unary_op("gelu", x, 8,
+                  [](auto v) {
+                    using T = decltype(v);
+                    return T(0.5) * v * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2)));
+                  },
+                  [](auto v, auto) {
+                    using T = decltype(v);
+                    T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2)));
+                    T pdf = std::exp(T(-0.5) * v * v) * static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+                    return cdf + v * pdf;
+                  });
+}
+
+// with u = √(2/π)(x + 0.044715x³), t = tanh(u): d = 0.5(1 + t) + 0.5·x·(1 - t²)·√(2/π)(1 + 3·0.044715x²)
+constexpr double kGeluK = 0.7978845608028654;  // √(2/π)
+constexpr double kGeluC = 0.044715;
+
+Tensor gelu_tanh(const Tensor& x) {
+  return unary_op("gelu_tanh", x, 8,
+                  [](auto v) {
+                    using T = decltype(v);
+                    return T(0.5) * v * (T(1) + std::tanh(T(kGeluK) * (v + T(kGeluC) * v * v * v)));
+                  },
+                  [](auto v, auto) {
+                    using T = decltype(v);
+                    T t = std::tanh(T(kGeluK) * (v + T(kGeluC) * v * v * v));
+                    return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * T(kGeluK) * (T(1) + T(3 * kGeluC) * v * v);
+                  });
 }
 
 Tensor clone(const Tensor& x) {

@@ -26,6 +26,10 @@ Tensor pow(const Tensor& x, double exponent);
 Tensor tanh(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+/// x·Φ(x), Φ the standard normal CDF (exact GELU, torch's approximate='none').
+Tensor gelu(const Tensor& x);
+/// 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))) (torch's approximate='tanh', GPT-2's).
+Tensor gelu_tanh(const Tensor& x);
 /// |x|; its gradient at 0 is 0, as in PyTorch.
 Tensor abs(const Tensor& x);
 /// A differentiable copy with its own storage.

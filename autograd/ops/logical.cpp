@@ -1,0 +1,69 @@
+// Bool logic and comparisons: data only, no autograd.
+#include "autograd/ops/logical.h"
+
+#include "autograd/ops/strided_loop.h"
+
+namespace qkv {
+
+namespace {
+
+void check_bool(const char* op, const Tensor& t) {
+  check(t.dtype() == DType::Bool, op, ": expects a bool tensor, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
+}
+
+template <class F>
+Tensor bool_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
+  check_bool(op, a);
+  check_bool(op, b);
+  Shape shape = broadcast_shapes(op, a.shape(), b.shape());
+  Tensor out = Tensor::empty(shape, DType::Bool);
+  const bool* pa = a.data<bool>();
+  const bool* pb = b.data<bool>();
+  bool* po = out.data<bool>();
+  detail::StridedLoop<2> loop(shape, {detail::broadcast_strides(a.shape(), shape), detail::broadcast_strides(b.shape(), shape)});
+  loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 2> off, int64_t len) {
+    for (int64_t i = 0; i < len; ++i) po[o + i] = f(pa[off[0] + i * loop.inner_stride[0]], pb[off[1] + i * loop.inner_stride[1]]);
+  });
+  return out;
+}
+
+template <class F>
+Tensor compare(const char* op, const Tensor& x, F f) {
+  Tensor out = Tensor::empty(x.shape(), DType::Bool);
+  bool* po = out.data<bool>();
+  auto run = [&](const auto* px) {
+    for (int64_t i = 0; i < x.numel(); ++i) po[i] = f(static_cast<double>(px[i]));
+  };
+  switch (x.dtype()) {
+    case DType::Float32: run(x.data<float>()); break;
+    case DType::Float64: run(x.data<double>()); break;
+    case DType::Int64: run(x.data<int64_t>()); break;
+    default: throw Error(cat(op, ": expects a float or int64 tensor, got ", dtype_name(x.dtype())));
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor logical_not(const Tensor& mask) {
+  check_bool("logical_not", mask);
+  Tensor out = Tensor::empty(mask.shape(), DType::Bool);
+  const bool* pm = mask.data<bool>();
+  bool* po = out.data<bool>();
+  for (int64_t i = 0; i < mask.numel(); ++i) po[i] = !pm[i];
+  return out;
+}
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return bool_binary("logical_and", a, b, [](bool x, bool y) { return x && y; });
+}
+
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return bool_binary("logical_or", a, b, [](bool x, bool y) { return x || y; });
+}
+
+Tensor less(const Tensor& x, double value) { return compare("less", x, [value](double v) { return v < value; }); }
+
+Tensor equal(const Tensor& x, double value) { return compare("equal", x, [value](double v) { return v == value; }); }
+
+}  // namespace qkv

@@ -1,0 +1,175 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/engine.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/logical.h"
+#include "autograd/ops/matmul.h"
+#include "autograd/ops/shape.h"
+#include "autograd/ops/softmax.h"
+#include "nn/dropout.h"
+
+namespace qkv::nn {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void check_qk(const char* op, const Tensor& q, const Tensor& k) {
+  check(q.dim() >= 2 && k.dim() >= 2, op, ": q ", shape_str(q.shape()), " and k ", shape_str(k.shape()),
+        " need rank >= 2");
+  check(q.size(-1) == k.size(-1), op, ": q ", shape_str(q.shape()), " and k ", shape_str(k.shape()),
+        " differ in feature size");
+}
+}  // namespace
+
+// ---- scoring functions ----
+
+Tensor dot_score(const Tensor& q, const Tensor& k) {
+  check_qk("dot_score", q, k);
+  return matmul(q, k, false, true);
+}
+
+Tensor scaled_dot_score(const Tensor& q, const Tensor& k) {
+  check_qk("scaled_dot_score", q, k);
+  return mul(matmul(q, k, false, true), 1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+}
+
+AdditiveScore::AdditiveScore(int64_t d_q, int64_t d_k, int64_t hidden, Generator* gen) {
+  w_q = register_module("w_q", std::make_shared<Linear>(d_q, hidden, false, Init::XavierUniform, gen));
+  w_k = register_module("w_k", std::make_shared<Linear>(d_k, hidden, false, Init::XavierUniform, gen));
+  w_v = register_module("w_v", std::make_shared<Linear>(hidden, 1, false, Init::XavierUniform, gen));
+}
+
+// Every query meets every key through broadcasting: [.., n_q, 1, h] + [.., 1, n_k, h].
+Tensor AdditiveScore::forward(const Tensor& q, const Tensor& k) const {
+  check(q.dim() >= 2 && k.dim() >= 2, "AdditiveScore: q ", shape_str(q.shape()), " and k ", shape_str(k.shape()),
+        " need rank >= 2");
+  Tensor features = tanh(add(unsqueeze(w_q->forward(q), -2), unsqueeze(w_k->forward(k), -3)));
+  return squeeze(w_v->forward(features), -1);
+}
+
+BilinearScore::BilinearScore(int64_t d_q, int64_t d_k, Generator* gen) {
+  double bound = std::sqrt(6.0 / static_cast<double>(d_q + d_k));
+  weight = register_parameter("weight", Tensor::uniform({d_q, d_k}, -bound, bound, DType::Float32, gen));
+}
+
+Tensor BilinearScore::forward(const Tensor& q, const Tensor& k) const {
+  check(q.dim() >= 2 && k.dim() >= 2 && q.size(-1) == weight.size(0) && k.size(-1) == weight.size(1),
+        "BilinearScore(", weight.size(0), ", ", weight.size(1), "): q ", shape_str(q.shape()), " and k ",
+        shape_str(k.shape()), " do not fit");
+  return matmul(matmul(q, weight), k, false, true);
+}
+
+// ---- masks ----
+
+Tensor causal_mask(int64_t n_q, int64_t n_k) {
+  check(n_q >= 0 && n_k >= 0, "causal_mask: negative size ", n_q, " x ", n_k);
+  Tensor mask = Tensor::empty({n_q, n_k}, DType::Bool);
+  bool* p = mask.data<bool>();
+  for (int64_t i = 0; i < n_q; ++i)
+    for (int64_t j = 0; j < n_k; ++j) p[i * n_k + j] = j <= i;
+  return mask;
+}
+
+Tensor key_padding_mask(const std::vector<int64_t>& lengths, int64_t n) {
+  Tensor mask = Tensor::empty({static_cast<int64_t>(lengths.size()), n}, DType::Bool);
+  bool* p = mask.data<bool>();
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    check(lengths[b] >= 0 && lengths[b] <= n, "key_padding_mask: length ", lengths[b], " outside [0, ", n, "]");
+    for (int64_t j = 0; j < n; ++j) p[b * n + j] = j < lengths[b];
+  }
+  return mask;
+}
+
+namespace {
+// A bool mask as an additive float mask: 0 where allowed, -inf where blocked.
+Tensor additive(const Tensor& mask, DType dtype) {
+  if (mask.dtype() != DType::Bool) return mask;
+  return masked_fill(Tensor::zeros(mask.shape(), dtype), logical_not(mask), -kInf);
+}
+}  // namespace
+
+Tensor merge_masks(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  if (a.dtype() == DType::Bool && b.dtype() == DType::Bool) return logical_and(a, b);
+  DType dtype = a.dtype() == DType::Bool ? b.dtype() : a.dtype();
+  check(is_floating(dtype), "merge_masks: masks must be bool or float, got ", dtype_name(a.dtype()), " and ",
+        dtype_name(b.dtype()));
+  return add(additive(a, dtype), additive(b, dtype));
+}
+
+Tensor apply_mask(const Tensor& scores, const Tensor& mask) {
+  if (!mask.defined()) return scores;
+  bool fits = mask.dim() <= scores.dim();
+  for (int64_t i = 1; fits && i <= mask.dim(); ++i) fits = mask.size(-i) == 1 || mask.size(-i) == scores.size(-i);
+  check(fits, "attention: mask ", shape_str(mask.shape()), " does not broadcast to scores ", shape_str(scores.shape()));
+  if (mask.dtype() == DType::Bool) return masked_fill(scores, logical_not(mask), -kInf);
+  check(mask.dtype() == scores.dtype(), "attention: float mask is ", dtype_name(mask.dtype()), " but scores are ",
+        dtype_name(scores.dtype()));
+  return add(scores, mask);
+}
+
+// ---- attention ----
+
+AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreFn& score, const Tensor& mask,
+                          double dropout_p, Generator* gen) {
+  check(k.dim() >= 2 && v.dim() >= 2 && k.size(-2) == v.size(-2), "attention: k ", shape_str(k.shape()), " and v ",
+        shape_str(v.shape()), " must hold the same number of keys");
+  Tensor weights = softmax(apply_mask(score(q, k), mask), -1);
+  return {matmul(dropout(weights, dropout_p, true, gen), v), weights};
+}
+
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                             double dropout_p, Generator* gen) {
+  check_qk("scaled_dot_product_attention", q, k);
+  return attention(q, k, v, scaled_dot_score, mask, dropout_p, gen);
+}
+
+Tensor attend(const Tensor& query, const Tensor& keys, const Tensor& values, const ScoreFn& score) {
+  check(query.dim() == 1 && keys.dim() == 2 && values.dim() == 2, "attend: query ", shape_str(query.shape()),
+        ", keys ", shape_str(keys.shape()), ", values ", shape_str(values.shape()),
+        " must be [d_q], [n, d_k], [n, d_v]");
+  return squeeze(attention(unsqueeze(query, 0), keys, values, score).output, 0);
+}
+
+HardAttentionResult hard_attention(const Tensor& weights, const Tensor& v, HardMode mode, Generator* gen) {
+  check(weights.dim() >= 2 && v.dim() == weights.dim() && v.size(-2) == weights.size(-1) &&
+            Shape(weights.shape().begin(), weights.shape().end() - 2) == Shape(v.shape().begin(), v.shape().end() - 2),
+        "hard_attention: weights ", shape_str(weights.shape()), " and v ", shape_str(v.shape()), " do not fit");
+  Generator& g = gen ? *gen : default_generator();
+  int64_t nq = weights.size(-2), nk = weights.size(-1), dv = v.size(-1), batch = weights.numel() / std::max<int64_t>(nq * nk, 1);
+  Shape index_shape(weights.shape().begin(), weights.shape().end() - 1);
+  Tensor indices = Tensor::empty(index_shape, DType::Int64);
+  Tensor output = Tensor::zeros({batch, nq, dv}, v.dtype());
+  std::vector<double> w = weights.to_vector(), values = v.to_vector();
+  int64_t* idx = indices.data<int64_t>();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < nq; ++i) {
+      const double* row = w.data() + (b * nq + i) * nk;
+      double total = 0;
+      int64_t pick = -1;
+      for (int64_t j = 0; j < nk; ++j) {
+        total += row[j];
+        if (row[j] > 0 && (pick < 0 || row[j] > row[pick])) pick = j;
+      }
+      if (mode == HardMode::Sample && pick >= 0) {
+        double u = g.uniform() * total, run = 0;
+        for (int64_t j = 0; j < nk; ++j)
+          if (row[j] > 0 && (run += row[j]) > u) {
+            pick = j;
+            break;
+          }
+      }
+      idx[b * nq + i] = pick;
+      if (pick >= 0)
+        for (int64_t c = 0; c < dv; ++c) output.set({b, i, c}, values[(b * nk + pick) * dv + c]);
+    }
+  Shape out_shape = index_shape;
+  out_shape.push_back(dv);
+  return {reshape(output, out_shape), indices};
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,91 @@
+// Attention, in composable pieces: scoring functions, masks, the weighted
+// sum, and hard (arg-max / sampled) attention for inspection.
+//
+// Masks: a bool mask means true = MAY ATTEND (as torch's
+// scaled_dot_product_attention; the opposite of torch.nn.MultiheadAttention's
+// masks). A float mask is added to the scores (0 = attend, -inf = blocked).
+// A query whose keys are all blocked gets zero weights, a zero output and
+// zero gradients, never NaN.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "autograd/generator.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+
+namespace qkv::nn {
+
+/// A scoring function: q [..., n_q, d_q], k [..., n_k, d_k] -> scores [..., n_q, n_k].
+using ScoreFn = std::function<Tensor(const Tensor& q, const Tensor& k)>;
+
+/// qᵀk for every query-key pair.
+Tensor dot_score(const Tensor& q, const Tensor& k);
+/// qᵀk / √d: the dot score scaled so its variance does not grow with d.
+Tensor scaled_dot_score(const Tensor& q, const Tensor& k);
+
+/// Additive (Bahdanau) score vᵀ tanh(W_q q + W_k k); parameters w_q.weight
+/// [hidden, d_q], w_k.weight [hidden, d_k], w_v.weight [1, hidden].
+class AdditiveScore : public Module {
+ public:
+  AdditiveScore(int64_t d_q, int64_t d_k, int64_t hidden, Generator* gen = nullptr);
+  Tensor forward(const Tensor& q, const Tensor& k) const;
+  Tensor operator()(const Tensor& q, const Tensor& k) const { return forward(q, k); }
+  std::shared_ptr<Linear> w_q, w_k, w_v;
+};
+
+/// Bilinear (Luong "general") score qᵀ W k; parameter weight [d_q, d_k].
+class BilinearScore : public Module {
+ public:
+  BilinearScore(int64_t d_q, int64_t d_k, Generator* gen = nullptr);
+  Tensor forward(const Tensor& q, const Tensor& k) const;
+  Tensor operator()(const Tensor& q, const Tensor& k) const { return forward(q, k); }
+  Tensor weight;
+};
+
+/// bool [n_q, n_k], true where key j <= query i (top-left aligned, as torch's is_causal).
+Tensor causal_mask(int64_t n_q, int64_t n_k);
+/// bool [B, n], true where position j < lengths[b]: the real tokens of padded sequences.
+Tensor key_padding_mask(const std::vector<int64_t>& lengths, int64_t n);
+/// One mask that blocks what either blocks. bool with bool stays bool (and);
+/// anything with a float mask becomes a float mask (sum, bool false -> -inf).
+/// Undefined masks are ignored. Shapes broadcast.
+Tensor merge_masks(const Tensor& a, const Tensor& b);
+/// scores with a mask applied (blocked -> -inf, or the float mask added); the
+/// mask must broadcast to the scores' shape.
+Tensor apply_mask(const Tensor& scores, const Tensor& mask);
+
+struct AttentionResult {
+  Tensor output;   // [..., n_q, d_v]
+  Tensor weights;  // [..., n_q, n_k]: the probabilities, before dropout
+};
+
+/// softmax(score(q, k) masked) · v, with inverted dropout on the weights
+/// (p = dropout_p, masks from gen). Batch dims broadcast.
+AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreFn& score,
+                          const Tensor& mask = Tensor(), double dropout_p = 0, Generator* gen = nullptr);
+
+/// attention() with the scaled dot score: softmax(q·kᵀ/√d + mask) · v.
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& mask = Tensor(), double dropout_p = 0,
+                                             Generator* gen = nullptr);
+
+/// Single-query key-value attention att(q, (K, V)) = Σ_i softmax_i(score(q, k_i)) v_i:
+/// query [d_q], keys [n, d_k], values [n, d_v] -> [d_v].
+Tensor attend(const Tensor& query, const Tensor& keys, const Tensor& values, const ScoreFn& score = scaled_dot_score);
+
+enum class HardMode { ArgMax, Sample };
+
+struct HardAttentionResult {
+  Tensor output;   // [..., n_q, d_v]: the chosen value row per query (zeros when fully masked)
+  Tensor indices;  // int64 [..., n_q]: the chosen key per query (-1 when fully masked)
+};
+
+/// Hard attention for inspection: each query takes exactly one value row,
+/// the arg-max of its weights or a draw from them. Not differentiable (the
+/// result has no history). weights [..., n_q, n_k], v [..., n_k, d_v], same batch dims.
+HardAttentionResult hard_attention(const Tensor& weights, const Tensor& v, HardMode mode = HardMode::ArgMax,
+                                   Generator* gen = nullptr);
+
+}  // namespace qkv::nn

@@ -1,0 +1,60 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/matmul.h"
+#include "autograd/ops/shape.h"
+
+namespace qkv::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Init init, Generator* gen)
+    : in_(in_features), out_(out_features) {
+  check(in_features > 0 && out_features > 0, "Linear: sizes must be positive, got in ", in_features, ", out ",
+        out_features);
+  double bound = 0;
+  Tensor w;
+  switch (init) {
+    case Init::Torch: bound = 1 / std::sqrt(static_cast<double>(in_)); break;
+    case Init::XavierUniform: bound = std::sqrt(6.0 / static_cast<double>(in_ + out_)); break;
+    case Init::KaimingUniform: bound = std::sqrt(6.0 / static_cast<double>(in_)); break;
+    case Init::Normal002: w = Tensor::randn({out_, in_}, DType::Float32, gen) * 0.02; break;
+  }
+  weight = register_parameter("weight", w.defined() ? w.detach() : Tensor::uniform({out_, in_}, -bound, bound, DType::Float32, gen));
+  if (with_bias) {
+    Tensor b = init == Init::Torch ? Tensor::uniform({out_}, -bound, bound, DType::Float32, gen) : Tensor::zeros({out_});
+    bias = register_parameter("bias", b);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  check(x.dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input ", shape_str(x.shape()),
+        " does not end in ", in_, " features");
+  Tensor x2 = x.dim() == 1 ? unsqueeze(x, 0) : x;
+  Tensor y = matmul(x2, weight, false, true);  // x·Wᵀ, no transpose copy
+  if (bias.defined()) y = add(y, bias);
+  return x.dim() == 1 ? squeeze(y, 0) : y;
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen, double std)
+    : num_(num_embeddings), dim_(dim) {
+  check(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got ", num_embeddings, " x ", dim);
+  weight = register_parameter("weight", (Tensor::randn({num_, dim_}, DType::Float32, gen) * std).detach());
+}
+
+Tensor Embedding::forward(const Tensor& ids) const {
+  check(ids.dtype() == DType::Int64, "Embedding(", num_, ", ", dim_, "): ids must be int64, got ",
+        dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
+  const int64_t* p = ids.data<int64_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    check(p[i] >= 0 && p[i] < num_, "Embedding(", num_, ", ", dim_, "): id ", p[i], " out of range [0, ", num_, ")");
+  Shape shape = ids.shape();
+  shape.push_back(dim_);
+  return reshape(index_select(weight, 0, reshape(ids, {-1})), shape);
+}
+
+Tensor ReLU::forward(const Tensor& x) const { return relu(x); }
+Tensor GELU::forward(const Tensor& x) const { return tanh_ ? gelu_tanh(x) : gelu(x); }
+Tensor Tanh::forward(const Tensor& x) const { return qkv::tanh(x); }
+
+}  // namespace qkv::nn

@@ -1,0 +1,70 @@
+// Basic layers: Linear, Embedding, and activation modules.
+#pragma once
+
+#include "autograd/generator.h"
+#include "nn/module.h"
+
+namespace qkv::nn {
+
+/// How Linear draws its initial weights (seeded by the generator given).
+enum class Init {
+  Torch,          // PyTorch's default: weight and bias ~ U(±1/√in)
+  XavierUniform,  // Glorot: weight ~ U(±√(6/(in+out))), bias 0
+  KaimingUniform, // He, for ReLU: weight ~ U(±√(6/in)), bias 0
+  Normal002,      // GPT-2: weight ~ N(0, 0.02²), bias 0
+};
+
+/// y = x·Wᵀ + b over the last dim; weight [out, in], bias [out] (as in PyTorch).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Init init = Init::Torch,
+         Generator* gen = nullptr);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+  Tensor weight, bias;  // bias undefined when disabled
+
+ private:
+  int64_t in_, out_;
+};
+
+/// A lookup table: ids (int64, any shape) -> rows of weight [num, dim],
+/// shaped ids.shape + [dim]. Gradients of repeated ids add up.
+class Embedding : public Module {
+ public:
+  /// weight ~ N(0, std²); std 1 as in torch, GPT-2 uses 0.02.
+  Embedding(int64_t num_embeddings, int64_t dim, Generator* gen = nullptr, double std = 1.0);
+  Tensor forward(const Tensor& ids) const;
+  Tensor operator()(const Tensor& ids) const { return forward(ids); }
+  Tensor weight;
+
+ private:
+  int64_t num_, dim_;
+};
+
+/// Activations as modules, for models built from parts.
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+class GELU : public Module {
+ public:
+  /// tanh_approximation: GPT-2's form (torch approximate='tanh'); otherwise exact erf.
+  explicit GELU(bool tanh_approximation = false) : tanh_(tanh_approximation) {}
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+
+ private:
+  bool tanh_;
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,74 @@
+// Cross-entropy: fused forward and backward side by side.
+#include "nn/loss.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/parallel.h"
+
+namespace qkv::nn {
+
+QKV_DECLARE_OP(cross_entropy);
+
+// loss_row = logsumexp(x) - x[t];  d loss_row / dx = softmax(x) - onehot(t)
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
+  check(logits.dim() >= 1, "cross_entropy: logits need a class dim, got ", shape_str(logits.shape()));
+  check(targets.dtype() == DType::Int64, "cross_entropy: targets must be int64, got ", dtype_name(targets.dtype()));
+  Shape rows_shape(logits.shape().begin(), logits.shape().end() - 1);
+  check(targets.shape() == rows_shape, "cross_entropy: targets ", shape_str(targets.shape()), " do not match logits ",
+        shape_str(logits.shape()), " (expected ", shape_str(rows_shape), ")");
+  int64_t C = logits.size(-1), rows = targets.numel();
+  const int64_t* t = targets.data<int64_t>();
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (t[r] == ignore_index) continue;
+    check(t[r] >= 0 && t[r] < C, "cross_entropy: target ", t[r], " at position ", r, " out of range for ", C, " classes");
+    ++count;
+  }
+  auto lse = std::make_shared<std::vector<double>>(rows);
+  double total = 0;
+  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = logits.data<T>();
+    std::vector<double> row_loss(rows, 0.0);
+    parallel_for(rows, 4 * C, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        if (t[r] == ignore_index) continue;
+        const T* x = px + r * C;
+        double top = x[0], sum = 0;
+        for (int64_t c = 1; c < C; ++c) top = std::max<double>(top, x[c]);
+        for (int64_t c = 0; c < C; ++c) sum += std::exp(x[c] - top);
+        (*lse)[r] = top + std::log(sum);
+        row_loss[r] = (*lse)[r] - x[t[r]];
+      }
+    });
+    for (double l : row_loss) total += l;  // in row order: independent of threads
+  });
+  double scale = reduction == Reduction::Mean ? (count ? 1.0 / count : 0.0) : 1.0;
+  Tensor loss = Tensor::scalar(total * scale, logits.dtype());
+  if (needs_grad({logits}))
+    record("cross_entropy", loss, {logits},
+           [x = logits.detach(), targets, lse, ignore_index, scale, C, rows](const Tensor& g) -> std::vector<Tensor> {
+             Tensor gx = Tensor::zeros(x.shape(), x.dtype());
+             dispatch_floating(x.dtype(), "cross_entropy", [&](auto zero) {
+               using T = decltype(zero);
+               const T* px = x.data<T>();
+               const int64_t* t = targets.data<int64_t>();
+               T* pgx = gx.data<T>();
+               double s = g.item() * scale;
+               parallel_for(rows, 2 * C, [&](int64_t begin, int64_t end) {
+                 for (int64_t r = begin; r < end; ++r) {
+                   if (t[r] == ignore_index) continue;
+                   for (int64_t c = 0; c < C; ++c) pgx[r * C + c] = static_cast<T>(s * std::exp(px[r * C + c] - (*lse)[r]));
+                   pgx[r * C + t[r]] -= static_cast<T>(s);
+                 }
+               });
+             });
+             return {gx};
+           });
+  return loss;
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,67 @@
+// Models: a decoder-only GPT and an encoder-decoder Seq2Seq transformer.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/transformer.h"
+
+namespace qkv::nn {
+
+struct GPTConfig {
+  int64_t vocab = 256, context = 64, width = 128, heads = 4, layers = 2;
+  double dropout = 0;
+  bool post_ln = false;
+};
+
+/// Decoder-only transformer with ARCHITECTURE.md's parameter names:
+/// tok_emb, pos_emb, blocks.{i}.{ln1, attn.{q,k,v,out}_proj, ln2, mlp.fc1, mlp.fc2}, ln_f.
+/// Causal self-attention; the head is tied to tok_emb (logits = ln_f(x)·tok_embᵀ).
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& config, Generator* gen = nullptr);
+  /// ids int64 [B, T] with T <= context -> logits [B, T, vocab]. With `weights`,
+  /// appends each layer's attention weights [B, heads, T, T].
+  Tensor forward(const Tensor& ids, std::vector<Tensor>* weights = nullptr) const;
+  const GPTConfig& config() const { return config_; }
+
+  std::shared_ptr<Embedding> tok_emb, pos_emb;
+  std::shared_ptr<ModuleList<TransformerBlock>> blocks;
+  std::shared_ptr<LayerNorm> ln_f;
+
+ private:
+  GPTConfig config_;
+};
+
+struct Seq2SeqConfig {
+  int64_t vocab = 32, context = 32, width = 64, heads = 4, encoder_layers = 1, decoder_layers = 1;
+  double dropout = 0;
+  bool post_ln = false;
+};
+
+/// Encoder-decoder transformer for variable-length toy tasks. Parameters:
+/// tok_emb and pos_emb (shared by both sides), encoder.{i}.*, encoder_ln,
+/// decoder.{i}.{ln1, attn, ln_cross, cross_attn, ln2, mlp}.*, ln_f; the head
+/// is tied to tok_emb. The encoder masks source padding; the decoder is
+/// causal and masks source padding in cross-attention.
+class Seq2Seq : public Module {
+ public:
+  explicit Seq2Seq(const Seq2SeqConfig& config, Generator* gen = nullptr);
+  /// src int64 [B, S] with the true lengths per row -> memory [B, S, width].
+  Tensor encode(const Tensor& src, const std::vector<int64_t>& src_lengths) const;
+  /// tgt int64 [B, T] -> logits [B, T, vocab], attending to `memory`.
+  Tensor decode(const Tensor& tgt, const Tensor& memory, const std::vector<int64_t>& src_lengths,
+                std::vector<Tensor>* weights = nullptr) const;
+  Tensor forward(const Tensor& src, const std::vector<int64_t>& src_lengths, const Tensor& tgt) const;
+  const Seq2SeqConfig& config() const { return config_; }
+
+  std::shared_ptr<Embedding> tok_emb, pos_emb;
+  std::shared_ptr<ModuleList<TransformerBlock>> encoder, decoder;
+  std::shared_ptr<LayerNorm> encoder_ln, ln_f;
+
+ private:
+  Tensor embed(const char* who, const Tensor& ids) const;
+  Seq2SeqConfig config_;
+};
+
+}  // namespace qkv::nn

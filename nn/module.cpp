@@ -1,0 +1,58 @@
+#include "nn/module.h"
+
+#include "autograd/error.h"
+
+namespace qkv::nn {
+
+Tensor Module::register_parameter(const std::string& name, Tensor value) {
+  check(name.find('.') == std::string::npos && !name.empty(), "register_parameter: bad name '", name, "'");
+  for (const auto& [existing, t] : parameters_) check(existing != name, "register_parameter: '", name, "' registered twice");
+  value.requires_grad_(true);
+  parameters_.emplace_back(name, value);
+  return value;
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [name, t] : parameters_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const Tensor& t : parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  for (const Tensor& t : parameters()) t.zero_grad();
+}
+
+void Module::to(DType dtype) {
+  check(is_floating(dtype), "Module::to: parameters must be float32 or float64, not ", dtype_name(dtype));
+  for (const Tensor& t : parameters())
+    if (t.dtype() != dtype) t.assign_(t.to(dtype));
+}
+
+DType Module::dtype() const {
+  std::vector<Tensor> params = parameters();
+  return params.empty() ? DType::Float32 : params.front().dtype();
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,75 @@
+// Module: a named tree of parameters and sub-modules, in the manner of
+// torch.nn.Module (register_parameter / register_module, dotted names,
+// train() / eval()).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace qkv::nn {
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  /// Every parameter, depth first in registration order.
+  std::vector<Tensor> parameters() const;
+  /// Every parameter with its dotted name ("blocks.0.attn.q_proj.weight").
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  /// Direct sub-modules with their names.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  /// Total number of parameter elements.
+  int64_t num_parameters() const;
+
+  /// Training mode (dropout active) for this module and all below it.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Drops every parameter's gradient.
+  void zero_grad();
+  /// Converts every parameter to `dtype` in place; handles stay valid.
+  /// A float32 model becomes a float64 one for gradient checks this way.
+  void to(DType dtype);
+  /// The dtype of the parameters (float32 when there are none).
+  DType dtype() const;
+
+ protected:
+  /// Adds a parameter (requires_grad is switched on) and returns it.
+  Tensor register_parameter(const std::string& name, Tensor value);
+  /// Adds a sub-module and returns it.
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    children_.emplace_back(name, module);
+    return module;
+  }
+
+ private:
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+/// An ordered list of sub-modules named 0, 1, 2, ... ("blocks.0.ln1.weight").
+template <class M>
+class ModuleList : public Module {
+ public:
+  std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
+    items_.push_back(register_module(std::to_string(items_.size()), std::move(module)));
+    return items_.back();
+  }
+  size_t size() const { return items_.size(); }
+  const std::shared_ptr<M>& operator[](size_t i) const { return items_.at(i); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<M>> items_;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,43 @@
+// Multi-head attention with q/k/v/out projections (torch.nn.MultiheadAttention's
+// parameters, named q_proj, k_proj, v_proj, out_proj).
+#pragma once
+
+#include <memory>
+
+#include "nn/attention.h"
+
+namespace qkv::nn {
+
+/// Masks for one call; bool masks mean true = MAY ATTEND (unlike torch's
+/// MultiheadAttention, where true means blocked). Float masks are added.
+struct MhaOptions {
+  Tensor attn_mask;         // [n_q, n_k], [B, n_q, n_k] or [B, heads, n_q, n_k]
+  Tensor key_padding_mask;  // [B, n_k]: true for real tokens (see key_padding_mask())
+  bool causal = false;      // also block keys after the query (causal_mask())
+  bool need_weights = false;
+};
+
+class MultiHeadAttention : public Module {
+ public:
+  /// d_model must divide by num_heads; dropout applies to the attention
+  /// weights in training mode, with masks drawn from gen (default generator when null).
+  MultiHeadAttention(int64_t d_model, int64_t num_heads, double dropout = 0, bool bias = true,
+                     Generator* gen = nullptr);
+
+  /// Self-attention: x [B, n, d_model] attends to itself.
+  AttentionResult forward(const Tensor& x, const MhaOptions& options = {}) const;
+  /// Cross-attention: x [B, n_q, d_model] attends to memory [B, n_k, d_model].
+  /// The result's weights are per head, [B, heads, n_q, n_k], when asked for.
+  AttentionResult forward(const Tensor& x, const Tensor& memory, const MhaOptions& options = {}) const;
+
+  int64_t d_model() const { return d_model_; }
+  int64_t num_heads() const { return heads_; }
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+
+ private:
+  int64_t d_model_, heads_;
+  double dropout_;
+  Generator* gen_;
+};
+
+}  // namespace qkv::nn

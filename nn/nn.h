@@ -1,0 +1,13 @@
+// Everything in nn/ (and autograd/): include this one header to build models.
+#pragma once
+
+#include "autograd/autograd.h"
+#include "nn/attention.h"
+#include "nn/dropout.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/models.h"
+#include "nn/module.h"
+#include "nn/multihead_attention.h"
+#include "nn/normalization.h"
+#include "nn/transformer.h"

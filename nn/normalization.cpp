@@ -1,0 +1,111 @@
+// Layer norm: fused forward and hand-written backward side by side.
+#include "nn/normalization.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/parallel.h"
+
+namespace qkv::nn {
+
+QKV_DECLARE_OP(layer_norm);
+
+// Per row, with x̂ = (x - μ)·r, r = 1/√(σ² + eps), and d = g ⊙ w:
+//   dx = r · (d - mean(d) - x̂ · mean(d ⊙ x̂)),  dw = Σ_rows g ⊙ x̂,  db = Σ_rows g
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check(x.dim() >= 1, "layer_norm: input must have at least one dim, got ", shape_str(x.shape()));
+  int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(C, 1);
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined())
+      check(p->shape() == Shape{C} && p->dtype() == x.dtype(), "layer_norm: weight/bias ", shape_str(p->shape()), " ",
+            dtype_name(p->dtype()), " do not match input ", shape_str(x.shape()), " ", dtype_name(x.dtype()));
+  check(C > 0, "layer_norm: cannot normalise over a dim of size 0 (input ", shape_str(x.shape()), ")");
+  check(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  auto stats = std::make_shared<std::vector<double>>(2 * rows);  // μ and r per row
+  dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    T* py = y.data<T>();
+    parallel_for(rows, 4 * C, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T* row = px + r * C;
+        double mu = 0, var = 0;
+        for (int64_t c = 0; c < C; ++c) mu += row[c];
+        mu /= C;
+        for (int64_t c = 0; c < C; ++c) var += (row[c] - mu) * (row[c] - mu);
+        double rstd = 1.0 / std::sqrt(var / C + eps);
+        (*stats)[2 * r] = mu;
+        (*stats)[2 * r + 1] = rstd;
+        for (int64_t c = 0; c < C; ++c) {
+          T v = static_cast<T>((row[c] - mu) * rstd);
+          py[r * C + c] = (pw ? v * pw[c] : v) + (pb ? pb[c] : T(0));
+        }
+      }
+    });
+  });
+  if (needs_grad({x, weight, bias}))
+    record("layer_norm", y, {x, weight, bias},
+           [x = x.detach(), w = weight.defined() ? weight.detach() : Tensor(), stats, C, rows,
+            want_w = weight.defined() && weight.requires_grad(),
+            want_b = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+             Tensor gx = Tensor::empty(x.shape(), x.dtype());
+             Tensor gw = want_w ? Tensor::zeros({C}, x.dtype()) : Tensor();
+             Tensor gb = want_b ? Tensor::zeros({C}, x.dtype()) : Tensor();
+             dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
+               using T = decltype(zero);
+               const T *px = x.data<T>(), *pg = g.data<T>();
+               const T* pw = w.defined() ? w.data<T>() : nullptr;
+               T* pgx = gx.data<T>();
+               parallel_for(rows, 6 * C, [&](int64_t begin, int64_t end) {
+                 for (int64_t r = begin; r < end; ++r) {
+                   double mu = (*stats)[2 * r], rstd = (*stats)[2 * r + 1], mean_d = 0, mean_dx = 0;
+                   for (int64_t c = 0; c < C; ++c) {
+                     double d = pg[r * C + c] * (pw ? pw[c] : T(1));
+                     mean_d += d;
+                     mean_dx += d * (px[r * C + c] - mu) * rstd;
+                   }
+                   mean_d /= C;
+                   mean_dx /= C;
+                   for (int64_t c = 0; c < C; ++c) {
+                     double d = pg[r * C + c] * (pw ? pw[c] : T(1));
+                     double xhat = (px[r * C + c] - mu) * rstd;
+                     pgx[r * C + c] = static_cast<T>(rstd * (d - mean_d - xhat * mean_dx));
+                   }
+                 }
+               });
+               // Column sums row by row: serial, so the result is the same for any thread count.
+               T* pgw = gw.defined() ? gw.data<T>() : nullptr;
+               T* pgb = gb.defined() ? gb.data<T>() : nullptr;
+               for (int64_t r = 0; r < rows && (pgw || pgb); ++r) {
+                 T mu = static_cast<T>((*stats)[2 * r]), rstd = static_cast<T>((*stats)[2 * r + 1]);
+                 for (int64_t c = 0; c < C; ++c) {
+                   if (pgw) pgw[c] += pg[r * C + c] * (px[r * C + c] - mu) * rstd;
+                   if (pgb) pgb[c] += pg[r * C + c];
+                 }
+               }
+             });
+             return {gx, gw, gb};
+           });
+  return y;
+}
+
+LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : dim_(dim), eps_(eps) {
+  check(dim > 0, "LayerNorm: dim must be positive, got ", dim);
+  if (affine) {
+    weight = register_parameter("weight", Tensor::ones({dim}));
+    bias = register_parameter("bias", Tensor::zeros({dim}));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const {
+  check(x.dim() >= 1 && x.size(-1) == dim_, "LayerNorm(", dim_, "): input ", shape_str(x.shape()),
+        " does not end in ", dim_);
+  return layer_norm(x, weight, bias, eps_);
+}
+
+}  // namespace qkv::nn

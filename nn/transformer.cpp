@@ -1,0 +1,48 @@
+#include "nn/transformer.h"
+
+#include "autograd/ops/elementwise.h"
+
+namespace qkv::nn {
+
+MLP::MLP(int64_t width, Generator* gen) {
+  fc1 = register_module("fc1", std::make_shared<Linear>(width, 4 * width, true, Init::Normal002, gen));
+  fc2 = register_module("fc2", std::make_shared<Linear>(4 * width, width, true, Init::Normal002, gen));
+}
+
+Tensor MLP::forward(const Tensor& x) const { return fc2->forward(gelu_tanh(fc1->forward(x))); }
+
+TransformerBlock::TransformerBlock(const BlockConfig& config, Generator* gen) : config_(config), gen_(gen) {
+  ln1 = register_module("ln1", std::make_shared<LayerNorm>(config.width));
+  attn = register_module("attn", std::make_shared<MultiHeadAttention>(config.width, config.heads, config.dropout, true, gen));
+  if (config.cross_attention) {
+    ln_cross = register_module("ln_cross", std::make_shared<LayerNorm>(config.width));
+    cross_attn = register_module("cross_attn",
+                                 std::make_shared<MultiHeadAttention>(config.width, config.heads, config.dropout, true, gen));
+  }
+  ln2 = register_module("ln2", std::make_shared<LayerNorm>(config.width));
+  mlp = register_module("mlp", std::make_shared<MLP>(config.width, gen));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x, const MhaOptions& self_options, const Tensor& memory,
+                                 const MhaOptions& cross_options, std::vector<Tensor>* weights) const {
+  check(!config_.cross_attention || memory.defined(), "TransformerBlock: a cross-attention block needs memory");
+  double p = is_training() ? config_.dropout : 0.0;
+  auto branch = [&](const Tensor& t) { return dropout(t, p, true, gen_); };
+  auto attend = [&](const MultiHeadAttention& mha, const Tensor& q, const Tensor* mem, MhaOptions options) {
+    options.need_weights = weights != nullptr;
+    AttentionResult r = mem ? mha.forward(q, *mem, options) : mha.forward(q, options);
+    if (weights) weights->push_back(r.weights);
+    return r.output;
+  };
+  Tensor h = x;
+  if (config_.post_ln) {
+    h = ln1->forward(add(h, branch(attend(*attn, h, nullptr, self_options))));
+    if (cross_attn) h = ln_cross->forward(add(h, branch(attend(*cross_attn, h, &memory, cross_options))));
+    return ln2->forward(add(h, branch(mlp->forward(h))));
+  }
+  h = add(h, branch(attend(*attn, ln1->forward(h), nullptr, self_options)));
+  if (cross_attn) h = add(h, branch(attend(*cross_attn, ln_cross->forward(h), &memory, cross_options)));
+  return add(h, branch(mlp->forward(ln2->forward(h))));
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,50 @@
+// Transformer blocks: the MLP and the (pre- or post-LN) block, optionally
+// with cross-attention for decoders.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/dropout.h"
+#include "nn/layers.h"
+#include "nn/multihead_attention.h"
+#include "nn/normalization.h"
+
+namespace qkv::nn {
+
+/// fc2(gelu_tanh(fc1(x))), widening to 4·width in between.
+class MLP : public Module {
+ public:
+  MLP(int64_t width, Generator* gen = nullptr);
+  Tensor forward(const Tensor& x) const;
+  std::shared_ptr<Linear> fc1, fc2;
+};
+
+struct BlockConfig {
+  int64_t width = 128, heads = 4;
+  double dropout = 0;            // on the attention weights and each residual branch
+  bool post_ln = false;          // LayerNorm after each residual (the original paper) instead of before
+  bool cross_attention = false;  // a decoder block: attends to an encoder's output too
+};
+
+/// Pre-LN: x += attn(ln1(x)); [x += cross_attn(ln_cross(x), memory)]; x += mlp(ln2(x)).
+/// Post-LN: x = ln1(x + attn(x)); [x = ln_cross(x + cross_attn(x, memory))]; x = ln2(x + mlp(x)).
+class TransformerBlock : public Module {
+ public:
+  explicit TransformerBlock(const BlockConfig& config, Generator* gen = nullptr);
+  /// x [B, n, width]; memory [B, n_k, width] for a cross-attention block.
+  /// When `weights` is given, the attention weights are appended to it
+  /// (self-attention first, then cross-attention).
+  Tensor forward(const Tensor& x, const MhaOptions& self_options, const Tensor& memory = Tensor(),
+                 const MhaOptions& cross_options = {}, std::vector<Tensor>* weights = nullptr) const;
+
+  std::shared_ptr<LayerNorm> ln1, ln_cross, ln2;
+  std::shared_ptr<MultiHeadAttention> attn, cross_attn;
+  std::shared_ptr<MLP> mlp;
+
+ private:
+  BlockConfig config_;
+  Generator* gen_;
+};
+
+}  // namespace qkv::nn

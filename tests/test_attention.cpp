@@ -1,0 +1,247 @@
+// Attention: scoring functions, masks and their combinations, scaled
+// dot-product attention, multi-head attention (self and cross), hard
+// attention; float64 gradient checks with masks and dropout on.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "nn/nn.h"
+
+using namespace qkv;
+using namespace qkv::nn;
+using Catch::Matchers::Contains;
+
+namespace {
+const double inf = std::numeric_limits<double>::infinity();
+Tensor leaf64(const Shape& s) { return Tensor::randn(s, DType::Float64).requires_grad_(); }
+Tensor bools(std::vector<bool> v, Shape s) { return Tensor::from_vector(v, s); }
+
+GradcheckResult check_module(const Module& m, std::vector<std::pair<std::string, Tensor>> extra,
+                             const std::function<Tensor()>& f) {
+  auto leaves = m.named_parameters();
+  leaves.insert(leaves.end(), extra.begin(), extra.end());
+  return gradcheck_leaves(f, leaves);
+}
+
+void check_all_close(const Tensor& a, const Tensor& b, double tol = 1e-12) {
+  REQUIRE(a.shape() == b.shape());
+  std::vector<double> x = a.to_vector(), y = b.to_vector();
+  for (size_t i = 0; i < x.size(); ++i) CHECK(x[i] == Approx(y[i]).margin(tol));
+}
+}  // namespace
+
+TEST_CASE("scoring functions compute their textbook forms", "[attention]") {
+  Tensor q = Tensor::from_vector<double>({1, 2, 0, 1}, {2, 2});
+  Tensor k = Tensor::from_vector<double>({3, 1, -1, 2, 0, 4}, {3, 2});
+  Tensor dot = dot_score(q, k);
+  CHECK(dot.shape() == Shape{2, 3});
+  CHECK(dot.to_vector() == std::vector<double>{5, 3, 8, 1, 2, 4});
+  check_all_close(scaled_dot_score(q, k), dot / std::sqrt(2.0));
+
+  BilinearScore bilinear(2, 2);
+  bilinear.to(DType::Float64);
+  Tensor W = bilinear.weight;
+  double manual = 0;  // q[0]ᵀ W k[1]
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 2; ++b) manual += q.at({0, a}) * W.at({a, b}) * k.at({1, b});
+  CHECK(bilinear(q, k).at({0, 1}) == Approx(manual));
+
+  AdditiveScore additive(2, 2, 3);
+  additive.to(DType::Float64);
+  Tensor Wq = additive.w_q->weight, Wk = additive.w_k->weight, v = additive.w_v->weight;
+  double want = 0;  // vᵀ tanh(W_q q[1] + W_k k[2])
+  for (int64_t h = 0; h < 3; ++h) {
+    double pre = 0;
+    for (int64_t a = 0; a < 2; ++a) pre += Wq.at({h, a}) * q.at({1, a}) + Wk.at({h, a}) * k.at({2, a});
+    want += v.at({0, h}) * std::tanh(pre);
+  }
+  CHECK(additive(q, k).at({1, 2}) == Approx(want));
+  CHECK(additive(Tensor::ones({4, 2, 2}, DType::Float64), Tensor::ones({4, 5, 2}, DType::Float64)).shape() == Shape{4, 2, 5});
+  CHECK_THROWS_WITH(dot_score(q, Tensor::ones({3, 3}, DType::Float64)), Contains("dot_score: q [2, 2] and k [3, 3] differ"));
+}
+
+TEST_CASE("attention with each of the four scoring functions passes gradcheck", "[attention][gradcheck]") {
+  Tensor q = leaf64({2, 3, 4}), k = leaf64({2, 5, 4}), v = leaf64({2, 5, 3});
+  Tensor mask = bools({true, true, false, true, false, true, true, true, true, false, false, false, true, true, true},
+                      {3, 5});  // the second query's keys: one blocked; no row fully blocked
+  AdditiveScore additive(4, 4, 6);
+  BilinearScore bilinear(4, 4);
+  additive.to(DType::Float64);
+  bilinear.to(DType::Float64);
+  struct Named {
+    const char* name;
+    ScoreFn fn;
+    const Module* params;
+  };
+  for (const Named& s : {Named{"dot", dot_score, nullptr}, Named{"scaled dot", scaled_dot_score, nullptr},
+                         Named{"additive", [&](const Tensor& a, const Tensor& b) { return additive(a, b); }, &additive},
+                         Named{"bilinear", [&](const Tensor& a, const Tensor& b) { return bilinear(a, b); }, &bilinear}}) {
+    std::vector<std::pair<std::string, Tensor>> leaves{{"q", q}, {"k", k}, {"v", v}};
+    if (s.params)
+      for (auto& p : s.params->named_parameters()) leaves.push_back(p);
+    GradcheckResult r = gradcheck_leaves([&] { return attention(q, k, v, s.fn, mask).output; }, leaves);
+    INFO(s.name << "\n" << r.summary());
+    CHECK(r.ok);
+  }
+}
+
+TEST_CASE("attention weights are a distribution; masked keys get exactly 0", "[attention][masks]") {
+  Tensor q = Tensor::randn({2, 4, 8}, DType::Float64), k = Tensor::randn({2, 6, 8}, DType::Float64),
+         v = Tensor::randn({2, 6, 3}, DType::Float64);
+  Tensor mask = key_padding_mask({6, 3}, 6);  // batch 1 has 3 real keys
+  AttentionResult r = scaled_dot_product_attention(q, k, v, reshape(mask, {2, 1, 6}));
+  for (double s : sum(r.weights, {-1}).to_vector()) CHECK(s == Approx(1).epsilon(1e-12));
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 3; j < 6; ++j) CHECK(r.weights.at({1, i, j}) == 0);
+  // The output is the weighted sum of values.
+  check_all_close(r.output, matmul(r.weights, v));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, Tensor::ones({5, 6}, DType::Bool)),
+                    Contains("attention: mask [5, 6] does not broadcast to scores [2, 4, 6]"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, Tensor::ones({2, 5, 3}, DType::Float64)),
+                    Contains("attention: k [2, 6, 8] and v [2, 5, 3] must hold the same number of keys"));
+}
+
+TEST_CASE("a fully masked query row gives zero output and finite, zero gradients", "[attention][masks]") {
+  Tensor q = leaf64({1, 2, 4}), k = leaf64({1, 3, 4}), v = leaf64({1, 3, 2});
+  Tensor mask = bools({true, false, true, false, false, false}, {2, 3});  // query 1 sees nothing
+  AttentionResult r = scaled_dot_product_attention(q, k, v, mask);
+  CHECK(r.output.at({0, 1, 0}) == 0);
+  CHECK(r.output.at({0, 1, 1}) == 0);
+  CHECK(sum(r.weights, {-1}).at({0, 1}) == 0);
+  sum(r.output * r.output).backward();
+  for (const Tensor& t : {q, k, v})
+    for (double g : t.grad().to_vector()) CHECK(std::isfinite(g));
+  for (int64_t c = 0; c < 4; ++c) CHECK(q.grad().at({0, 1, c}) == 0);
+  GradcheckResult check = gradcheck_leaves([&] { return scaled_dot_product_attention(q, k, v, mask).output; },
+                                           {{"q", q}, {"k", k}, {"v", v}});
+  INFO(check.summary());
+  CHECK(check.ok);
+}
+
+TEST_CASE("every combination of masks blocks what either blocks", "[attention][masks]") {
+  Tensor scores = Tensor::randn({2, 3, 3}, DType::Float64);
+  Tensor causal = causal_mask(3, 3);
+  Tensor padding = reshape(key_padding_mask({3, 2}, 3), {2, 1, 3});
+  auto additive = [](const Tensor& m) {
+    return masked_fill(Tensor::zeros(m.shape(), DType::Float64), logical_not(m), -inf);
+  };
+  Tensor bias = Tensor::randn({3, 3}, DType::Float64);  // a float mask with finite entries
+  // Reference: blocked where either bool mask blocks, float masks summed.
+  Tensor both = logical_and(causal, padding);
+  Tensor want = softmax(add(masked_fill(scores, logical_not(both), -inf), bias), -1);
+
+  auto weights = [&](const Tensor& mask) { return softmax(apply_mask(scores, mask), -1); };
+  check_all_close(weights(merge_masks(causal, padding)), softmax(masked_fill(scores, logical_not(both), -inf), -1));
+  CHECK(merge_masks(causal, padding).dtype() == DType::Bool);
+  check_all_close(weights(merge_masks(merge_masks(causal, padding), bias)), want);             // bool + float
+  check_all_close(weights(merge_masks(add(additive(causal), bias), additive(padding))), want);  // float + float
+  check_all_close(weights(merge_masks(additive(padding), merge_masks(bias, causal))), want);    // order does not matter
+  CHECK(merge_masks(Tensor(), causal).to_vector() == causal.to_vector());
+  CHECK_THROWS_WITH(merge_masks(causal, Tensor::ones({3, 3}, DType::Int64)), Contains("merge_masks"));
+}
+
+TEST_CASE("dropout acts on the weights; the returned weights are the probabilities before it", "[attention][dropout]") {
+  Tensor q = Tensor::randn({1, 4, 8}, DType::Float64), k = Tensor::randn({1, 6, 8}, DType::Float64),
+         v = Tensor::randn({1, 6, 5}, DType::Float64);
+  Generator gen(5);
+  Generator::State start = gen.state();
+  AttentionResult r = scaled_dot_product_attention(q, k, v, Tensor(), 0.5, &gen);
+  for (double s : sum(r.weights, {-1}).to_vector()) CHECK(s == Approx(1));
+  gen.set_state(start);
+  Tensor dropped = dropout(r.weights, 0.5, true, &gen);
+  check_all_close(r.output, matmul(dropped, v));
+  CHECK(-max(neg(r.weights)).item() >= 0);
+}
+
+TEST_CASE("single-query attention is the textbook weighted sum", "[attention]") {
+  Tensor keys = Tensor::from_vector<double>({1, 0, 0, 1, 1, 1}, {3, 2});
+  Tensor values = Tensor::from_vector<double>({10, 20, 30}, {3, 1});
+  Tensor query = Tensor::from_vector<double>({2, 0});
+  double e0 = std::exp(2 / std::sqrt(2.0)), e1 = 1, e2 = std::exp(2 / std::sqrt(2.0));
+  CHECK(attend(query, keys, values).item() == Approx((10 * e0 + 20 * e1 + 30 * e2) / (e0 + e1 + e2)));
+  CHECK(attend(query, keys, values, dot_score).item() ==
+        Approx((10 * std::exp(2) + 20 + 30 * std::exp(2)) / (2 * std::exp(2) + 1)));
+  CHECK_THROWS_WITH(attend(keys, keys, values), Contains("attend: query [3, 2]"));
+}
+
+TEST_CASE("hard attention picks one key per query and carries no gradient", "[attention][hard]") {
+  Tensor weights = Tensor::from_vector<double>({0.1, 0.7, 0.2, 0, 0, 0, 0.5, 0.5, 0}, {1, 3, 3});
+  Tensor v = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6}, {1, 3, 2}).requires_grad_();
+  HardAttentionResult hard = hard_attention(weights, v);
+  CHECK(hard.indices.to_vector() == std::vector<double>{1, -1, 0});  // ties: the first; empty row: -1
+  CHECK(hard.output.to_vector() == std::vector<double>{3, 4, 0, 0, 1, 2});
+  CHECK_FALSE(hard.output.requires_grad());
+  // Sampling follows the weights: key 1 about 70% of the time.
+  Generator gen(2);
+  int ones = 0;
+  for (int i = 0; i < 4000; ++i) ones += hard_attention(weights, v, HardMode::Sample, &gen).indices.at({0, 0}) == 1;
+  CHECK(std::abs(ones / 4000.0 - 0.7) < 0.03);
+  CHECK_THROWS_WITH(hard_attention(weights, Tensor::ones({1, 4, 2}, DType::Float64)), Contains("hard_attention"));
+}
+
+TEST_CASE("MultiHeadAttention: shapes, per-head weights, self and cross", "[attention][mha]") {
+  MultiHeadAttention mha(8, 2);
+  std::vector<std::string> names;
+  for (auto& [name, t] : mha.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias",
+                                          "v_proj.weight", "v_proj.bias", "out_proj.weight", "out_proj.bias"});
+  Tensor x = Tensor::randn({3, 5, 8}), memory = Tensor::randn({3, 7, 8});
+  MhaOptions opts;
+  opts.need_weights = true;
+  AttentionResult self = mha.forward(x, opts);
+  CHECK(self.output.shape() == Shape{3, 5, 8});
+  CHECK(self.weights.shape() == Shape{3, 2, 5, 5});
+  AttentionResult cross = mha.forward(x, memory, opts);
+  CHECK(cross.output.shape() == Shape{3, 5, 8});
+  CHECK(cross.weights.shape() == Shape{3, 2, 5, 7});
+  CHECK_FALSE(mha.forward(x).weights.defined());
+}
+
+TEST_CASE("MultiHeadAttention with causal + padding masks and dropout passes gradcheck", "[attention][mha][gradcheck]") {
+  MultiHeadAttention mha(6, 2, 0.1);
+  mha.to(DType::Float64);
+  Tensor x = leaf64({2, 4, 6}), memory = leaf64({2, 3, 6});
+  MhaOptions self_opts;
+  self_opts.causal = true;
+  self_opts.key_padding_mask = key_padding_mask({4, 2}, 4);
+  GradcheckResult self = check_module(mha, {{"x", x}}, [&] { return mha.forward(x, self_opts).output; });
+  INFO("self\n" << self.summary());
+  CHECK(self.ok);
+  MhaOptions cross_opts;
+  cross_opts.key_padding_mask = key_padding_mask({3, 1}, 3);
+  GradcheckResult cross =
+      check_module(mha, {{"x", x}, {"memory", memory}}, [&] { return mha.forward(x, memory, cross_opts).output; });
+  INFO("cross\n" << cross.summary());
+  CHECK(cross.ok);
+}
+
+TEST_CASE("causal attention at position i ignores every token after i", "[attention][mha]") {
+  MultiHeadAttention mha(8, 4);
+  MhaOptions causal;
+  causal.causal = true;
+  Tensor x = Tensor::randn({1, 6, 8});
+  Tensor changed = x.clone();
+  for (int64_t c = 0; c < 8; ++c) changed.set({0, 4, c}, 100 + c), changed.set({0, 5, c}, -7);
+  Tensor a = mha.forward(x, causal).output, b = mha.forward(changed, causal).output;
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t c = 0; c < 8; ++c) CHECK(a.at({0, i, c}) == b.at({0, i, c}));
+  CHECK(a.at({0, 4, 0}) != b.at({0, 4, 0}));
+}
+
+TEST_CASE("MultiHeadAttention errors name the module and the shapes", "[attention][mha][errors]") {
+  CHECK_THROWS_WITH(MultiHeadAttention(10, 3), Contains("MultiHeadAttention: d_model 10 is not divisible by num_heads 3"));
+  MultiHeadAttention mha(8, 2);
+  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 6})),
+                    Contains("MultiHeadAttention(d_model=8, heads=2): query [2, 5, 6] must be [B, n, 8]"));
+  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), Tensor::ones({3, 4, 8})), Contains("memory [3, 4, 8]"));
+  MhaOptions bad_padding;
+  bad_padding.key_padding_mask = Tensor::ones({2, 4}, DType::Bool);
+  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), bad_padding), Contains("key_padding_mask [2, 4] must be [2, 5]"));
+  MhaOptions bad_mask;
+  bad_mask.attn_mask = Tensor::ones({5, 4}, DType::Bool);
+  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), bad_mask), Contains("attn_mask [5, 4] does not fit 5 queries and 5 keys"));
+  MhaOptions wrong_heads;
+  wrong_heads.attn_mask = Tensor::ones({2, 3, 5, 5}, DType::Bool);
+  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), wrong_heads), Contains("MultiHeadAttention") && Contains("[2, 3, 5, 5]"));
+}
