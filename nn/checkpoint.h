@@ -1,0 +1,52 @@
+// safetensors files: the format Hugging Face's safetensors library reads
+// (8-byte little-endian header length, a JSON header, raw little-endian data),
+// written atomically and validated in full when read. Little-endian hosts only.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace qkv::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+struct TensorFile {
+  NamedTensors tensors;                         // in file order
+  std::map<std::string, std::string> metadata;  // the header's "__metadata__" (strings only)
+  /// The tensor named `name`, or an undefined tensor.
+  Tensor get(const std::string& name) const;
+};
+
+/// Writes tensors (float32, float64, int64, bool; names unique, not
+/// "__metadata__") and metadata to `path`: first to "path.tmp", flushed to
+/// disk, then renamed over `path`, so a crash leaves the old file whole.
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+/// Reads and validates a whole file: header length within the file, JSON,
+/// dtypes (F32, F64, I64, BOOL), shapes, offsets (in range, matching the
+/// shape, not overlapping, covering the data with no holes). Any problem
+/// throws qkv::Error naming the file and the problem.
+TensorFile load_safetensors(const std::string& path);
+
+/// Writes a module's parameters under their dotted names, plus metadata.
+void save_module(const std::string& path, const Module& module, const std::map<std::string, std::string>& metadata = {});
+
+/// Copies the file's tensors into the module's parameters: every parameter
+/// must be present with its shape and dtype, and no other tensor may be,
+/// except those whose names start with one of `ignored_prefixes`.
+void load_into(Module& module, const TensorFile& file, const std::string& path,
+               const std::vector<std::string>& ignored_prefixes = {});
+
+namespace detail {
+/// Test hook: called after the temporary file is written and before it is
+/// renamed; a test throws from it to play a crash in between.
+extern std::function<void(const std::string& temporary_path)> before_rename;
+}  // namespace detail
+
+}  // namespace qkv::nn

@@ -1,0 +1,180 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "autograd/error.h"
+
+namespace qkv::optim {
+
+namespace {
+std::string num(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+}  // namespace
+
+Optimizer::Optimizer(NamedTensors params, double lr) : params_(std::move(params)), buffers_(params_.size()) {
+  set_lr(lr);
+  for (const auto& [name, p] : params_)
+    check(p.defined() && is_floating(p.dtype()) && p.requires_grad(), "optimizer: parameter '", name,
+          "' must be a float tensor that requires grad");
+}
+
+void Optimizer::set_lr(double lr) {
+  check(lr >= 0 && std::isfinite(lr), "optimizer: learning rate must be finite and >= 0, got ", lr);
+  lr_ = lr;
+}
+
+void Optimizer::step() {
+  ++steps_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor grad = params_[i].second.grad();
+    if (grad.defined()) update(i, params_[i].second, grad);
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (const auto& [name, p] : params_) p.zero_grad();
+}
+
+Tensor& Optimizer::buffer(size_t index, const std::string& name) {
+  Tensor& b = buffers_[index][name];
+  if (!b.defined()) b = Tensor::zeros(params_[index].second.shape(), params_[index].second.dtype());
+  return b;
+}
+
+bool Optimizer::has_buffer(size_t index, const std::string& name) const { return buffers_[index].count(name) > 0; }
+
+NamedTensors Optimizer::state() const {
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (const auto& [name, t] : buffers_[i]) out.emplace_back(params_[i].first + "." + name, t);
+  return out;
+}
+
+void Optimizer::load_state(const NamedTensors& state, int64_t steps) {
+  check(steps >= 0, "optimizer: negative step count ", steps);
+  std::vector<std::map<std::string, Tensor>> loaded(params_.size());
+  for (const auto& [full, t] : state) {
+    bool found = false;
+    for (size_t i = 0; i < params_.size() && !found; ++i) {
+      const std::string& p = params_[i].first;
+      if (full.size() > p.size() + 1 && full.compare(0, p.size(), p) == 0 && full[p.size()] == '.' &&
+          full.find('.', p.size() + 1) == std::string::npos) {
+        check(t.shape() == params_[i].second.shape() && t.dtype() == params_[i].second.dtype(), "optimizer state '",
+              full, "' is ", shape_str(t.shape()), " ", dtype_name(t.dtype()), ", its parameter ",
+              shape_str(params_[i].second.shape()), " ", dtype_name(params_[i].second.dtype()));
+        loaded[i][full.substr(p.size() + 1)] = t.to(t.dtype());
+        found = true;
+      }
+    }
+    check(found, "optimizer state '", full, "' belongs to no parameter");
+  }
+  buffers_ = std::move(loaded);
+  steps_ = steps;
+}
+
+// ---- SGD ----
+
+SGD::SGD(NamedTensors params, const SGDOptions& options) : Optimizer(std::move(params), options.lr), o_(options) {
+  check(options.momentum >= 0 && options.weight_decay >= 0 && options.dampening >= 0,
+        "SGD: momentum, dampening and weight_decay must be >= 0");
+  check(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+        "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
+}
+
+std::map<std::string, std::string> SGD::hyperparameters() const {
+  return {{"lr", num(lr())}, {"momentum", num(o_.momentum)}, {"dampening", num(o_.dampening)},
+          {"weight_decay", num(o_.weight_decay)}, {"nesterov", o_.nesterov ? "true" : "false"}};
+}
+
+void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
+  bool first = !has_buffer(index, "momentum_buffer");
+  Tensor* buf = o_.momentum > 0 ? &buffer(index, "momentum_buffer") : nullptr;
+  dispatch_floating(param.dtype(), "SGD", [&](auto zero) {
+    using T = decltype(zero);
+    T* p = param.data<T>();
+    const T* g = grad.data<T>();
+    T* b = buf ? buf->data<T>() : nullptr;
+    const double lr = this->lr(), mu = o_.momentum, tau = o_.dampening, wd = o_.weight_decay;
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      double d = g[i] + wd * p[i];
+      if (b) {
+        b[i] = static_cast<T>(first ? d : mu * b[i] + (1 - tau) * d);
+        d = o_.nesterov ? d + mu * b[i] : b[i];
+      }
+      p[i] = static_cast<T>(p[i] - lr * d);
+    }
+  });
+}
+
+// ---- Adam / AdamW ----
+
+Adam::Adam(NamedTensors params, const AdamOptions& options) : Adam(std::move(params), options, false) {}
+
+Adam::Adam(NamedTensors params, const AdamOptions& options, bool decoupled)
+    : Optimizer(std::move(params), options.lr), o_(options), decoupled_(decoupled) {
+  check(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
+        name(), ": betas must be in [0, 1), got ", options.beta1, ", ", options.beta2);
+  check(options.eps >= 0 && options.weight_decay >= 0, name(), ": eps and weight_decay must be >= 0");
+  for (const auto& [n, p] : this->params()) decays_.push_back(!decoupled || !options.decays || options.decays(n, p));
+}
+
+std::map<std::string, std::string> Adam::hyperparameters() const {
+  return {{"lr", num(lr())}, {"beta1", num(o_.beta1)}, {"beta2", num(o_.beta2)}, {"eps", num(o_.eps)},
+          {"weight_decay", num(o_.weight_decay)}};
+}
+
+void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
+  Tensor& m = buffer(index, "exp_avg");
+  Tensor& v = buffer(index, "exp_avg_sq");
+  dispatch_floating(param.dtype(), "Adam", [&](auto zero) {
+    using T = decltype(zero);
+    T* p = param.data<T>();
+    const T* g = grad.data<T>();
+    T *pm = m.data<T>(), *pv = v.data<T>();
+    const double lr = this->lr(), b1 = o_.beta1, b2 = o_.beta2, t = static_cast<double>(steps());
+    const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+    const double l2 = decoupled_ ? 0.0 : o_.weight_decay;
+    const double shrink = decoupled_ && decays_[index] ? 1 - lr * o_.weight_decay : 1.0;
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      double d = g[i] + l2 * p[i];
+      pm[i] = static_cast<T>(b1 * pm[i] + (1 - b1) * d);
+      pv[i] = static_cast<T>(b2 * pv[i] + (1 - b2) * d * d);
+      double step = (pm[i] / bc1) / (std::sqrt(pv[i] / bc2) + o_.eps);
+      p[i] = static_cast<T>(p[i] * shrink - lr * step);
+    }
+  });
+}
+
+double clip_grad_norm(const NamedTensors& params, double max_norm) {
+  check(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
+  double total = 0;
+  for (const auto& [name, p] : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
+      using T = decltype(zero);
+      const T* pg = g.data<T>();
+      for (int64_t i = 0; i < g.numel(); ++i) total += static_cast<double>(pg[i]) * pg[i];
+    });
+  }
+  double norm = std::sqrt(total);
+  double factor = max_norm / (norm + 1e-6);
+  if (factor < 1)
+    for (const auto& [name, p] : params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
+        using T = decltype(zero);
+        T* pg = g.data<T>();
+        for (int64_t i = 0; i < g.numel(); ++i) pg[i] = static_cast<T>(pg[i] * factor);
+      });
+    }
+  return norm;
+}
+
+}  // namespace qkv::optim

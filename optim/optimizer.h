@@ -1,0 +1,117 @@
+// Optimizers over a module's named parameters: SGD, Adam, AdamW. Each
+// update is one fused loop over a parameter's data; the rules follow
+// PyTorch's definitions (bias correction, eps outside the square root).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace qkv::optim {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Optimizer {
+ public:
+  explicit Optimizer(NamedTensors params, double lr);
+  virtual ~Optimizer() = default;
+
+  /// Applies one update from the parameters' current gradients (parameters
+  /// without a gradient are skipped), then counts the step.
+  void step();
+  /// Drops every parameter's gradient.
+  void zero_grad();
+
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+  /// Updates taken so far (Adam's bias correction uses it).
+  int64_t steps() const { return steps_; }
+  const NamedTensors& params() const { return params_; }
+  /// The kind, for checkpoints: "sgd", "adam", "adamw".
+  virtual std::string name() const = 0;
+  /// Hyper-parameters as text, for checkpoints and logs.
+  virtual std::map<std::string, std::string> hyperparameters() const = 0;
+
+  /// Per-parameter state (moments, momentum buffers) under names like
+  /// "<param>.exp_avg", for checkpoints. Created lazily on the first step.
+  NamedTensors state() const;
+  /// Restores what state() returned and the step count; shapes must match.
+  void load_state(const NamedTensors& state, int64_t steps);
+
+ protected:
+  /// One parameter's update with its gradient; buffers from buffer().
+  virtual void update(size_t index, const Tensor& param, const Tensor& grad) = 0;
+  /// The named per-parameter buffer (zeros of the parameter's shape at first).
+  Tensor& buffer(size_t index, const std::string& name);
+  bool has_buffer(size_t index, const std::string& name) const;
+
+ private:
+  NamedTensors params_;
+  std::vector<std::map<std::string, Tensor>> buffers_;
+  double lr_;
+  int64_t steps_ = 0;
+};
+
+struct SGDOptions {
+  double lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+
+/// torch.optim.SGD: g += wd·p; b = μ·b + (1-τ)·g (b = g at first); g = nesterov ? g + μ·b : b; p -= lr·g.
+class SGD : public Optimizer {
+ public:
+  SGD(NamedTensors params, const SGDOptions& options);
+  std::string name() const override { return "sgd"; }
+  std::map<std::string, std::string> hyperparameters() const override;
+
+ protected:
+  void update(size_t index, const Tensor& param, const Tensor& grad) override;
+
+ private:
+  SGDOptions o_;
+};
+
+struct AdamOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  /// AdamW only: which parameters decay. By default those of rank >= 2, so
+  /// biases and LayerNorm parameters (rank 1) are left alone.
+  std::function<bool(const std::string& name, const Tensor& param)> decays = [](const std::string&, const Tensor& p) {
+    return p.dim() >= 2;
+  };
+};
+
+/// torch.optim.Adam: g += wd·p (L2); m = β1·m + (1-β1)·g; v = β2·v + (1-β2)·g²;
+/// p -= lr · (m / (1-β1ᵗ)) / (√(v / (1-β2ᵗ)) + eps).
+class Adam : public Optimizer {
+ public:
+  Adam(NamedTensors params, const AdamOptions& options);
+  std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
+  std::map<std::string, std::string> hyperparameters() const override;
+
+ protected:
+  Adam(NamedTensors params, const AdamOptions& options, bool decoupled);
+  void update(size_t index, const Tensor& param, const Tensor& grad) override;
+
+ private:
+  AdamOptions o_;
+  bool decoupled_;
+  std::vector<bool> decays_;
+};
+
+/// torch.optim.AdamW: p -= lr·wd·p (decoupled, for the parameters `decays`
+/// selects), then the Adam step without weight decay in the gradient.
+class AdamW : public Adam {
+ public:
+  AdamW(NamedTensors params, const AdamOptions& options) : Adam(std::move(params), options, true) {}
+};
+
+/// Scales all gradients so their global L2 norm is at most max_norm (as
+/// torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when the
+/// norm exceeds it). Returns the norm before clipping.
+double clip_grad_norm(const NamedTensors& params, double max_norm);
+
+}  // namespace qkv::optim

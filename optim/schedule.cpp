@@ -1,0 +1,44 @@
+#include "optim/schedule.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "autograd/error.h"
+
+namespace qkv::optim {
+
+namespace {
+void check_rate(const char* who, double lr) {
+  check(std::isfinite(lr) && lr >= 0, who, ": learning rate must be finite and >= 0, got ", lr);
+}
+}  // namespace
+
+ConstantLR::ConstantLR(double lr) : lr_(lr) { check_rate("ConstantLR", lr); }
+std::string ConstantLR::describe() const { return cat("constant ", lr_); }
+
+StepLR::StepLR(double lr, int64_t step_size, double gamma) : lr_(lr), step_size_(step_size), gamma_(gamma) {
+  check_rate("StepLR", lr);
+  check(step_size > 0 && gamma > 0, "StepLR: step_size must be > 0 and gamma > 0, got ", step_size, ", ", gamma);
+}
+double StepLR::lr(int64_t step) const { return lr_ * std::pow(gamma_, static_cast<double>(step / step_size_)); }
+std::string StepLR::describe() const { return cat("step ", lr_, " x", gamma_, " every ", step_size_); }
+
+CosineLR::CosineLR(double lr, int64_t warmup, int64_t total, double min_lr)
+    : lr_(lr), warmup_(warmup), total_(total), min_lr_(min_lr) {
+  check_rate("CosineLR", lr);
+  check_rate("CosineLR", min_lr);
+  check(warmup >= 0 && total >= warmup, "CosineLR: need 0 <= warmup <= total, got warmup ", warmup, ", total ", total);
+}
+
+double CosineLR::lr(int64_t step) const {
+  if (step < warmup_) return lr_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
+  if (step >= total_) return min_lr_;
+  double progress = static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_);
+  return min_lr_ + 0.5 * (lr_ - min_lr_) * (1 + std::cos(std::numbers::pi * progress));
+}
+
+std::string CosineLR::describe() const {
+  return cat("cosine ", lr_, " -> ", min_lr_, " over ", total_, " steps, warm-up ", warmup_);
+}
+
+}  // namespace qkv::optim

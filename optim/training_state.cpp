@@ -1,0 +1,87 @@
+#include "optim/training_state.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "nn/json.h"
+
+namespace qkv::optim {
+
+namespace {
+const std::string kOptimizerPrefix = "optimizer.";
+
+std::string encode_state(const Generator::State& s) {
+  char text[80];
+  std::snprintf(text, sizeof text, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, s[0], s[1], s[2], s[3]);
+  return text;
+}
+
+bool decode_state(const std::string& text, Generator::State& s) {
+  if (text.size() != 64 || text.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  for (int i = 0; i < 4; ++i) s[i] = std::strtoull(text.substr(16 * i, 16).c_str(), nullptr, 16);
+  return true;
+}
+}  // namespace
+
+void save_training_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer,
+                              const NamedGenerators& generators, std::map<std::string, std::string> metadata) {
+  nn::NamedTensors tensors = model.named_parameters();
+  metadata["qkv.format"] = "1";
+  if (optimizer) {
+    for (const auto& [name, t] : optimizer->state()) tensors.emplace_back(kOptimizerPrefix + name, t);
+    metadata["qkv.step"] = std::to_string(optimizer->steps());
+    metadata["qkv.optimizer"] = optimizer->name();
+    metadata["qkv.optimizer.hyperparameters"] = nn::json_object(optimizer->hyperparameters());
+  }
+  for (const auto& [name, gen] : generators) {
+    std::string key = "qkv.generator.";
+    key += name;
+    metadata[key] = encode_state(gen->state());
+  }
+  nn::save_safetensors(path, tensors, metadata);
+}
+
+std::map<std::string, std::string> load_training_checkpoint(const std::string& path, nn::Module& model,
+                                                            Optimizer* optimizer, const NamedGenerators& generators) {
+  nn::TensorFile file = nn::load_safetensors(path);
+  auto& meta = file.metadata;
+  check(meta.count("qkv.format") && meta["qkv.format"] == "1", path, ": not a qkv checkpoint (no qkv.format 1 in its metadata)");
+
+  // Validate everything before changing anything.
+  int64_t steps = 0;
+  nn::NamedTensors state;
+  if (optimizer) {
+    check(meta.count("qkv.optimizer"), path, ": holds no optimizer state to resume from");
+    check(meta["qkv.optimizer"] == optimizer->name(), path, ": trained with ", meta["qkv.optimizer"],
+          ", cannot resume with ", optimizer->name());
+    try {
+      size_t used = 0;
+      steps = std::stoll(meta["qkv.step"], &used);
+      check(used == meta["qkv.step"].size() && steps >= 0, "");
+    } catch (const std::exception&) {
+      throw Error(cat(path, ": bad qkv.step '", meta["qkv.step"], "'"));
+    }
+    for (const auto& [name, t] : file.tensors)
+      if (name.compare(0, kOptimizerPrefix.size(), kOptimizerPrefix) == 0)
+        state.emplace_back(name.substr(kOptimizerPrefix.size()), t);
+  }
+  std::vector<Generator::State> states;
+  for (const auto& [name, gen] : generators) {
+    Generator::State s;
+    auto it = meta.find("qkv.generator." + name);
+    check(it != meta.end() && decode_state(it->second, s), path, ": missing or bad generator state '", name, "'");
+    states.push_back(s);
+  }
+  nn::load_into(model, file, path, {kOptimizerPrefix});
+  if (optimizer) {
+    try {
+      optimizer->load_state(state, steps);
+    } catch (const Error& e) {
+      throw Error(cat(path, ": ", e.what()));
+    }
+  }
+  for (size_t i = 0; i < generators.size(); ++i) generators[i].second->set_state(states[i]);
+  return meta;
+}
+
+}  // namespace qkv::optim

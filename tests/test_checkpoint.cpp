@@ -1,0 +1,212 @@
+// safetensors checkpoints: bit-exact round trips, validation of corrupt
+// files (crafted and randomized), crash safety, and bit-identical resumption.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "nn/json.h"
+#include "tiny_training.h"
+
+using namespace qkv;
+using namespace qkv::nn;
+using Catch::Matchers::Contains;
+
+namespace {
+std::string scratch(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / "qkv-test-checkpoint";
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A safetensors file from a header text and data bytes.
+std::string raw_file(const std::string& header, const std::string& data) {
+  uint64_t n = header.size();
+  return std::string(reinterpret_cast<const char*>(&n), 8) + header + data;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.numel() * element_size(a.dtype())) == 0;
+}
+}  // namespace
+
+TEST_CASE("save and load round-trip every tensor bit-exactly", "[checkpoint]") {
+  Tensor f32 = Tensor::randn({3, 4});
+  f32.set({0, 0}, std::numeric_limits<double>::infinity());
+  f32.set({0, 1}, -0.0);
+  f32.set({0, 2}, std::nan(""));
+  Tensor f64 = Tensor::randn({2, 2, 2}, DType::Float64);
+  Tensor i64 = Tensor::from_vector<int64_t>({-5, 0, 1LL << 40});
+  Tensor mask = Tensor::from_vector(std::vector<bool>{true, false, true});
+  Tensor scalar = Tensor::scalar(3.25, DType::Float64);
+  Tensor empty = Tensor::zeros({0, 5});
+  NamedTensors all{{"f32", f32}, {"nested.f64", f64}, {"i64", i64}, {"mask", mask}, {"scalar", scalar}, {"empty", empty}};
+  std::string path = scratch("roundtrip.safetensors");
+  save_safetensors(path, all, {{"note", "héllo \"quoted\"\n"}, {"width", "128"}});
+  TensorFile file = load_safetensors(path);
+  REQUIRE(file.tensors.size() == all.size());
+  for (const auto& [name, t] : all) {
+    INFO(name);
+    CHECK(same_bytes(file.get(name), t));
+  }
+  CHECK(file.metadata.at("note") == "héllo \"quoted\"\n");
+  CHECK(file.metadata.at("width") == "128");
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  // The header is padded so the data starts 8-byte aligned.
+  uint64_t n;
+  std::memcpy(&n, read_file(path).data(), 8);
+  CHECK(n % 8 == 0);
+}
+
+TEST_CASE("JSON parsing is strict and never crashes", "[checkpoint][json]") {
+  Json j = parse_json(R"( {"a": [1, -2, 3.5e1, true, null], "b": "x\u00e9\ud83d\ude00\n"} )");
+  CHECK(j.find("a")->array[1].integer == -2);
+  CHECK(j.find("a")->array[2].number == 35);
+  CHECK_FALSE(j.find("a")->array[2].is_integer);
+  CHECK(j.find("b")->string == "x\xc3\xa9\xf0\x9f\x98\x80\n");
+  for (const char* bad : {"{", "{\"a\":1,}", "[1 2]", "{\"a\":1,\"a\":2}", "\"\x01\"", "01x", "-", "\"\\ud800\"", "nul",
+                          "{\"a\" 1}", "[1]]", "\"\\q\""})
+    CHECK_THROWS_AS(parse_json(bad), Error);
+  CHECK_THROWS_WITH(parse_json(std::string(100, '[') + std::string(100, ']')), Contains("deeper than 64"));
+  CHECK(parse_json_object(json_object({{"k", "v\"\\"}})).at("k") == "v\"\\");
+}
+
+TEST_CASE("corrupt files are rejected with a clear error", "[checkpoint][errors]") {
+  std::string path = scratch("corrupt.safetensors");
+  std::string good_data(16, '\0');
+  auto expect = [&](const std::string& bytes, const std::string& message) {
+    write_file(path, bytes);
+    INFO(message);
+    CHECK_THROWS_WITH(load_safetensors(path), Contains(path) && Contains(message));
+  };
+  const std::string tensor = R"("t":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]})";
+  write_file(path, raw_file("{" + tensor + "}", good_data));
+  CHECK(load_safetensors(path).get("t").shape() == Shape{2, 2});  // the baseline loads
+
+  expect("abc", "truncated: 3 bytes");
+  expect(raw_file("{" + tensor + "}", good_data).substr(0, 30), "runs past the end of the file");
+  expect(std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + "{}", "header length");
+  expect(raw_file("{" + tensor, good_data), "bad header: JSON");
+  expect(raw_file("[1]", ""), "not a JSON object");
+  expect(raw_file("{" + tensor + "}", good_data.substr(0, 8)), "run past the data (8 bytes)");
+  expect(raw_file(R"({"t":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0')), "unsupported dtype F16");
+  expect(raw_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", good_data), "holds 16 bytes but F32 [3] needs 12");
+  expect(raw_file(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", good_data), "bad size in its shape");
+  expect(raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", good_data), "bad data_offsets");
+  expect(raw_file(R"({"t":{"dtype":"F32","shape":[2]}})", good_data), "lacks dtype, shape or data_offsets");
+  expect(raw_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                  good_data),
+         "overlaps");
+  expect(raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", good_data), "belong to no tensor");
+  expect(raw_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x07", 2)), "not 0 or 1");
+  expect(raw_file(R"({"__metadata__":{"k":1}})", ""), "is not a string");
+  CHECK_THROWS_WITH(load_safetensors(scratch("no-such-file")), Contains("cannot open"));
+}
+
+TEST_CASE("loading into a model checks names, shapes and dtypes", "[checkpoint][errors]") {
+  Linear lin(3, 2);
+  std::string path = scratch("linear.safetensors");
+  save_module(path, lin);
+  Linear other(3, 2);
+  load_into(other, load_safetensors(path), path);
+  CHECK(same_bytes(other.weight, lin.weight));
+
+  save_safetensors(path, {{"weight", lin.weight}});
+  CHECK_THROWS_WITH(load_into(other, load_safetensors(path), path), Contains("missing tensor 'bias'"));
+  save_safetensors(path, {{"weight", lin.weight}, {"bias", lin.bias}, {"extra", lin.bias}});
+  CHECK_THROWS_WITH(load_into(other, load_safetensors(path), path), Contains("unexpected tensor 'extra'"));
+  save_safetensors(path, {{"weight", Tensor::zeros({3, 2})}, {"bias", lin.bias}});
+  CHECK_THROWS_WITH(load_into(other, load_safetensors(path), path),
+                    Contains("tensor 'weight' is float32 [3, 2] but the model expects float32 [2, 3]"));
+  save_safetensors(path, {{"weight", lin.weight.to(DType::Float64)}, {"bias", lin.bias}});
+  CHECK_THROWS_WITH(load_into(other, load_safetensors(path), path), Contains("is float64 [2, 3] but the model expects float32"));
+}
+
+TEST_CASE("a crash between writing and renaming leaves the previous checkpoint whole", "[checkpoint]") {
+  std::string path = scratch("crash.safetensors");
+  Tensor v1 = Tensor::full({4}, 1.0), v2 = Tensor::full({1000}, 2.0);
+  save_safetensors(path, {{"v", v1}});
+  std::string before = read_file(path);
+  detail::before_rename = [](const std::string&) { throw std::runtime_error("simulated crash"); };
+  CHECK_THROWS_WITH(save_safetensors(path, {{"v", v2}}), Contains("simulated crash"));
+  detail::before_rename = nullptr;
+  CHECK(read_file(path) == before);
+  CHECK(same_bytes(load_safetensors(path).get("v"), v1));
+  save_safetensors(path, {{"v", v2}});  // and the next save goes through
+  CHECK(same_bytes(load_safetensors(path).get("v"), v2));
+}
+
+TEST_CASE("training N steps, saving, loading and training M more equals training N+M", "[checkpoint][resume]") {
+  std::string path = scratch("resume.safetensors");
+  manual_seed(77);
+  tiny::Run straight;
+  straight.train_until(12);
+
+  manual_seed(77);
+  tiny::Run first;
+  first.train_until(7);
+  first.save(path);
+  manual_seed(12345);  // whatever the generator holds now must not matter
+  tiny::Run resumed;   // fresh model and optimizer, different initial weights
+  CHECK_FALSE(tiny::same_parameters(resumed, first));
+  resumed.load(path);
+  CHECK(resumed.optimizer.steps() == 7);
+  CHECK(tiny::same_parameters(resumed, first));
+  resumed.train_until(12);
+  CHECK(tiny::same_parameters(resumed, straight));
+
+  nn::GPT model(tiny::config());
+  optim::SGD sgd(model.named_parameters(), {0.1});
+  CHECK_THROWS_WITH(optim::load_training_checkpoint(path, model, &sgd, {}), Contains("trained with adamw, cannot resume with sgd"));
+  save_safetensors(path, model.named_parameters());
+  CHECK_THROWS_WITH(optim::load_training_checkpoint(path, model, nullptr, {}), Contains("not a qkv checkpoint"));
+}
+
+TEST_CASE("randomly corrupted checkpoints load correctly or throw qkv::Error, never crash", "[checkpoint][fuzz]") {
+  std::string path = scratch("fuzz-source.safetensors"), damaged = scratch("fuzz.safetensors");
+  manual_seed(5);
+  tiny::Run run;
+  run.train_until(2);
+  run.save(path);
+  const std::string original = read_file(path);
+  Generator gen(99);
+  int loaded = 0, rejected = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string bytes = original;
+    if (trial % 3 == 0) {
+      bytes.resize(gen.below(bytes.size()));  // truncate anywhere
+    } else {
+      int flips = 1 + static_cast<int>(gen.below(8));
+      // Mostly in the header, where a flip changes structure rather than a value.
+      uint64_t header_end = 8 + *reinterpret_cast<const uint64_t*>(original.data());
+      for (int f = 0; f < flips; ++f) {
+        uint64_t at = gen.below(2) ? gen.below(header_end) : gen.below(bytes.size());
+        bytes[at] = static_cast<char>(bytes[at] ^ (1 << gen.below(8)));
+      }
+    }
+    write_file(damaged, bytes);
+    tiny::Run target;
+    try {
+      target.load(damaged);
+      ++loaded;
+    } catch (const Error&) {
+      ++rejected;
+    }
+  }
+  INFO("loaded " << loaded << ", rejected " << rejected);
+  CHECK(loaded + rejected == 300);
+  CHECK(rejected > 150);
+}

@@ -1,0 +1,136 @@
+// Optimizers, gradient clipping and schedules: first steps against values
+// computed by hand from PyTorch's documented update rules, descent on a
+// quadratic, and errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "nn/nn.h"
+#include "optim/optim.h"
+
+using namespace qkv;
+using namespace qkv::optim;
+using Catch::Matchers::Contains;
+
+namespace {
+// Two steps on loss = ½Σp² (so g = p) from p = [1, -2]; returns p after them.
+template <class Make>
+std::vector<double> two_steps(Make make, DType dtype = DType::Float64) {
+  Tensor p = Tensor::from_vector<double>({1, -2}).to(dtype).requires_grad_();
+  auto opt = make(NamedTensors{{"w", p}});
+  for (int i = 0; i < 2; ++i) {
+    opt.zero_grad();
+    (sum(p * p) * 0.5).backward();
+    opt.step();
+  }
+  return p.to_vector();
+}
+
+void check_values(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(tol));
+}
+}  // namespace
+
+TEST_CASE("SGD matches hand-computed steps: plain, weight decay, momentum, dampening, Nesterov", "[optim]") {
+  auto sgd = [](SGDOptions o) { return [o](NamedTensors p) { return SGD(p, o); }; };
+  check_values(two_steps(sgd({0.1})), {0.81, -1.62});
+  check_values(two_steps(sgd({0.1, 0, 0, 0.01})), {0.808201, -1.616402});
+  check_values(two_steps(sgd({0.1, 0.9})), {0.72, -1.44});
+  check_values(two_steps(sgd({0.1, 0.9, 0.1})), {0.729, -1.458});
+  check_values(two_steps(sgd({0.1, 0.9, 0, 0.01, true})), {0.5712156100000001, -1.1424312200000002});
+}
+
+TEST_CASE("Adam and AdamW match hand-computed steps", "[optim]") {
+  auto adam = [](double wd) { return [wd](NamedTensors p) { AdamOptions o; o.lr = 0.1, o.weight_decay = wd; return Adam(p, o); }; };
+  auto adamw = [](double wd) { return [wd](NamedTensors p) { AdamOptions o; o.lr = 0.1, o.weight_decay = wd; o.decays = nullptr; return AdamW(p, o); }; };
+  check_values(two_steps(adam(0)), {0.8004122297123382, -1.800166486621093});
+  check_values(two_steps(adam(0.1)), {0.8004122295267845, -1.8001664865292035});
+  check_values(two_steps(adamw(0.1)), {0.7815718569541611, -1.7614089510885826});
+  // float32 parameters follow within float precision.
+  check_values(two_steps(adamw(0.1), DType::Float32), {0.7815718569541611, -1.7614089510885826}, 1e-6);
+}
+
+TEST_CASE("AdamW leaves biases and LayerNorm parameters undecayed by default", "[optim]") {
+  nn::Linear lin(3, 2);
+  nn::LayerNorm ln(2);
+  NamedTensors params = lin.named_parameters();
+  for (auto& p : ln.named_parameters()) params.emplace_back("ln." + p.first, p.second);
+  std::vector<std::vector<double>> before;
+  for (auto& [n, p] : params) before.push_back(p.to_vector());
+  AdamOptions o;
+  o.lr = 0.1, o.weight_decay = 0.5;
+  AdamW opt(params, o);
+  for (auto& [n, p] : params) sum(p * 0.0).backward();  // zero gradients: only decay can move a parameter
+  opt.step();
+  for (size_t i = 0; i < params.size(); ++i) {
+    INFO(params[i].first);
+    bool decayed = params[i].second.to_vector() != before[i];
+    CHECK(decayed == (params[i].first == "weight"));
+  }
+}
+
+TEST_CASE("every optimizer decreases a quadratic", "[optim]") {
+  auto run = [](auto make) {
+    Generator gen(1);
+    Tensor target = Tensor::randn({20}, DType::Float64, &gen);
+    Tensor p = Tensor::zeros({20}, DType::Float64).requires_grad_();
+    auto opt = make(NamedTensors{{"p", p}});
+    auto loss = [&] { return sum(pow(p - target, 2)); };
+    double start = loss().item();
+    for (int i = 0; i < 200; ++i) {
+      opt.zero_grad();
+      loss().backward();
+      opt.step();
+    }
+    return loss().item() / start;
+  };
+  CHECK(run([](NamedTensors p) { return SGD(p, {0.05}); }) < 1e-6);
+  CHECK(run([](NamedTensors p) { return SGD(p, {0.02, 0.9, 0, 0, true}); }) < 1e-6);
+  CHECK(run([](NamedTensors p) { AdamOptions o; o.lr = 0.05; return Adam(p, o); }) < 1e-3);
+  CHECK(run([](NamedTensors p) { AdamOptions o; o.lr = 0.05, o.weight_decay = 0.01; o.decays = nullptr; return AdamW(p, o); }) < 1e-2);
+}
+
+TEST_CASE("clip_grad_norm returns the norm before clipping and scales to max_norm", "[optim]") {
+  Tensor a = Tensor::from_vector<double>({3, 0}).requires_grad_(), b = Tensor::from_vector<double>({4}).requires_grad_();
+  (sum(a * a.detach()) + sum(b * b.detach())).backward();  // grads: a -> [3, 0], b -> [4]
+  NamedTensors params{{"a", a}, {"b", b}};
+  CHECK(clip_grad_norm(params, 10) == Approx(5));  // below the limit: unchanged
+  CHECK(a.grad().at({0}) == 3);
+  CHECK(clip_grad_norm(params, 1) == Approx(5));
+  CHECK(a.grad().at({0}) == Approx(3 / (5 + 1e-6)));
+  CHECK(b.grad().at({0}) == Approx(4 / (5 + 1e-6)));
+  CHECK_THROWS_WITH(clip_grad_norm(params, 0), Contains("max_norm must be > 0"));
+}
+
+TEST_CASE("schedules give the documented rates", "[optim][schedule]") {
+  CHECK(ConstantLR(0.1).lr(1000) == 0.1);
+  StepLR step(1.0, 10, 0.5);
+  CHECK(step.lr(9) == 1.0);
+  CHECK(step.lr(10) == 0.5);
+  CHECK(step.lr(25) == 0.25);
+  CosineLR cosine(1.0, 10, 110, 0.1);
+  CHECK(cosine.lr(0) == Approx(0.1));  // (0 + 1) / 10 of the peak
+  CHECK(cosine.lr(9) == Approx(1.0));
+  CHECK(cosine.lr(10) == Approx(1.0));
+  CHECK(cosine.lr(60) == Approx(0.55));  // half way down the cosine
+  CHECK(cosine.lr(110) == Approx(0.1));
+  CHECK(cosine.lr(5000) == Approx(0.1));
+  CHECK_THROWS_WITH(CosineLR(1.0, 20, 10), Contains("warmup <= total"));
+  CHECK_THROWS_WITH(StepLR(1.0, 0, 0.5), Contains("step_size must be > 0"));
+  CHECK_THROWS_WITH(ConstantLR(-1), Contains("learning rate"));
+}
+
+TEST_CASE("optimizer errors", "[optim][errors]") {
+  Tensor plain = Tensor::ones({2});
+  CHECK_THROWS_WITH(SGD({{"w", plain}}, {0.1}), Contains("parameter 'w' must be a float tensor that requires grad"));
+  Tensor w = Tensor::ones({2}).requires_grad_();
+  CHECK_THROWS_WITH(SGD({{"w", w}}, {0.1, 0, 0, 0, true}), Contains("Nesterov"));
+  AdamOptions bad;
+  bad.beta1 = 1.0;
+  CHECK_THROWS_WITH(Adam({{"w", w}}, bad), Contains("adam: betas must be in [0, 1)"));
+  SGD opt({{"w", w}}, {0.1, 0.9});
+  CHECK_THROWS_WITH(opt.set_lr(std::nan("")), Contains("learning rate must be finite"));
+  CHECK_THROWS_WITH(opt.load_state({{"v.momentum_buffer", Tensor::ones({2})}}, 1), Contains("belongs to no parameter"));
+  CHECK_THROWS_WITH(opt.load_state({{"w.momentum_buffer", Tensor::ones({3})}}, 1), Contains("[3]"));
+}
