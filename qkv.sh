@@ -2,7 +2,7 @@
 # qkv's two commands (and the steps under them). On a fresh Debian machine it
 # installs what is missing, builds, then trains or tests.
 #
-#   ./qkv.sh train [args]   set up, build Release, train the default model
+#   ./qkv.sh train [args]   set up, build Release, train the default model (args go to qkv train)
 #   ./qkv.sh test           set up, build, run the whole suite through ctest:
 #                           Release, then Debug with AddressSanitizer + UBSan
 #   ./qkv.sh build          set up and build Release only
@@ -56,8 +56,8 @@ case "$command" in
   train)
     install_packages
     build build/release -DCMAKE_BUILD_TYPE=Release
-    log "training (examples/fit_spiral until the qkv program exists)"
-    ./build/release/examples/fit_spiral "$@"
+    log "training: build/release/examples/cli/qkv train $*"
+    ./build/release/examples/cli/qkv train "$@"
     ;;
   test)
     install_packages

@@ -65,7 +65,14 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
     report.shape = leaf.shape();
     Tensor analytic = leaf.grad();
     double* x = leaf.data<double>();
-    for (int64_t i = 0; i < leaf.numel(); ++i) {
+    std::vector<int64_t> entries;
+    for (int64_t i = 0; i < leaf.numel(); ++i) entries.push_back(i);
+    if (options.max_entries > 0 && leaf.numel() > options.max_entries) {
+      for (int64_t k = 0; k < options.max_entries; ++k)  // a partial Fisher-Yates shuffle
+        std::swap(entries[k], entries[k + static_cast<int64_t>(gen.below(leaf.numel() - k))]);
+      entries.resize(options.max_entries);
+    }
+    for (int64_t i : entries) {
       double saved = x[i];
       x[i] = saved + options.eps;
       double plus = projected(f, projection, replay);

@@ -18,7 +18,10 @@ struct GradcheckOptions {
   double eps = 1e-6;   // central-difference step
   double atol = 1e-6;  // an element passes when |analytic - numeric| <= atol + rtol·|numeric|
   double rtol = 1e-5;
-  uint64_t seed = 1234;  // seeds the random projection of the output
+  uint64_t seed = 1234;  // seeds the random projection of the output (and the entries picked below)
+  /// 0 checks every entry of every input; n > 0 checks n entries per input,
+  /// chosen at random (for models too large to perturb every weight).
+  int64_t max_entries = 0;
   /// Generators restored to their starting state before every evaluation of
   /// the function, so dropout masks and other draws replay identically.
   std::vector<Generator*> replay = {&default_generator()};

@@ -1,0 +1,310 @@
+// qkv eval, sample, attention, gradcheck, grads and bench.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <cxxopts.hpp>
+
+#include "commands.h"
+#include "optim/optim.h"
+#include "runner.h"
+
+namespace qkv::cli {
+
+namespace {
+
+// Parses argv; prints help and returns false when --help was asked.
+bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args) {
+  options.add_options()("h,help", "show this help");
+  args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::puts(options.help().c_str());
+    return false;
+  }
+  return true;
+}
+
+std::string required(const cxxopts::ParseResult& args, const char* name) {
+  check(args.count(name) && !args[name].as<std::string>().empty(), "--", name, " is required");
+  return args[name].as<std::string>();
+}
+
+// A checkpoint's model, parameters loaded (optimizer state ignored).
+std::unique_ptr<Runner> load_runner(const std::string& path) {
+  nn::TensorFile file = nn::load_safetensors(path);
+  auto runner = std::make_unique<Runner>(ModelSpec::from_metadata(file.metadata, path));
+  nn::load_into(runner->module(), file, path, {"optimizer."});
+  runner->module().eval();
+  return runner;
+}
+
+std::string escape_xml(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else if (static_cast<unsigned char>(c) < 0x20) out += "\\u00" + std::to_string(static_cast<int>(c));
+    else out += c;
+  }
+  return out;
+}
+
+// One attention map as SVG: queries down, keys across, darker = more weight.
+std::string heatmap_svg(const std::vector<double>& w, int64_t n, const std::vector<std::string>& labels,
+                        const std::string& title) {
+  const int cell = 28, margin = 40, top = 56;
+  int size = margin + cell * static_cast<int>(n) + 10;
+  std::string svg = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", size, "\" height=\"", size + top - margin,
+                        "\" font-family=\"monospace\" font-size=\"13\">\n<text x=\"4\" y=\"16\">", escape_xml(title),
+                        "</text>\n<text x=\"4\" y=\"32\" font-size=\"10\">rows: queries, columns: keys</text>\n");
+  for (int64_t j = 0; j < n; ++j)
+    svg += cat("<text x=\"", margin + cell * j + cell / 2 - 4, "\" y=\"", top - 6, "\">", escape_xml(labels[j]), "</text>\n");
+  for (int64_t i = 0; i < n; ++i) {
+    svg += cat("<text x=\"", margin - 16, "\" y=\"", top + cell * i + cell / 2 + 4, "\">", escape_xml(labels[i]), "</text>\n");
+    for (int64_t j = 0; j < n; ++j) {
+      int shade = 255 - static_cast<int>(std::clamp(w[i * n + j], 0.0, 1.0) * 255);
+      svg += cat("<rect x=\"", margin + cell * j, "\" y=\"", top + cell * i, "\" width=\"", cell, "\" height=\"", cell,
+                 "\" fill=\"rgb(", shade, ",", shade, ",255)\" stroke=\"#ddd\"><title>", labels[i], " -> ", labels[j], ": ",
+                 w[i * n + j], "</title></rect>\n");
+    }
+  }
+  return svg + "</svg>\n";
+}
+
+}  // namespace
+
+int eval(int argc, char** argv) {
+  cxxopts::Options options("qkv eval", "Exact-match accuracy on fresh held-out examples, or held-out text loss.");
+  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>())(
+      "examples", "held-out examples (tasks) or windows (text)", cxxopts::value<int64_t>()->default_value("1000"))(
+      "seed", "seed of the held-out draw", cxxopts::value<uint64_t>()->default_value("2024"))(
+      "threads", "threads (0: all cores)", cxxopts::value<int>()->default_value("0"));
+  cxxopts::ParseResult args;
+  if (!parse(options, argc, argv, args)) return 0;
+  set_num_threads(args["threads"].as<int>());
+  std::string path = required(args, "checkpoint");
+  int64_t count = args["examples"].as<int64_t>();
+  check(count > 0, "--examples must be positive, got ", count);
+  auto runner = load_runner(path);
+  Generator gen(args["seed"].as<uint64_t>() ^ 0xe7a1ULL);
+  if (runner->task()) {
+    double acc = runner->accuracy(count, gen);
+    std::printf("%s: %s %s, exact match %.2f%% on %lld fresh held-out examples\n", path.c_str(),
+                runner->spec().model.c_str(), runner->spec().task.c_str(), 100 * acc, static_cast<long long>(count));
+  } else {
+    double loss = runner->held_out_loss(count, gen);
+    std::printf("%s: held-out loss %.4f nats/byte = %.4f bits/byte over %lld windows of %lld bytes\n", path.c_str(), loss,
+                loss / std::log(2.0), static_cast<long long>(count), static_cast<long long>(runner->spec().context));
+  }
+  return 0;
+}
+
+int sample(int argc, char** argv) {
+  cxxopts::Options options("qkv sample", "Answer a prompt (tasks) or continue it (text).");
+  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>())(
+      "prompt", "input, e.g. 123456 for reverse, 123+45 for add, any text for text", cxxopts::value<std::string>())(
+      "temperature", "0: greedy; else sample softmax(logits / T)", cxxopts::value<double>()->default_value("0"))(
+      "top-k", "sample among the k likeliest (0: all)", cxxopts::value<int64_t>()->default_value("0"))(
+      "max-new", "bytes to generate (text)", cxxopts::value<int64_t>()->default_value("200"))(
+      "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"));
+  cxxopts::ParseResult args;
+  if (!parse(options, argc, argv, args)) return 0;
+  std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
+  double temperature = args["temperature"].as<double>();
+  int64_t top_k = args["top-k"].as<int64_t>(), max_new = args["max-new"].as<int64_t>();
+  check(temperature >= 0, "--temperature must be >= 0");
+  check(top_k >= 0, "--top-k must be >= 0");
+  check(max_new >= 0 && max_new <= 100000, "--max-new must be in [0, 100000]");
+  auto runner = load_runner(path);
+  Generator gen(args["seed"].as<uint64_t>());
+  if (runner->task()) {
+    std::vector<int64_t> input = runner->task()->encode(prompt);
+    std::vector<int64_t> out = runner->answer({input}, temperature, top_k, &gen).front();
+    std::printf("%s = %s\n", runner->task()->input_text(input).c_str(), runner->task()->answer_text(out).c_str());
+  } else {
+    std::printf("%s%s\n", prompt.c_str(), runner->continue_text(prompt, max_new, temperature, top_k, gen).c_str());
+  }
+  return 0;
+}
+
+int attention(int argc, char** argv) {
+  cxxopts::Options options("qkv attention", "Draw every layer's and head's attention for a prompt.");
+  options.add_options()("checkpoint", "GPT checkpoint file", cxxopts::value<std::string>())(
+      "prompt", "the prompt (a task input is shown with the model's answer)", cxxopts::value<std::string>())(
+      "out", "output folder", cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (!parse(options, argc, argv, args)) return 0;
+  std::string path = required(args, "checkpoint"), prompt = required(args, "prompt"), out = required(args, "out");
+  auto runner = load_runner(path);
+  std::vector<std::string> labels;
+  std::vector<Tensor> weights = runner->attention(prompt, labels);
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  check(!ec, "cannot create --out folder '", out, "': ", ec.message());
+  int64_t n = static_cast<int64_t>(labels.size()), heads = runner->spec().heads;
+  std::string index = cat("<!doctype html><meta charset=\"utf-8\"><title>qkv attention</title>\n<h1>", escape_xml(prompt),
+                          "</h1>\n<p>", escape_xml(path), ": ", weights.size(), " layers x ", heads,
+                          " heads. Rows are queries, columns keys; darker is more weight.</p>\n");
+  for (size_t layer = 0; layer < weights.size(); ++layer) {
+    index += cat("<h2>layer ", layer, "</h2>\n");
+    std::vector<double> all = weights[layer].to_vector();
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<double> w(all.begin() + h * n * n, all.begin() + (h + 1) * n * n);
+      std::string name = cat("layer", layer, "_head", h, ".svg");
+      std::ofstream(out + "/" + name) << heatmap_svg(w, n, labels, cat("layer ", layer, ", head ", h));
+      index += cat("<img src=\"", name, "\" alt=\"layer ", layer, " head ", h, "\">\n");
+    }
+  }
+  std::ofstream(out + "/index.html") << index;
+  std::printf("wrote %zu heatmaps (%zu layers x %lld heads, %lld tokens) and index.html to %s\n",
+              weights.size() * static_cast<size_t>(heads), weights.size(), static_cast<long long>(heads),
+              static_cast<long long>(n), out.c_str());
+  return 0;
+}
+
+int gradcheck(int argc, char** argv) {
+  cxxopts::Options options("qkv gradcheck", "Compare every parameter's gradient with central differences, in float64.");
+  options.add_options()("model", "gpt | seq2seq | mha (a small one)", cxxopts::value<std::string>()->default_value("gpt"))(
+      "checkpoint", "check this trained model instead", cxxopts::value<std::string>()->default_value(""))(
+      "entries", "entries checked per parameter (0: all; default 0, or 16 with --checkpoint)",
+      cxxopts::value<int64_t>()->default_value("-1"))("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"));
+  cxxopts::ParseResult args;
+  if (!parse(options, argc, argv, args)) return 0;
+  manual_seed(args["seed"].as<uint64_t>());
+  Generator gen(args["seed"].as<uint64_t>());
+  std::string path = args["checkpoint"].as<std::string>(), kind = args["model"].as<std::string>();
+  int64_t entries = args["entries"].as<int64_t>();
+  GradcheckOptions go;
+  go.max_entries = entries >= 0 ? entries : (path.empty() ? 0 : 16);
+
+  std::unique_ptr<Runner> runner;
+  std::unique_ptr<nn::MultiHeadAttention> mha;
+  Tensor x;
+  std::function<Tensor()> loss;
+  std::vector<Example> batch;
+  nn::MhaOptions mha_options;
+  if (!path.empty() || kind != "mha") {
+    if (!path.empty()) {
+      runner = load_runner(path);
+    } else {
+      ModelSpec spec;
+      spec.model = kind, spec.task = "reverse", spec.max_len = 4, spec.width = 8, spec.heads = 2, spec.layers = 2;
+      spec.dropout = 0.1;
+      runner = std::make_unique<Runner>(spec);
+    }
+    runner->module().to(DType::Float64);
+    runner->module().train();  // dropout on; gradcheck replays its masks
+    if (runner->task()) {
+      for (int i = 0; i < 3; ++i) batch.push_back(runner->task()->sample(gen));
+      loss = [&] { return runner->loss(batch); };
+    } else {
+      Generator::State start = gen.state();
+      loss = [&] {
+        gen.set_state(start);
+        return runner->text_loss("train", 2, gen);
+      };
+    }
+  } else {
+    mha = std::make_unique<nn::MultiHeadAttention>(8, 2, 0.1);
+    mha->to(DType::Float64);
+    x = Tensor::randn({2, 5, 8}, DType::Float64, &gen);
+    mha_options.causal = true;
+    mha_options.key_padding_mask = nn::key_padding_mask({5, 3}, 5);
+    loss = [&] { return mha->forward(x, mha_options).output; };
+  }
+  auto params = runner ? runner->module().named_parameters() : mha->named_parameters();
+  GradcheckResult r = gradcheck_leaves(loss, params, go);
+  std::printf("%-40s %-12s %12s %12s  %s\n", "parameter", "shape", "max abs err", "max rel err", "ok");
+  for (const InputReport& in : r.inputs)
+    std::printf("%-40s %-12s %12.3e %12.3e  %s\n", in.name.c_str(), shape_str(in.shape).c_str(), in.max_abs_error,
+                in.max_rel_error, in.ok ? "ok" : "FAILED");
+  std::printf("%s: %zu parameters, float64, dropout on (masks replayed), %s entries each, atol %g rtol %g: %s\n",
+              path.empty() ? kind.c_str() : path.c_str(), r.inputs.size(),
+              go.max_entries ? std::to_string(go.max_entries).c_str() : "all", go.atol, go.rtol, r.ok ? "all ok" : "FAILED");
+  return r.ok ? 0 : 1;
+}
+
+int grads(int argc, char** argv) {
+  cxxopts::Options options("qkv grads", "Loss and every parameter's gradient on a text, to a safetensors file.");
+  options.add_options()("checkpoint", "text checkpoint file", cxxopts::value<std::string>())(
+      "text", "the text (up to the context length + 1 bytes are used)", cxxopts::value<std::string>())(
+      "out", "output safetensors file", cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (!parse(options, argc, argv, args)) return 0;
+  std::string path = required(args, "checkpoint"), text = required(args, "text"), out = required(args, "out");
+  auto runner = load_runner(path);
+  check(runner->text() != nullptr, path, " is a ", runner->spec().task, " checkpoint; grads needs a text checkpoint");
+  check(text.size() >= 2, "--text needs at least 2 bytes (one prediction)");
+  int64_t T = std::min<int64_t>(static_cast<int64_t>(text.size()) - 1, runner->spec().context);
+  std::vector<int64_t> x(T), y(T);
+  for (int64_t t = 0; t < T; ++t) {
+    x[t] = static_cast<unsigned char>(text[t]);
+    y[t] = static_cast<unsigned char>(text[t + 1]);
+  }
+  runner->module().eval();
+  Tensor loss = nn::cross_entropy(runner->forward_gpt(Tensor::from_vector(x, {1, T})), Tensor::from_vector(y, {1, T}));
+  loss.backward();
+  nn::NamedTensors tensors{{"loss", loss.detach()}};
+  for (const auto& [name, p] : runner->module().named_parameters()) tensors.emplace_back("grad." + name, p.grad());
+  nn::save_safetensors(out, tensors, {{"qkv.checkpoint", path}, {"qkv.tokens", std::to_string(T)}});
+  std::printf("mean next-byte cross-entropy over %lld predictions: %.6f; wrote loss and %zu gradients to %s\n",
+              static_cast<long long>(T), loss.item(), tensors.size() - 1, out.c_str());
+  return 0;
+}
+
+int bench(int argc, char** argv) {
+  cxxopts::Options options("qkv bench", "Time full training steps (forward, loss, backward, clip, AdamW) on random bytes.");
+  options.add_options()("config", "tiny | small | mini", cxxopts::value<std::string>()->default_value("tiny"))(
+      "steps", "timed steps (at least 10)", cxxopts::value<int64_t>()->default_value("10"))(
+      "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"))(
+      "threads", "threads (0: all cores)", cxxopts::value<int>()->default_value("0"));
+  cxxopts::ParseResult args;
+  if (!parse(options, argc, argv, args)) return 0;
+  set_num_threads(args["threads"].as<int>());
+  std::string config = args["config"].as<std::string>();
+  nn::GPTConfig c;
+  int64_t B;
+  c.vocab = 256;
+  if (config == "tiny") c.context = 64, c.layers = 2, c.heads = 4, c.width = 128, B = 16;
+  else if (config == "small") c.context = 256, c.layers = 4, c.heads = 8, c.width = 256, B = 8;
+  else if (config == "mini") c.context = 128, c.layers = 6, c.heads = 6, c.width = 384, B = 4;
+  else throw Error(cat("unknown --config '", config, "' (tiny, small, mini)"));
+  int64_t steps = args["steps"].as<int64_t>(), warmup = args["warmup"].as<int64_t>();
+  check(steps >= 10, "--steps must be at least 10, got ", steps);
+  check(warmup >= 0, "--warmup must be >= 0");
+  manual_seed(1);
+  nn::GPT gpt(c);
+  optim::AdamOptions o;
+  o.lr = 1e-4;
+  optim::AdamW opt(gpt.named_parameters(), o);
+  Generator gen(7);
+  std::vector<double> ms;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    Tensor ids = Tensor::randint(0, 256, {B, c.context}, &gen), targets = Tensor::randint(0, 256, {B, c.context}, &gen);
+    auto t0 = std::chrono::steady_clock::now();
+    opt.zero_grad();
+    nn::cross_entropy(gpt.forward(ids), targets).backward();
+    optim::clip_grad_norm(opt.params(), 1.0);
+    opt.step();
+    double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= warmup) ms.push_back(elapsed);
+  }
+  std::sort(ms.begin(), ms.end());
+  double median = ms[ms.size() / 2];
+  std::printf("bench %s: T=%lld L=%lld heads=%lld C=%lld B=%lld, %lld parameters\n", config.c_str(),
+              static_cast<long long>(c.context), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
+              static_cast<long long>(c.width), static_cast<long long>(B), static_cast<long long>(gpt.num_parameters()));
+  std::printf("  median %.2f ms/step over %lld steps (min %.2f, max %.2f), %.0f tokens/s\n", median,
+              static_cast<long long>(steps), ms.front(), ms.back(), B * c.context / (median / 1000));
+  std::printf("  %d threads, OpenBLAS kernels %s\n", get_num_threads(), openblas_get_corename());
+  return 0;
+}
+
+}  // namespace qkv::cli

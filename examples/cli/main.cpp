@@ -1,0 +1,53 @@
+// qkv: train, evaluate, sample and inspect small attention models.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include <cxxopts.hpp>
+
+#include "autograd/error.h"
+#include "commands.h"
+
+namespace {
+const char* kUsage = R"(usage: qkv <command> [options]     (qkv <command> --help for its options)
+
+commands:
+  train       train a model on a task (reverse by default) and save a checkpoint
+  eval        exact-match accuracy (tasks) or held-out loss (text) of a checkpoint
+  sample      answer a prompt, or continue text, with a checkpoint
+  attention   draw every layer's and head's attention for a prompt (SVG)
+  gradcheck   compare every parameter's gradient with finite differences
+  grads       write a text checkpoint's loss and gradients to a safetensors file
+  bench       time full training steps of a standard configuration
+)";
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  try {
+    using namespace qkv::cli;
+    if (command == "train") return train(argc - 1, argv + 1);
+    if (command == "eval") return eval(argc - 1, argv + 1);
+    if (command == "sample") return sample(argc - 1, argv + 1);
+    if (command == "attention") return attention(argc - 1, argv + 1);
+    if (command == "gradcheck") return gradcheck(argc - 1, argv + 1);
+    if (command == "grads") return grads(argc - 1, argv + 1);
+    if (command == "bench") return bench(argc - 1, argv + 1);
+    std::fprintf(stderr, "qkv: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::fprintf(stderr, "qkv %s: %s (see qkv %s --help)\n", command.c_str(), e.what(), command.c_str());
+    return 2;
+  } catch (const qkv::Error& e) {
+    std::fprintf(stderr, "qkv %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qkv %s: unexpected error: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,295 @@
+#include "runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "nn/json.h"
+
+namespace qkv::cli {
+
+namespace {
+// logits[b, t, :] of a [B, T, V] tensor.
+std::vector<double> row(const Tensor& logits, int64_t b, int64_t t) {
+  int64_t T = logits.size(1), V = logits.size(2);
+  std::vector<double> out(V);
+  const float* p = logits.data<float>() + (b * T + t) * V;
+  for (int64_t v = 0; v < V; ++v) out[v] = p[v];
+  return out;
+}
+
+std::string num(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+}  // namespace
+
+std::map<std::string, std::string> ModelSpec::metadata() const {
+  std::map<std::string, std::string> config{{"vocab", std::to_string(vocab)},   {"context", std::to_string(context)},
+                                            {"width", std::to_string(width)},   {"heads", std::to_string(heads)},
+                                            {"layers", std::to_string(layers)}, {"dropout", num(dropout)},
+                                            {"post_ln", post_ln ? "1" : "0"}};
+  std::map<std::string, std::string> task_fields{{"name", task}, {"max_len", std::to_string(max_len)},
+                                                 {"digits", std::to_string(digits)}, {"data", data}};
+  return {{"qkv.model", model}, {"qkv.config", nn::json_object(config)}, {"qkv.task", nn::json_object(task_fields)}};
+}
+
+ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
+  auto need = [&](const char* key) -> const std::string& {
+    auto it = meta.find(key);
+    check(it != meta.end(), path, ": not a qkv model checkpoint (no ", key, " in its metadata)");
+    return it->second;
+  };
+  ModelSpec s;
+  try {
+    s.model = need("qkv.model");
+    auto config = nn::parse_json_object(need("qkv.config"));
+    auto task = nn::parse_json_object(need("qkv.task"));
+    s.vocab = std::stoll(config.at("vocab"));
+    s.context = std::stoll(config.at("context"));
+    s.width = std::stoll(config.at("width"));
+    s.heads = std::stoll(config.at("heads"));
+    s.layers = std::stoll(config.at("layers"));
+    s.dropout = std::stod(config.at("dropout"));
+    s.post_ln = config.at("post_ln") == "1";
+    s.task = task.at("name");
+    s.max_len = std::stoll(task.at("max_len"));
+    s.digits = std::stoll(task.at("digits"));
+    s.data = task.at("data");
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(cat(path, ": bad model description in its metadata (", e.what(), ")"));
+  }
+  return s;
+}
+
+Runner::Runner(ModelSpec spec, Generator* init) : spec_(std::move(spec)) {
+  check(spec_.model == "gpt" || spec_.model == "seq2seq", "unknown --model '", spec_.model, "' (gpt, seq2seq)");
+  check(spec_.width > 0 && spec_.heads > 0 && spec_.layers > 0, "--dim, --heads and --layers must be positive, got ",
+        spec_.width, ", ", spec_.heads, ", ", spec_.layers);
+  check(spec_.width % spec_.heads == 0, "--heads ", spec_.heads, " does not divide --dim ", spec_.width);
+  if (spec_.task == "text") {
+    check(spec_.model == "gpt", "the text task trains a GPT (--model gpt)");
+    text_ = std::make_unique<TextTask>(spec_.data);
+    spec_.vocab = 256;
+    if (spec_.context <= 0) spec_.context = 64;
+    check(static_cast<int64_t>(text_->held_out().size()) > spec_.context, "--data file '", spec_.data,
+          "' is too short for a context of ", spec_.context, ": its held-out tenth has ", text_->held_out().size(), " bytes");
+  } else {
+    task_ = std::make_unique<SequenceTask>(spec_.task, spec_.max_len, spec_.digits);
+    spec_.vocab = task_->vocab();
+    // GPT reads input SEP answer EOS; Seq2Seq's decoder reads SEP answer.
+    int64_t need = spec_.model == "gpt" ? task_->max_input() + task_->max_answer() + 1
+                                        : std::max(task_->max_input(), task_->max_answer() + 1);
+    if (spec_.context <= 0) spec_.context = need;
+    check(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task, " task: it needs ", need);
+  }
+  if (spec_.model == "gpt") {
+    nn::GPTConfig c;
+    c.vocab = spec_.vocab, c.context = spec_.context, c.width = spec_.width, c.heads = spec_.heads;
+    c.layers = spec_.layers, c.dropout = spec_.dropout, c.post_ln = spec_.post_ln;
+    gpt_ = std::make_unique<nn::GPT>(c, init);
+  } else {
+    nn::Seq2SeqConfig c;
+    c.vocab = spec_.vocab, c.context = spec_.context, c.width = spec_.width, c.heads = spec_.heads;
+    c.encoder_layers = c.decoder_layers = spec_.layers, c.dropout = spec_.dropout, c.post_ln = spec_.post_ln;
+    seq2seq_ = std::make_unique<nn::Seq2Seq>(c, init);
+  }
+}
+
+nn::Module& Runner::module() { return gpt_ ? static_cast<nn::Module&>(*gpt_) : *seq2seq_; }
+
+Tensor Runner::forward_gpt(const Tensor& ids, std::vector<Tensor>* weights) const { return gpt_->forward(ids, weights); }
+
+Tensor Runner::loss(const std::vector<Example>& batch) {
+  int64_t B = static_cast<int64_t>(batch.size());
+  if (gpt_) {
+    // x = input SEP answer, y = the next token; only answer and EOS positions count.
+    int64_t T = 0;
+    for (const Example& e : batch) T = std::max<int64_t>(T, e.input.size() + e.answer.size() + 1);
+    std::vector<int64_t> x(B * T, kPad), y(B * T, -100);
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int64_t> seq = batch[b].input;
+      seq.push_back(kSep);
+      seq.insert(seq.end(), batch[b].answer.begin(), batch[b].answer.end());
+      seq.push_back(kEos);
+      for (size_t t = 0; t + 1 < seq.size(); ++t) {
+        x[b * T + t] = seq[t];
+        if (t + 1 > batch[b].input.size()) y[b * T + t] = seq[t + 1];
+      }
+    }
+    return nn::cross_entropy(gpt_->forward(Tensor::from_vector(x, {B, T})), Tensor::from_vector(y, {B, T}));
+  }
+  int64_t S = 0, T = 0;
+  for (const Example& e : batch) {
+    S = std::max<int64_t>(S, e.input.size());
+    T = std::max<int64_t>(T, e.answer.size() + 1);
+  }
+  std::vector<int64_t> src(B * S, kPad), tin(B * T, kPad), tout(B * T, -100), lengths(B);
+  for (int64_t b = 0; b < B; ++b) {
+    const Example& e = batch[b];
+    std::copy(e.input.begin(), e.input.end(), src.begin() + b * S);
+    lengths[b] = static_cast<int64_t>(e.input.size());
+    tin[b * T] = kSep;
+    for (size_t t = 0; t < e.answer.size(); ++t) {
+      tin[b * T + t + 1] = e.answer[t];
+      tout[b * T + t] = e.answer[t];
+    }
+    tout[b * T + e.answer.size()] = kEos;
+  }
+  Tensor logits = seq2seq_->forward(Tensor::from_vector(src, {B, S}), lengths, Tensor::from_vector(tin, {B, T}));
+  return nn::cross_entropy(logits, Tensor::from_vector(tout, {B, T}));
+}
+
+Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen) {
+  const std::string& text = split == "train" ? text_->train() : text_->held_out();
+  int64_t T = spec_.context, span = static_cast<int64_t>(text.size()) - T - 1;
+  std::vector<int64_t> x(batch * T), y(batch * T);
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t start = span > 0 ? static_cast<int64_t>(gen.below(span + 1)) : 0;
+    for (int64_t t = 0; t < T; ++t) {
+      x[b * T + t] = static_cast<unsigned char>(text[start + t]);
+      y[b * T + t] = static_cast<unsigned char>(text[start + t + 1]);
+    }
+  }
+  return nn::cross_entropy(gpt_->forward(Tensor::from_vector(x, {batch, T})), Tensor::from_vector(y, {batch, T}));
+}
+
+int64_t Runner::pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const {
+  int64_t V = static_cast<int64_t>(logits.size());
+  if (temperature <= 0 || !gen) return std::max_element(logits.begin(), logits.end()) - logits.begin();
+  std::vector<double> sorted = logits;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  double floor = top_k > 0 && top_k < V ? sorted[top_k - 1] : -INFINITY;
+  double top = sorted[0], total = 0;
+  std::vector<double> p(V, 0.0);
+  for (int64_t v = 0; v < V; ++v)
+    if (logits[v] >= floor) total += p[v] = std::exp((logits[v] - top) / temperature);
+  double u = gen->uniform() * total;
+  for (int64_t v = 0; v < V; ++v)
+    if ((u -= p[v]) < 0 && p[v] > 0) return v;
+  return std::max_element(p.begin(), p.end()) - p.begin();
+}
+
+std::vector<std::vector<int64_t>> Runner::answer(const std::vector<std::vector<int64_t>>& inputs, double temperature,
+                                                 int64_t top_k, Generator* gen) {
+  NoGradGuard no_grad;
+  bool was_training = module().is_training();
+  module().eval();
+  std::vector<std::vector<int64_t>> answers(inputs.size());
+  // Inputs of one length decode together: every row then has the same prefix length.
+  std::map<size_t, std::vector<size_t>> by_length;
+  for (size_t i = 0; i < inputs.size(); ++i) by_length[inputs[i].size()].push_back(i);
+  int64_t limit = task_->max_answer() + 1;
+  for (const auto& [length, rows] : by_length) {
+    int64_t B = static_cast<int64_t>(rows.size()), L = static_cast<int64_t>(length);
+    std::vector<bool> done(B, false);
+    Tensor memory;
+    std::vector<int64_t> lengths(B, L);
+    std::vector<int64_t> prefix;  // gpt: input SEP answer...; seq2seq: SEP answer...
+    std::vector<std::vector<int64_t>> seqs(B);
+    for (int64_t b = 0; b < B; ++b) {
+      seqs[b] = gpt_ ? inputs[rows[b]] : std::vector<int64_t>{};
+      seqs[b].push_back(kSep);
+    }
+    if (seq2seq_) {
+      std::vector<int64_t> src;
+      for (size_t r : rows) src.insert(src.end(), inputs[r].begin(), inputs[r].end());
+      memory = seq2seq_->encode(Tensor::from_vector(src, {B, L}), lengths);
+    }
+    for (int64_t step = 0; step < limit; ++step) {
+      int64_t T = static_cast<int64_t>(seqs[0].size());
+      if (T > spec_.context) break;
+      std::vector<int64_t> flat;
+      for (const auto& s : seqs) flat.insert(flat.end(), s.begin(), s.end());
+      Tensor ids = Tensor::from_vector(flat, {B, T});
+      Tensor logits = gpt_ ? gpt_->forward(ids) : seq2seq_->decode(ids, memory, lengths);
+      bool all_done = true;
+      for (int64_t b = 0; b < B; ++b) {
+        int64_t next = done[b] ? kPad : pick(row(logits, b, T - 1), temperature, top_k, gen);
+        seqs[b].push_back(next);
+        if (!done[b]) {
+          if (next == kEos) done[b] = true;
+          else answers[rows[b]].push_back(next);
+        }
+        all_done = all_done && done[b];
+      }
+      if (all_done) break;
+    }
+  }
+  module().train(was_training);
+  return answers;
+}
+
+double Runner::accuracy(int64_t count, Generator& gen) {
+  std::vector<Example> examples;
+  std::vector<std::vector<int64_t>> inputs;
+  for (int64_t i = 0; i < count; ++i) {
+    examples.push_back(task_->sample(gen));
+    inputs.push_back(examples.back().input);
+  }
+  std::vector<std::vector<int64_t>> got = answer(inputs);
+  int64_t right = 0;
+  for (int64_t i = 0; i < count; ++i) right += got[i] == examples[i].answer;
+  return static_cast<double>(right) / static_cast<double>(count);
+}
+
+double Runner::held_out_loss(int64_t windows, Generator& gen) {
+  NoGradGuard no_grad;
+  bool was_training = module().is_training();
+  module().eval();
+  double total = 0;
+  int64_t batches = (windows + 31) / 32;
+  for (int64_t i = 0; i < batches; ++i) total += text_loss("held_out", 32, gen).item();
+  module().train(was_training);
+  return total / static_cast<double>(batches);
+}
+
+std::string Runner::continue_text(const std::string& prompt, int64_t max_new, double temperature, int64_t top_k,
+                                  Generator& gen) {
+  NoGradGuard no_grad;
+  module().eval();
+  std::vector<int64_t> ids;
+  for (char c : prompt) ids.push_back(static_cast<unsigned char>(c));
+  check(!ids.empty(), "empty prompt");
+  std::string out;
+  for (int64_t i = 0; i < max_new; ++i) {
+    int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - spec_.context);
+    std::vector<int64_t> window(ids.begin() + start, ids.end());
+    int64_t T = static_cast<int64_t>(window.size());
+    Tensor logits = gpt_->forward(Tensor::from_vector(window, {1, T}));
+    int64_t next = pick(row(logits, 0, T - 1), temperature, top_k, &gen);
+    ids.push_back(next);
+    out += static_cast<char>(next);
+  }
+  return out;
+}
+
+std::vector<Tensor> Runner::attention(const std::string& prompt, std::vector<std::string>& labels) {
+  NoGradGuard no_grad;
+  module().eval();
+  check(gpt_ != nullptr, "attention maps are drawn for GPT checkpoints");
+  std::vector<int64_t> ids;
+  if (task_) {
+    ids = task_->encode(prompt);
+    ids.push_back(kSep);
+    std::vector<int64_t> answer = this->answer({task_->encode(prompt)}).front();
+    ids.insert(ids.end(), answer.begin(), answer.end());
+    for (int64_t id : ids) labels.push_back(task_->token_text(id));
+  } else {
+    for (char c : prompt) {
+      ids.push_back(static_cast<unsigned char>(c));
+      labels.push_back(std::string(1, c));
+    }
+  }
+  check(static_cast<int64_t>(ids.size()) <= spec_.context, "prompt of ", ids.size(), " tokens exceeds the context of ",
+        spec_.context);
+  std::vector<Tensor> weights;
+  gpt_->forward(Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), &weights);
+  return weights;
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,66 @@
+// What every qkv command shares: a model (GPT or Seq2Seq) built from a spec,
+// its checkpoint form, batches for the tasks, decoding and evaluation.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/nn.h"
+#include "tasks.h"
+
+namespace qkv::cli {
+
+/// Everything needed to rebuild a model; travels in the checkpoint's metadata.
+struct ModelSpec {
+  std::string model = "gpt";  // gpt | seq2seq
+  std::string task = "reverse";
+  int64_t vocab = 0, context = 0, width = 64, heads = 4, layers = 2;
+  double dropout = 0;
+  bool post_ln = false;
+  int64_t max_len = 8, digits = 3;  // sequence tasks
+  std::string data;                 // text task
+  std::map<std::string, std::string> metadata() const;
+  static ModelSpec from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
+};
+
+class Runner {
+ public:
+  /// Builds the model the spec describes (task and sizes checked).
+  explicit Runner(ModelSpec spec, Generator* init = nullptr);
+  const ModelSpec& spec() const { return spec_; }
+  nn::Module& module();
+  const SequenceTask* task() const { return task_.get(); }
+  const TextTask* text() const { return text_.get(); }
+
+  /// Mean cross-entropy of a batch of examples (answer tokens only, padding ignored).
+  Tensor loss(const std::vector<Example>& batch);
+  /// Mean next-byte cross-entropy over random windows of the text's split.
+  Tensor text_loss(const std::string& split, int64_t batch, Generator& gen);
+  /// Logits of a GPT for byte sequences [B, T].
+  Tensor forward_gpt(const Tensor& ids, std::vector<Tensor>* weights = nullptr) const;
+
+  /// Answers for inputs (batched by length); temperature 0 is greedy.
+  std::vector<std::vector<int64_t>> answer(const std::vector<std::vector<int64_t>>& inputs, double temperature = 0,
+                                           int64_t top_k = 0, Generator* gen = nullptr);
+  /// Continues a byte prompt by max_new bytes (text task).
+  std::string continue_text(const std::string& prompt, int64_t max_new, double temperature, int64_t top_k, Generator& gen);
+  /// Exact-match accuracy on `count` fresh examples from `gen`.
+  double accuracy(int64_t count, Generator& gen);
+  /// Held-out loss in nats per byte over `windows` windows (text task).
+  double held_out_loss(int64_t windows, Generator& gen);
+
+  /// Attention weights of every layer for a prompt, with the token labels.
+  std::vector<Tensor> attention(const std::string& prompt, std::vector<std::string>& labels);
+
+ private:
+  int64_t pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const;
+  ModelSpec spec_;
+  std::unique_ptr<SequenceTask> task_;
+  std::unique_ptr<TextTask> text_;
+  std::unique_ptr<nn::GPT> gpt_;
+  std::unique_ptr<nn::Seq2Seq> seq2seq_;
+};
+
+}  // namespace qkv::cli

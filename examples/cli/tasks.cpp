@@ -1,0 +1,123 @@
+#include "tasks.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "autograd/error.h"
+
+namespace qkv::cli {
+
+SequenceTask::SequenceTask(const std::string& name, int64_t max_len, int64_t digits)
+    : name_(name), symbols_("0123456789+"), max_len_(max_len), digits_(digits) {
+  check(name == "copy" || name == "reverse" || name == "sort" || name == "add", "unknown task '", name,
+        "' (copy, reverse, sort, add, text)");
+  check(max_len >= 1 && max_len <= 64, "--max-len must be in [1, 64], got ", max_len);
+  check(digits >= 1 && digits <= 9, "--digits must be in [1, 9], got ", digits);
+}
+
+int64_t SequenceTask::max_input() const { return name_ == "add" ? 2 * digits_ + 1 : max_len_; }
+int64_t SequenceTask::max_answer() const { return name_ == "add" ? digits_ + 1 : max_len_; }
+
+Example SequenceTask::sample(Generator& gen) const {
+  Example e;
+  if (name_ == "add") {
+    int64_t limit = 1;
+    for (int64_t i = 0; i < digits_; ++i) limit *= 10;
+    auto number = [&](int64_t value) {
+      for (char c : std::to_string(value)) e.input.push_back(3 + (c - '0'));
+    };
+    number(static_cast<int64_t>(gen.below(limit)));
+    e.input.push_back(3 + 10);  // '+'
+    number(static_cast<int64_t>(gen.below(limit)));
+  } else {
+    int64_t n = 1 + static_cast<int64_t>(gen.below(max_len_));
+    for (int64_t i = 0; i < n; ++i) e.input.push_back(3 + static_cast<int64_t>(gen.below(10)));
+  }
+  e.answer = solve(e.input);
+  return e;
+}
+
+std::vector<int64_t> SequenceTask::solve(const std::vector<int64_t>& input) const {
+  std::vector<int64_t> out = input;
+  if (name_ == "reverse") std::reverse(out.begin(), out.end());
+  if (name_ == "sort") std::sort(out.begin(), out.end());
+  if (name_ == "add") {
+    // Digits of the sum, least significant first: the order a carry flows.
+    auto plus = std::find(input.begin(), input.end(), 3 + 10);
+    std::string a, b;
+    for (auto it = input.begin(); it != plus; ++it) a += static_cast<char>('0' + (*it - 3));
+    for (auto it = plus + (plus != input.end()); it != input.end(); ++it) b += static_cast<char>('0' + (*it - 3));
+    out.clear();
+    int carry = 0;
+    for (size_t i = 0; i < std::max(a.size(), b.size()) || carry; ++i) {
+      int d = carry + (i < a.size() ? a[a.size() - 1 - i] - '0' : 0) + (i < b.size() ? b[b.size() - 1 - i] - '0' : 0);
+      out.push_back(3 + d % 10);
+      carry = d / 10;
+    }
+    if (out.empty()) out.push_back(3);
+  }
+  return out;
+}
+
+std::vector<int64_t> SequenceTask::encode(const std::string& text) const {
+  std::vector<int64_t> out;
+  for (char c : text) {
+    if (c == ' ') continue;
+    size_t at = symbols_.find(c);
+    bool allowed = at != std::string::npos && (name_ == "add" || c != '+');
+    check(allowed, "prompt '", text, "' has '", std::string(1, c), "', which is not in the ", name_, " task's alphabet (",
+          name_ == "add" ? "digits and +" : "digits", ")");
+    out.push_back(3 + static_cast<int64_t>(at));
+  }
+  check(!out.empty(), "empty prompt");
+  if (name_ == "add") {
+    size_t plus = std::count(out.begin(), out.end(), 3 + 10);
+    check(plus == 1 && out.front() != 13 && out.back() != 13, "an add prompt looks like 123+45, got '", text, "'");
+    auto sign = std::find(out.begin(), out.end(), 13);
+    check(sign - out.begin() <= digits_ && out.end() - sign - 1 <= digits_, "the model adds numbers of up to ", digits_,
+          " digits, got '", text, "'");
+  } else {
+    check(static_cast<int64_t>(out.size()) <= max_len_, "the model was trained on inputs of up to ", max_len_,
+          " symbols, got ", out.size());
+  }
+  return out;
+}
+
+std::string SequenceTask::token_text(int64_t id) const {
+  if (id == kPad) return "_";
+  if (id == kSep) return "=";
+  if (id == kEos) return ".";
+  if (id >= 3 && id < vocab()) return std::string(1, symbols_[id - 3]);
+  return "?";
+}
+
+std::string SequenceTask::input_text(const std::vector<int64_t>& input) const {
+  std::string out;
+  for (int64_t id : input) out += token_text(id);
+  return out;
+}
+
+std::string SequenceTask::answer_text(const std::vector<int64_t>& answer) const {
+  std::string out = input_text(answer);
+  if (name_ == "add") std::reverse(out.begin(), out.end());
+  return out;
+}
+
+TextTask::TextTask(const std::string& path) : path_(path) {
+  std::ifstream in(path, std::ios::binary);
+  check(static_cast<bool>(in), "cannot read --data file '", path, "'");
+  std::ostringstream all;
+  all << in.rdbuf();
+  std::string text = all.str();
+  check(text.size() >= 64, "--data file '", path, "' holds ", text.size(), " bytes; text training needs at least 64");
+  size_t split = text.size() * 9 / 10;
+  train_ = text.substr(0, split);
+  held_out_ = text.substr(split);
+}
+
+}  // namespace qkv::cli
+
+namespace qkv::cli {
+std::string default_text_path() { return std::string(QKV_DATA_DIR) + "/text.txt"; }
+}  // namespace qkv::cli

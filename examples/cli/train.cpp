@@ -1,0 +1,258 @@
+// qkv train: the training loop with evaluation, progress, logs, checkpoints
+// (periodic, final, and on Ctrl-C) and optional gradient checks.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+
+#include <cxxopts.hpp>
+
+#include "commands.h"
+#include "optim/optim.h"
+#include "runner.h"
+
+namespace qkv::cli {
+
+namespace {
+
+volatile std::sig_atomic_t interrupted = 0;
+void on_interrupt(int) { interrupted = 1; }
+
+std::string duration(double seconds) {
+  char text[32];
+  if (seconds < 60) std::snprintf(text, sizeof text, "%.0fs", seconds);
+  else std::snprintf(text, sizeof text, "%dm%02ds", static_cast<int>(seconds / 60), static_cast<int>(seconds) % 60);
+  return text;
+}
+
+// A float64 copy of the model checked on a small batch, dropout replayed.
+bool check_gradients(Runner& runner, Generator& data, const char* when) {
+  Runner copy(runner.spec());
+  copy.module().to(DType::Float64);
+  auto target = copy.module().named_parameters();
+  auto source = runner.module().named_parameters();
+  for (size_t i = 0; i < target.size(); ++i) target[i].second.assign_(source[i].second.to(DType::Float64));
+  copy.module().train();
+  Generator batch_gen = data;  // the same kind of batch the model trains on, without advancing the stream
+  GradcheckOptions options;
+  options.max_entries = 8;
+  std::function<Tensor()> loss;
+  std::vector<Example> batch;
+  if (copy.task()) {
+    for (int i = 0; i < 2; ++i) batch.push_back(copy.task()->sample(batch_gen));
+    loss = [&] { return copy.loss(batch); };
+  } else {
+    Generator::State start = batch_gen.state();
+    loss = [&] {
+      batch_gen.set_state(start);
+      return copy.text_loss("train", 2, batch_gen);
+    };
+  }
+  GradcheckResult r = gradcheck_leaves(loss, target, options);
+  int bad = 0;
+  for (const auto& in : r.inputs) bad += !in.ok;
+  std::printf("gradient check %s: %zu parameters (8 entries each), float64, worst rel error %.2e, %s\n", when,
+              r.inputs.size(), r.worst_rel_error(), r.ok ? "all ok" : (std::to_string(bad) + " FAILED").c_str());
+  return r.ok;
+}
+
+}  // namespace
+
+int train(int argc, char** argv) {
+  cxxopts::Options options("qkv train", "Train a model on a task and save a checkpoint.");
+  options.add_options()
+    ("task", "copy | reverse | sort | add | text", cxxopts::value<std::string>()->default_value("reverse"))
+    ("data", "text file for --task text (default: the bundled text)", cxxopts::value<std::string>()->default_value(""))
+    ("model", "gpt | seq2seq", cxxopts::value<std::string>()->default_value("gpt"))
+    ("max-len", "longest input for copy/reverse/sort", cxxopts::value<int64_t>()->default_value("8"))
+    ("digits", "operand digits for add", cxxopts::value<int64_t>()->default_value("3"))
+    ("layers", "transformer layers (per side for seq2seq)", cxxopts::value<int64_t>()->default_value("2"))
+    ("heads", "attention heads", cxxopts::value<int64_t>()->default_value("4"))
+    ("dim", "model width", cxxopts::value<int64_t>()->default_value("64"))
+    ("context", "context length (default: what the task needs; 64 for text)", cxxopts::value<int64_t>()->default_value("0"))
+    ("batch", "examples per step", cxxopts::value<int64_t>()->default_value("64"))
+    ("steps", "step budget (total, counting resumed steps)", cxxopts::value<int64_t>()->default_value("4000"))
+    ("lr", "peak learning rate", cxxopts::value<double>()->default_value("0.003"))
+    ("optimizer", "adamw | adam | sgd", cxxopts::value<std::string>()->default_value("adamw"))
+    ("schedule", "constant | cosine", cxxopts::value<std::string>()->default_value("cosine"))
+    ("warmup", "warm-up steps", cxxopts::value<int64_t>()->default_value("100"))
+    ("weight-decay", "weight decay", cxxopts::value<double>()->default_value("0.01"))
+    ("clip", "gradient norm limit (0: off)", cxxopts::value<double>()->default_value("1.0"))
+    ("dropout", "dropout probability", cxxopts::value<double>()->default_value("0"))
+    ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("1"))
+    ("threads", "threads (0: all cores)", cxxopts::value<int>()->default_value("0"))
+    ("eval-every", "steps between evaluations", cxxopts::value<int64_t>()->default_value("250"))
+    ("target", "stop when held-out exact match reaches this", cxxopts::value<double>()->default_value("0.99"))
+    ("save", "checkpoint file (default: <task>.safetensors)", cxxopts::value<std::string>()->default_value(""))
+    ("save-every", "also save every N steps (0: only at the end)", cxxopts::value<int64_t>()->default_value("0"))
+    ("resume", "continue from a checkpoint", cxxopts::value<std::string>()->default_value(""))
+    ("log", "write step, loss, lr, grad norm, tokens/s, eval metrics (.csv, else JSON lines)",
+     cxxopts::value<std::string>()->default_value(""))
+    ("check-grads", "gradient-check a float64 copy of the model before the first step and at the end")
+    ("h,help", "show this help");
+  auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::puts(options.help().c_str());
+    return 0;
+  }
+  for (const char* positive : {"batch", "eval-every"})
+    check(args[positive].as<int64_t>() > 0, "--", positive, " must be positive, got ", args[positive].as<int64_t>());
+  for (const char* non_negative : {"steps", "warmup", "save-every"})
+    check(args[non_negative].as<int64_t>() >= 0, "--", non_negative, " must be >= 0, got ", args[non_negative].as<int64_t>());
+  check(args["threads"].as<int>() >= 0, "--threads must be >= 0");
+  set_num_threads(args["threads"].as<int>());
+
+  ModelSpec spec;
+  std::string resume = args["resume"].as<std::string>();
+  if (!resume.empty()) {
+    spec = ModelSpec::from_metadata(nn::load_safetensors(resume).metadata, resume);
+  } else {
+    spec.model = args["model"].as<std::string>();
+    spec.task = args["task"].as<std::string>();
+    spec.data = args["data"].as<std::string>().empty() && spec.task == "text" ? default_text_path() : args["data"].as<std::string>();
+    spec.max_len = args["max-len"].as<int64_t>();
+    spec.digits = args["digits"].as<int64_t>();
+    spec.layers = args["layers"].as<int64_t>();
+    spec.heads = args["heads"].as<int64_t>();
+    spec.width = args["dim"].as<int64_t>();
+    spec.context = args["context"].as<int64_t>();
+    spec.dropout = args["dropout"].as<double>();
+    check(spec.context >= 0, "--context must be >= 0");
+    check(spec.dropout >= 0 && spec.dropout < 1, "--dropout must be in [0, 1), got ", spec.dropout);
+  }
+  uint64_t seed = args["seed"].as<uint64_t>();
+  manual_seed(seed);
+  Runner runner(spec);
+  const ModelSpec& s = runner.spec();
+  Generator data(seed ^ 0x5eedda7aULL);
+
+  // Optimizer and schedule.
+  int64_t total = args["steps"].as<int64_t>(), warmup = std::min(args["warmup"].as<int64_t>(), total);
+  double lr = args["lr"].as<double>();
+  std::string kind = args["optimizer"].as<std::string>(), schedule_kind = args["schedule"].as<std::string>();
+  std::unique_ptr<optim::Optimizer> opt;
+  auto params = runner.module().named_parameters();
+  if (kind == "sgd") {
+    opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{lr, 0.9, 0, args["weight-decay"].as<double>(), true});
+  } else {
+    check(kind == "adamw" || kind == "adam", "unknown --optimizer '", kind, "' (adamw, adam, sgd)");
+    optim::AdamOptions o;
+    o.lr = lr, o.weight_decay = args["weight-decay"].as<double>();
+    if (kind == "adamw") opt = std::make_unique<optim::AdamW>(params, o);
+    else opt = std::make_unique<optim::Adam>(params, o);
+  }
+  std::unique_ptr<optim::Schedule> schedule;
+  if (schedule_kind == "cosine") schedule = std::make_unique<optim::CosineLR>(lr, warmup, std::max(total, warmup), lr * 0.1);
+  else if (schedule_kind == "constant") schedule = std::make_unique<optim::ConstantLR>(lr);
+  else throw Error(cat("unknown --schedule '", schedule_kind, "' (constant, cosine)"));
+  optim::NamedGenerators generators{{"default", &default_generator()}, {"data", &data}};
+  if (!resume.empty()) optim::load_training_checkpoint(resume, runner.module(), opt.get(), generators);
+
+  std::string save = args["save"].as<std::string>();
+  if (save.empty()) save = s.task + ".safetensors";
+  auto save_now = [&] { optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, s.metadata()); };
+  int64_t eval_every = args["eval-every"].as<int64_t>(), save_every = args["save-every"].as<int64_t>();
+  int64_t batch = args["batch"].as<int64_t>();
+  double clip = args["clip"].as<double>(), target = args["target"].as<double>();
+
+  std::printf("qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d threads\n",
+              s.model.c_str(), s.task == "text" ? ("text " + s.data).c_str() : s.task.c_str(),
+              static_cast<long long>(runner.module().num_parameters()), static_cast<long long>(s.width),
+              static_cast<long long>(s.layers), static_cast<long long>(s.heads), static_cast<long long>(s.context),
+              opt->name().c_str(), get_num_threads());
+  bool grads_ok = true;
+  if (args.count("check-grads")) grads_ok = check_gradients(runner, data, "before training") && grads_ok;
+
+  std::string log_path = args["log"].as<std::string>();
+  std::ofstream log;
+  bool csv = log_path.size() >= 4 && log_path.compare(log_path.size() - 4, 4, ".csv") == 0;
+  if (!log_path.empty()) {
+    log.open(log_path, std::ios::app);
+    check(static_cast<bool>(log), "cannot write --log file '", log_path, "'");
+    if (csv && log.tellp() == 0) log << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss\n";
+  }
+
+  bool tty = isatty(fileno(stdout));
+  std::signal(SIGINT, on_interrupt);
+  auto started = std::chrono::steady_clock::now();
+  int64_t first_step = opt->steps(), tokens = 0;
+  double last_metric = -1, smoothed = 0;
+  bool reached = false;
+  while (opt->steps() < total && !interrupted && !reached) {
+    int64_t step = opt->steps();
+    opt->set_lr(schedule->lr(step));
+    opt->zero_grad();
+    Tensor loss;
+    int64_t step_tokens;
+    if (runner.task()) {
+      std::vector<Example> examples;
+      step_tokens = 0;
+      for (int64_t b = 0; b < batch; ++b) {
+        examples.push_back(runner.task()->sample(data));
+        step_tokens += static_cast<int64_t>(examples.back().input.size() + examples.back().answer.size() + 2);
+      }
+      loss = runner.loss(examples);
+    } else {
+      loss = runner.text_loss("train", batch, data);
+      step_tokens = batch * s.context;
+    }
+    loss.backward();
+    double norm = clip > 0 ? optim::clip_grad_norm(opt->params(), clip) : 0.0;
+    opt->step();
+    tokens += step_tokens;
+    double value = loss.item();
+    smoothed = step == first_step ? value : 0.95 * smoothed + 0.05 * value;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    double rate = tokens / std::max(elapsed, 1e-9);
+    int64_t done = opt->steps();
+    double eta = elapsed / static_cast<double>(done - first_step) * static_cast<double>(total - done);
+
+    bool evaluate = done % eval_every == 0 || done == total;
+    std::string metric;
+    if (evaluate) {
+      Generator held_out(seed ^ 0x4e1d0e7ULL);  // the same held-out examples at every evaluation
+      if (runner.task()) {
+        last_metric = runner.accuracy(500, held_out);
+        metric = cat("held-out exact match ", std::to_string(100 * last_metric).substr(0, 5), "%");
+        reached = last_metric >= target;
+      } else {
+        last_metric = runner.held_out_loss(64, held_out);
+        char text[64];
+        std::snprintf(text, sizeof text, "held-out loss %.3f (%.3f bits/byte)", last_metric, last_metric / std::log(2.0));
+        metric = text;
+      }
+    }
+    if (log.is_open()) {
+      std::string acc = evaluate && runner.task() ? std::to_string(last_metric) : "";
+      std::string held = evaluate && !runner.task() ? std::to_string(last_metric) : "";
+      if (csv) log << done << "," << value << "," << opt->lr() << "," << norm << "," << rate << "," << acc << "," << held << "\n";
+      else log << "{\"step\":" << done << ",\"loss\":" << value << ",\"lr\":" << opt->lr() << ",\"grad_norm\":" << norm
+               << ",\"tokens_per_s\":" << rate << (acc.empty() ? "" : ",\"eval_accuracy\":" + acc)
+               << (held.empty() ? "" : ",\"eval_loss\":" + held) << "}\n";
+    }
+    char line[256];
+    std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  %s elapsed  ETA %s",
+                  static_cast<long long>(done), static_cast<long long>(total), smoothed, opt->lr(), rate,
+                  duration(elapsed).c_str(), duration(eta).c_str());
+    if (tty) std::printf("\r\033[K%s", line);
+    if (evaluate) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line, metric.c_str());
+    std::fflush(stdout);
+    if (save_every > 0 && done % save_every == 0) save_now();
+  }
+  if (tty) std::printf("\n");
+  save_now();
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (interrupted) {
+    std::printf("interrupted at step %lld: saved %s\n", static_cast<long long>(opt->steps()), save.c_str());
+    return 130;
+  }
+  if (args.count("check-grads")) grads_ok = check_gradients(runner, data, "after training") && grads_ok;
+  std::printf("%s after %lld steps in %s: saved %s\n", reached ? "reached the target" : "finished",
+              static_cast<long long>(opt->steps()), duration(elapsed).c_str(), save.c_str());
+  return grads_ok ? 0 : 1;
+}
+
+}  // namespace qkv::cli
