@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
     if (command == "gradcheck") return gradcheck(argc - 1, argv + 1);
     if (command == "grads") return grads(argc - 1, argv + 1);
     if (command == "bench") return bench(argc - 1, argv + 1);
-    std::fprintf(stderr, "qkv: unknown command '%s'\n%s", command.c_str(), kUsage);
+    std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, bench; see qkv --help)\n",
+                 command.c_str());
     return 2;
   } catch (const cxxopts::exceptions::exception& e) {
     std::fprintf(stderr, "qkv %s: %s (see qkv %s --help)\n", command.c_str(), e.what(), command.c_str());

@@ -24,8 +24,10 @@ Example SequenceTask::sample(Generator& gen) const {
   if (name_ == "add") {
     int64_t limit = 1;
     for (int64_t i = 0; i < digits_; ++i) limit *= 10;
-    auto number = [&](int64_t value) {
-      for (char c : std::to_string(value)) e.input.push_back(3 + (c - '0'));
+    auto number = [&](int64_t value) {  // zero-padded to `digits`, so digit i always sits at the same place
+      std::string text = std::to_string(value);
+      text.insert(0, digits_ - static_cast<int64_t>(text.size()), '0');
+      for (char c : text) e.input.push_back(3 + (c - '0'));
     };
     number(static_cast<int64_t>(gen.below(limit)));
     e.input.push_back(3 + 10);  // '+'
@@ -75,8 +77,11 @@ std::vector<int64_t> SequenceTask::encode(const std::string& text) const {
     size_t plus = std::count(out.begin(), out.end(), 3 + 10);
     check(plus == 1 && out.front() != 13 && out.back() != 13, "an add prompt looks like 123+45, got '", text, "'");
     auto sign = std::find(out.begin(), out.end(), 13);
-    check(sign - out.begin() <= digits_ && out.end() - sign - 1 <= digits_, "the model adds numbers of up to ", digits_,
-          " digits, got '", text, "'");
+    int64_t left = sign - out.begin(), right = out.end() - sign - 1;
+    check(left <= digits_ && right <= digits_, "the model adds numbers of up to ", digits_, " digits, got '", text, "'");
+    // Pad both operands with leading zeros, as in training.
+    out.insert(sign + 1, digits_ - right, 3);
+    out.insert(out.begin(), digits_ - left, 3);
   } else {
     check(static_cast<int64_t>(out.size()) <= max_len_, "the model was trained on inputs of up to ", max_len_,
           " symbols, got ", out.size());

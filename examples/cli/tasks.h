@@ -27,7 +27,8 @@ class SequenceTask {
   int64_t vocab() const { return 3 + static_cast<int64_t>(symbols_.size()); }
   int64_t max_input() const;
   int64_t max_answer() const;
-  /// A random example: input lengths uniform in [1, max_len], operands uniform.
+  /// A random example: input lengths uniform in [1, max_len]; add's operands
+  /// uniform in [0, 10^digits), written with leading zeros to `digits` digits.
   Example sample(Generator& gen) const;
   /// The answer for an input (what a perfect model writes).
   std::vector<int64_t> solve(const std::vector<int64_t>& input) const;

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs the qkv program on bad input: each case must end within 60 s with a
+# non-zero exit that is not a signal, and say what is wrong in one line.
+# usage: bad_input.sh QKV WORKDIR
+set -u
+qkv=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+failures=0
+
+expect_error() {  # expect_error "what" args...
+  local what=$1; shift
+  timeout 60 "$qkv" "$@" >out.txt 2>err.txt </dev/null
+  local rc=$? lines
+  lines=$(wc -l <err.txt)
+  if [ $rc -eq 0 ] || [ $rc -ge 124 ] || [ "$lines" -ne 1 ]; then
+    echo "FAIL $what: exit $rc, $lines stderr lines: qkv $*"
+    cat err.txt
+    failures=$((failures + 1))
+  else
+    echo "ok   $what: $(cat err.txt)"
+  fi
+}
+
+# A fresh model to point the commands at (--steps 0 saves the initialised model).
+"$qkv" train --steps 0 --save reverse.safetensors >/dev/null || { echo "FAIL: cannot create a checkpoint"; exit 1; }
+"$qkv" train --model seq2seq --task sort --steps 0 --save sort.safetensors >/dev/null || exit 1
+head -c 100 reverse.safetensors >truncated.safetensors
+printf 'not a checkpoint at all' >garbage.safetensors
+header='{"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+printf "$(printf '\\x%02x' ${#header})\x00\x00\x00\x00\x00\x00\x00%s\x00\x00\x00\x00" "$header" >plain.safetensors
+: >empty.txt
+head -c 300 /dev/urandom | base64 >short.txt  # about 400 bytes: less than a 64-byte context in its held-out tenth
+
+expect_error "unknown command" frobnicate
+expect_error "unknown flag" train --bogus
+expect_error "flag without value" train --steps
+expect_error "non-numeric value" train --steps many
+expect_error "missing file" eval --checkpoint missing.safetensors
+expect_error "truncated file" eval --checkpoint truncated.safetensors
+expect_error "garbage file" sample --checkpoint garbage.safetensors --prompt 123
+expect_error "missing --checkpoint" eval
+expect_error "zero batch" train --batch 0
+expect_error "negative steps" train --steps -5
+expect_error "negative width" train --dim -8
+expect_error "zero layers" train --layers 0
+expect_error "zero heads" train --heads 0
+expect_error "heads not dividing dim" train --heads 3 --dim 64
+expect_error "context too short" train --context 4
+expect_error "bad dropout" train --dropout 1.5
+expect_error "unknown task" train --task juggle
+expect_error "unknown model" train --model rnn
+expect_error "unknown optimizer" train --optimizer lion
+expect_error "text task with seq2seq" train --task text --model seq2seq
+expect_error "prompt outside the vocabulary" sample --checkpoint reverse.safetensors --prompt 12a4
+expect_error "prompt too long" sample --checkpoint reverse.safetensors --prompt 1234567890123
+expect_error "empty prompt" sample --checkpoint reverse.safetensors --prompt ""
+expect_error "negative temperature" sample --checkpoint reverse.safetensors --prompt 12 --temperature -1
+expect_error "another model kind: attention on seq2seq" attention --checkpoint sort.safetensors --prompt 12 --out maps
+expect_error "another model kind: grads on a task model" grads --checkpoint reverse.safetensors --text hello --out g.safetensors
+expect_error "a valid safetensors file that is no qkv model" eval --checkpoint plain.safetensors
+expect_error "resume with another optimizer" train --resume reverse.safetensors --optimizer sgd --steps 1
+expect_error "empty --data" train --task text --data empty.txt
+expect_error "--data shorter than the context" train --task text --data short.txt
+expect_error "missing --data" train --task text --data no-such.txt
+expect_error "unknown bench config" bench --config huge
+expect_error "gradcheck of a missing file" gradcheck --checkpoint missing.safetensors
+
+echo "$failures failures"
+[ $failures -eq 0 ]
