@@ -65,7 +65,7 @@ void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn 
   // An op that records without a declaration would escape the gradcheck registry.
   static thread_local std::unordered_set<const char*> known;
   if (!known.count(op)) {
-    check(op_declarations().count(op), "internal: op '", op, "' records a node but is not declared with QKV_DECLARE_OP");
+    QKV_CHECK(op_declarations().count(op), "internal: op '", op, "' records a node but is not declared with QKV_DECLARE_OP");
     known.insert(op);
   }
   auto node = std::make_shared<Node>();
@@ -101,7 +101,7 @@ std::vector<Tensor> topological_order(const Tensor& root) {
 }
 
 void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
-  check(grad.shape() == input.shape() && grad.dtype() == input.dtype(), "backward of ", op,
+  QKV_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype(), "backward of ", op,
         ": gradient ", shape_str(grad.shape()), " ", dtype_name(grad.dtype()), " does not match input ",
         shape_str(input.shape()), " ", dtype_name(input.dtype()));
 }
@@ -109,11 +109,11 @@ void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
 }  // namespace
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  check(defined(), "backward: undefined tensor");
-  check(requires_grad(), "backward: tensor does not require grad (no input of the graph has requires_grad set)");
+  QKV_CHECK(defined(), "backward: undefined tensor");
+  QKV_CHECK(requires_grad(), "backward: tensor does not require grad (no input of the graph has requires_grad set)");
   Tensor seed = grad;
   if (!seed.defined()) {
-    check(numel() == 1, "backward: tensor of shape ", shape_str(shape()),
+    QKV_CHECK(numel() == 1, "backward: tensor of shape ", shape_str(shape()),
           " is not a scalar; pass the gradient of the output explicitly");
     seed = Tensor::ones(shape(), dtype());
   }
@@ -143,7 +143,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
       continue;
     }
     Node& node = *t->grad_fn;
-    check(!node.released, "backward: the graph through '", node.op,
+    QKV_CHECK(!node.released, "backward: the graph through '", node.op,
           "' was already freed by an earlier backward(); pass retain_graph=true to the first call");
     std::vector<Tensor> input_grads = node.backward(g);
     for (size_t i = 0; i < node.inputs.size(); ++i) {

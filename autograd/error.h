@@ -23,10 +23,12 @@ std::string cat(Parts&&... parts) {
   return out.str();
 }
 
-/// Throws qkv::Error with the concatenated message when `ok` is false.
-template <class... Parts>
-void check(bool ok, Parts&&... parts) {
-  if (!ok) throw Error(cat(std::forward<Parts>(parts)...));
-}
-
 }  // namespace qkv
+
+/// Throws qkv::Error with the concatenated message when `cond` is false. A
+/// macro, so the message (often built with shape_str) costs nothing unless
+/// the check fails: checks sit on hot paths such as numel().
+#define QKV_CHECK(cond, ...)                                     \
+  do {                                                           \
+    if (!(cond)) throw ::qkv::Error(::qkv::cat(__VA_ARGS__));    \
+  } while (0)

@@ -24,7 +24,7 @@ struct Replay {
 Tensor evaluate(const std::function<Tensor()>& f, const Replay& replay) {
   replay.restore();
   Tensor out = f();
-  check(out.dtype() == DType::Float64, "gradcheck: the function returned ", dtype_name(out.dtype()),
+  QKV_CHECK(out.dtype() == DType::Float64, "gradcheck: the function returned ", dtype_name(out.dtype()),
         "; gradients are checked in float64");
   return out;
 }
@@ -32,7 +32,7 @@ Tensor evaluate(const std::function<Tensor()>& f, const Replay& replay) {
 // Σ f() ⊙ projection, accumulated in double.
 double projected(const std::function<Tensor()>& f, const Tensor& projection, const Replay& replay) {
   Tensor out = evaluate(f, replay);
-  check(out.shape() == projection.shape(), "gradcheck: the output's shape changed between evaluations");
+  QKV_CHECK(out.shape() == projection.shape(), "gradcheck: the output's shape changed between evaluations");
   const double* y = out.data<double>();
   const double* r = projection.data<double>();
   double total = 0;
@@ -46,7 +46,7 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
                                  const std::vector<std::pair<std::string, Tensor>>& leaves,
                                  const GradcheckOptions& options) {
   for (const auto& [name, leaf] : leaves)
-    check(leaf.dtype() == DType::Float64 && leaf.is_leaf() && leaf.requires_grad(), "gradcheck: ", name, " ",
+    QKV_CHECK(leaf.dtype() == DType::Float64 && leaf.is_leaf() && leaf.requires_grad(), "gradcheck: ", name, " ",
           shape_str(leaf.shape()), " must be a float64 leaf that requires grad, got ", dtype_name(leaf.dtype()));
   Replay replay(options.replay);
   for (const auto& [name, leaf] : leaves) leaf.zero_grad();
@@ -101,7 +101,7 @@ GradcheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, 
   std::vector<std::pair<std::string, Tensor>> leaves;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& t = inputs[k];
-    check(t.dtype() != DType::Float32, "gradcheck: input ", k, " ", shape_str(t.shape()),
+    QKV_CHECK(t.dtype() != DType::Float32, "gradcheck: input ", k, " ", shape_str(t.shape()),
           " is float32; convert inputs to float64");
     Tensor leaf = t.to(t.dtype());  // a private copy: perturbing it leaves the caller's data alone
     if (t.dtype() == DType::Float64) leaves.emplace_back(cat("input ", k), leaf.requires_grad_());

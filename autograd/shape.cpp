@@ -18,7 +18,7 @@ std::string shape_str(const Shape& shape) {
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t s : shape)
-    check(!__builtin_mul_overflow(n, s, &n), "shape ", shape_str(shape), " has more elements than int64 can count");
+    QKV_CHECK(!__builtin_mul_overflow(n, s, &n), "shape ", shape_str(shape), " has more elements than int64 can count");
   return n;
 }
 
@@ -33,7 +33,7 @@ std::vector<int64_t> contiguous_strides(const Shape& shape) {
 }
 
 int64_t normalize_dim(const char* op, int64_t dim, int64_t rank) {
-  check(dim >= -rank && dim < rank, op, ": dim ", dim, " out of range for a tensor of rank ", rank);
+  QKV_CHECK(dim >= -rank && dim < rank, op, ": dim ", dim, " out of range for a tensor of rank ", rank);
   return dim < 0 ? dim + rank : dim;
 }
 
@@ -45,7 +45,7 @@ Dims normalize_dims(const char* op, const Dims& dims, int64_t rank) {
   }
   for (int64_t d : dims) out.push_back(normalize_dim(op, d, rank));
   std::sort(out.begin(), out.end());
-  check(std::adjacent_find(out.begin(), out.end()) == out.end(), op, ": dim listed twice");
+  QKV_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), op, ": dim listed twice");
   return out;
 }
 
@@ -55,7 +55,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   for (size_t i = 0; i < rank; ++i) {
     int64_t sa = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t sb = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    check(sa == sb || sa == 1 || sb == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
+    QKV_CHECK(sa == sb || sa == 1 || sb == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
           " do not broadcast");
     out[i] = sa == 1 ? sb : sa;
   }

@@ -94,7 +94,7 @@ void write_element(void* data, DType dtype, int64_t i, double value) {
     case DType::Float32: static_cast<float*>(data)[i] = static_cast<float>(value); break;
     case DType::Float64: static_cast<double*>(data)[i] = value; break;
     case DType::Int64:
-      check(std::abs(value) < 9.2e18, "to int64: ", value, " has no int64 value");  // NaN fails too
+      QKV_CHECK(std::abs(value) < 9.2e18, "to int64: ", value, " has no int64 value");  // NaN fails too
       static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value);
       break;
     case DType::Bool: static_cast<bool*>(data)[i] = value != 0; break;
@@ -102,8 +102,8 @@ void write_element(void* data, DType dtype, int64_t i, double value) {
 }
 
 void check_shape(const Shape& shape) {
-  for (int64_t s : shape) check(s >= 0, "tensor: negative size in shape ", shape_str(shape));
-  check(qkv::numel(shape) <= (int64_t{1} << 40), "tensor: shape ", shape_str(shape), " is too large to allocate");
+  for (int64_t s : shape) QKV_CHECK(s >= 0, "tensor: negative size in shape ", shape_str(shape));
+  QKV_CHECK(qkv::numel(shape) <= (int64_t{1} << 40), "tensor: shape ", shape_str(shape), " is too large to allocate");
 }
 
 }  // namespace
@@ -136,9 +136,9 @@ Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype)
 Tensor Tensor::arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
 
 Tensor Tensor::arange(double start, double end, double step, DType dtype) {
-  check(step != 0, "arange: step must be non-zero");
+  QKV_CHECK(step != 0, "arange: step must be non-zero");
   double count = std::ceil((end - start) / step);
-  check(std::isfinite(count) && count < 1e15, "arange: [", start, ", ", end, ") with step ", step,
+  QKV_CHECK(std::isfinite(count) && count < 1e15, "arange: [", start, ", ", end, ") with step ", step,
         " does not give a finite count");
   Tensor t = empty({count > 0 ? static_cast<int64_t>(count) : 0}, dtype);
   for (int64_t i = 0; i < t.numel(); ++i) write_element(t.raw_data(), dtype, i, start + i * step);
@@ -148,7 +148,7 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype) {
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
   check_shape(shape);
-  check(static_cast<int64_t>(values.size()) == qkv::numel(shape), "from_vector: ", values.size(),
+  QKV_CHECK(static_cast<int64_t>(values.size()) == qkv::numel(shape), "from_vector: ", values.size(),
         " values do not fill shape ", shape_str(shape));
   Tensor t = empty(shape, dtype_of<T>());
   T* out = t.data<T>();
@@ -172,7 +172,7 @@ Tensor Tensor::randn(const Shape& shape, DType dtype, Generator* gen) {
 }
 
 Tensor Tensor::uniform(const Shape& shape, double low, double high, DType dtype, Generator* gen) {
-  check(low <= high, "uniform: low ", low, " > high ", high);
+  QKV_CHECK(low <= high, "uniform: low ", low, " > high ", high);
   Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, dtype);
   dispatch_floating(dtype, "uniform", [&](auto zero) {
@@ -184,7 +184,7 @@ Tensor Tensor::uniform(const Shape& shape, double low, double high, DType dtype,
 }
 
 Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, Generator* gen) {
-  check(low < high, "randint: empty range [", low, ", ", high, ")");
+  QKV_CHECK(low < high, "randint: empty range [", low, ", ", high, ")");
   Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, DType::Int64);
   int64_t* out = t.data<int64_t>();
@@ -194,7 +194,7 @@ Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, Generator*
 }
 
 const TensorImpl& Tensor::checked() const {
-  check(impl_ != nullptr, "tensor: use of an undefined tensor");
+  QKV_CHECK(impl_ != nullptr, "tensor: use of an undefined tensor");
   return *impl_;
 }
 
@@ -205,7 +205,7 @@ int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim("size", d, 
 
 template <class T>
 T* Tensor::data() const {
-  check(dtype() == dtype_of<T>(), "data: tensor is ", dtype_name(dtype()), ", asked for ",
+  QKV_CHECK(dtype() == dtype_of<T>(), "data: tensor is ", dtype_name(dtype()), ", asked for ",
         dtype_name(dtype_of<T>()));
   return static_cast<T*>(impl_->storage->data);
 }
@@ -217,17 +217,17 @@ template bool* Tensor::data<bool>() const;
 void* Tensor::raw_data() const { return checked().storage->data; }
 
 double Tensor::item() const {
-  check(numel() == 1, "item: tensor of shape ", shape_str(shape()), " has ", numel(), " elements, not 1");
+  QKV_CHECK(numel() == 1, "item: tensor of shape ", shape_str(shape()), " has ", numel(), " elements, not 1");
   return read_element(raw_data(), dtype(), 0);
 }
 
 namespace {
 int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index) {
-  check(index.size() == shape.size(), "at: index of rank ", index.size(), " for shape ", shape_str(shape));
+  QKV_CHECK(index.size() == shape.size(), "at: index of rank ", index.size(), " for shape ", shape_str(shape));
   int64_t flat = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t i = index[d] < 0 ? index[d] + shape[d] : index[d];
-    check(i >= 0 && i < shape[d], "at: index ", index[d], " out of range for dim ", d, " of shape ",
+    QKV_CHECK(i >= 0 && i < shape[d], "at: index ", index[d], " out of range for dim ", d, " of shape ",
           shape_str(shape));
     flat = flat * shape[d] + i;
   }
@@ -268,7 +268,7 @@ Tensor Tensor::detach() const {
 }
 
 void Tensor::assign_(const Tensor& source) const {
-  check(is_leaf(), "assign_: only a leaf tensor's data can be replaced");
+  QKV_CHECK(is_leaf(), "assign_: only a leaf tensor's data can be replaced");
   Tensor copy = source.to(source.dtype());
   impl_->storage = copy.impl_->storage;
   impl_->shape = source.shape();
@@ -287,9 +287,9 @@ Tensor alias_with_shape(const Tensor& source, const Shape& shape) {
 bool Tensor::requires_grad() const { return checked().requires_grad; }
 
 Tensor& Tensor::requires_grad_(bool on) {
-  check(is_leaf(), "requires_grad_: only leaf tensors can be marked; this one was produced by ",
+  QKV_CHECK(is_leaf(), "requires_grad_: only leaf tensors can be marked; this one was produced by ",
         impl_->grad_fn ? impl_->grad_fn->op : "?");
-  check(!on || is_floating(dtype()), "requires_grad_: a ", dtype_name(dtype()), " tensor cannot require grad");
+  QKV_CHECK(!on || is_floating(dtype()), "requires_grad_: a ", dtype_name(dtype()), " tensor cannot require grad");
   impl_->requires_grad = on;
   return *this;
 }

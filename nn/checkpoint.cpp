@@ -46,7 +46,7 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
   while (size > 0) {
     ssize_t n = ::write(fd, p, size);
     if (n < 0 && errno == EINTR) continue;
-    check(n > 0, "cannot write ", path, ": ", std::strerror(errno));
+    QKV_CHECK(n > 0, "cannot write ", path, ": ", std::strerror(errno));
     p += n;
     size -= static_cast<size_t>(n);
   }
@@ -67,7 +67,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   std::set<std::string> names;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    check(!name.empty() && name != "__metadata__" && names.insert(name).second, "save_safetensors ", path,
+    QKV_CHECK(!name.empty() && name != "__metadata__" && names.insert(name).second, "save_safetensors ", path,
           ": bad or repeated tensor name '", name, "'");
     uint64_t bytes = static_cast<uint64_t>(t.numel()) * element_size(t.dtype());
     std::string dims;
@@ -86,12 +86,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  check(fd >= 0, "cannot write ", tmp, ": ", std::strerror(errno));
+  QKV_CHECK(fd >= 0, "cannot write ", tmp, ": ", std::strerror(errno));
   try {
     write_all(fd, &length, 8, tmp);  // little-endian, as asserted above
     write_all(fd, header.data(), header.size(), tmp);
     for (const auto& [name, t] : tensors) write_all(fd, t.raw_data(), t.numel() * element_size(t.dtype()), tmp);
-    check(::fsync(fd) == 0, "cannot flush ", tmp, ": ", std::strerror(errno));
+    QKV_CHECK(::fsync(fd) == 0, "cannot flush ", tmp, ": ", std::strerror(errno));
   } catch (...) {
     ::close(fd);
     std::remove(tmp.c_str());
@@ -99,7 +99,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   }
   ::close(fd);
   if (detail::before_rename) detail::before_rename(tmp);
-  check(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path, ": ", std::strerror(errno));
+  QKV_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path, ": ", std::strerror(errno));
   // Make the rename itself durable.
   std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -207,12 +207,12 @@ void load_into(Module& module, const TensorFile& file, const std::string& path,
   for (const auto& [name, p] : params) {
     expected.insert(name);
     Tensor t = file.get(name);
-    check(t.defined(), path, ": missing tensor '", name, "'");
-    check(t.shape() == p.shape() && t.dtype() == p.dtype(), path, ": tensor '", name, "' is ", dtype_name(t.dtype()),
+    QKV_CHECK(t.defined(), path, ": missing tensor '", name, "'");
+    QKV_CHECK(t.shape() == p.shape() && t.dtype() == p.dtype(), path, ": tensor '", name, "' is ", dtype_name(t.dtype()),
           " ", shape_str(t.shape()), " but the model expects ", dtype_name(p.dtype()), " ", shape_str(p.shape()));
   }
   for (const auto& [name, t] : file.tensors)
-    check(expected.count(name) || ignored(name), path, ": unexpected tensor '", name, "'");
+    QKV_CHECK(expected.count(name) || ignored(name), path, ": unexpected tensor '", name, "'");
   for (const auto& [name, p] : params) p.assign_(file.get(name));
 }
 

@@ -10,7 +10,7 @@ namespace qkv::nn {
 QKV_DECLARE_OP(dropout);
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
-  check(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
+  QKV_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return mul(x, 0.0);
   Generator& g = gen ? *gen : default_generator();
@@ -25,7 +25,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
 }
 
 Dropout::Dropout(double p, Generator* gen) : p_(p), gen_(gen) {
-  check(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
+  QKV_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
 }
 
 }  // namespace qkv::nn

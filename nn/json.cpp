@@ -227,10 +227,10 @@ std::string json_object(const std::map<std::string, std::string>& fields) {
 
 std::map<std::string, std::string> parse_json_object(std::string_view text) {
   Json j = parse_json(text);
-  check(j.kind == Json::Kind::Object, "JSON: expected an object of strings");
+  QKV_CHECK(j.kind == Json::Kind::Object, "JSON: expected an object of strings");
   std::map<std::string, std::string> out;
   for (const auto& [k, v] : j.object) {
-    check(v.kind == Json::Kind::String, "JSON: value of ", json_quote(k), " is not a string");
+    QKV_CHECK(v.kind == Json::Kind::String, "JSON: value of ", json_quote(k), " is not a string");
     out[k] = v.string;
   }
   return out;

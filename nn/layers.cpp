@@ -10,7 +10,7 @@ namespace qkv::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Init init, Generator* gen)
     : in_(in_features), out_(out_features) {
-  check(in_features > 0 && out_features > 0, "Linear: sizes must be positive, got in ", in_features, ", out ",
+  QKV_CHECK(in_features > 0 && out_features > 0, "Linear: sizes must be positive, got in ", in_features, ", out ",
         out_features);
   double bound = 0;
   Tensor w;
@@ -28,7 +28,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Init i
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  check(x.dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input ", shape_str(x.shape()),
+  QKV_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input ", shape_str(x.shape()),
         " does not end in ", in_, " features");
   Tensor x2 = x.dim() == 1 ? unsqueeze(x, 0) : x;
   Tensor y = matmul(x2, weight, false, true);  // x·Wᵀ, no transpose copy
@@ -38,16 +38,16 @@ Tensor Linear::forward(const Tensor& x) const {
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen, double std)
     : num_(num_embeddings), dim_(dim) {
-  check(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got ", num_embeddings, " x ", dim);
+  QKV_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got ", num_embeddings, " x ", dim);
   weight = register_parameter("weight", (Tensor::randn({num_, dim_}, DType::Float32, gen) * std).detach());
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {
-  check(ids.dtype() == DType::Int64, "Embedding(", num_, ", ", dim_, "): ids must be int64, got ",
+  QKV_CHECK(ids.dtype() == DType::Int64, "Embedding(", num_, ", ", dim_, "): ids must be int64, got ",
         dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   const int64_t* p = ids.data<int64_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
-    check(p[i] >= 0 && p[i] < num_, "Embedding(", num_, ", ", dim_, "): id ", p[i], " out of range [0, ", num_, ")");
+    QKV_CHECK(p[i] >= 0 && p[i] < num_, "Embedding(", num_, ", ", dim_, "): id ", p[i], " out of range [0, ", num_, ")");
   Shape shape = ids.shape();
   shape.push_back(dim_);
   return reshape(index_select(weight, 0, reshape(ids, {-1})), shape);

@@ -14,17 +14,17 @@ QKV_DECLARE_OP(cross_entropy);
 
 // loss_row = logsumexp(x) - x[t];  d loss_row / dx = softmax(x) - onehot(t)
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
-  check(logits.dim() >= 1, "cross_entropy: logits need a class dim, got ", shape_str(logits.shape()));
-  check(targets.dtype() == DType::Int64, "cross_entropy: targets must be int64, got ", dtype_name(targets.dtype()));
+  QKV_CHECK(logits.dim() >= 1, "cross_entropy: logits need a class dim, got ", shape_str(logits.shape()));
+  QKV_CHECK(targets.dtype() == DType::Int64, "cross_entropy: targets must be int64, got ", dtype_name(targets.dtype()));
   Shape rows_shape(logits.shape().begin(), logits.shape().end() - 1);
-  check(targets.shape() == rows_shape, "cross_entropy: targets ", shape_str(targets.shape()), " do not match logits ",
+  QKV_CHECK(targets.shape() == rows_shape, "cross_entropy: targets ", shape_str(targets.shape()), " do not match logits ",
         shape_str(logits.shape()), " (expected ", shape_str(rows_shape), ")");
   int64_t C = logits.size(-1), rows = targets.numel();
   const int64_t* t = targets.data<int64_t>();
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (t[r] == ignore_index) continue;
-    check(t[r] >= 0 && t[r] < C, "cross_entropy: target ", t[r], " at position ", r, " out of range for ", C, " classes");
+    QKV_CHECK(t[r] >= 0 && t[r] < C, "cross_entropy: target ", t[r], " at position ", r, " out of range for ", C, " classes");
     ++count;
   }
   auto lse = std::make_shared<std::vector<double>>(rows);

@@ -8,16 +8,16 @@ namespace qkv::nn {
 namespace {
 
 void check_sizes(const char* model, int64_t vocab, int64_t context, int64_t width, int64_t heads) {
-  check(vocab > 0 && context > 0 && width > 0 && heads > 0, model, ": vocab ", vocab, ", context ", context, ", width ",
+  QKV_CHECK(vocab > 0 && context > 0 && width > 0 && heads > 0, model, ": vocab ", vocab, ", context ", context, ", width ",
         width, ", heads ", heads, " must all be positive");
-  check(width % heads == 0, model, ": width ", width, " is not divisible by heads ", heads);
+  QKV_CHECK(width % heads == 0, model, ": width ", width, " is not divisible by heads ", heads);
 }
 
 // tok_emb(ids) + pos_emb(0..T-1), after checking ids [B, T] with T <= context.
 Tensor token_and_position(const char* who, const Embedding& tok, const Embedding& pos, int64_t context, const Tensor& ids) {
-  check(ids.dim() == 2 && ids.dtype() == DType::Int64, who, ": ids must be int64 [B, T], got ", dtype_name(ids.dtype()),
+  QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, who, ": ids must be int64 [B, T], got ", dtype_name(ids.dtype()),
         " ", shape_str(ids.shape()));
-  check(ids.size(1) <= context, who, ": sequence of ", ids.size(1), " tokens exceeds the context of ", context);
+  QKV_CHECK(ids.size(1) <= context, who, ": sequence of ", ids.size(1), " tokens exceeds the context of ", context);
   return add(tok.forward(ids), pos.forward(Tensor::arange(static_cast<double>(ids.size(1)), DType::Int64)));
 }
 
@@ -28,7 +28,7 @@ Tensor tied_head(const Tensor& x, const Embedding& tok) { return matmul(x, tok.w
 
 GPT::GPT(const GPTConfig& config, Generator* gen) : config_(config) {
   check_sizes("GPT", config.vocab, config.context, config.width, config.heads);
-  check(config.layers >= 0, "GPT: layers must be >= 0, got ", config.layers);
+  QKV_CHECK(config.layers >= 0, "GPT: layers must be >= 0, got ", config.layers);
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
   blocks = register_module("blocks", std::make_shared<ModuleList<TransformerBlock>>());
@@ -47,7 +47,7 @@ Tensor GPT::forward(const Tensor& ids, std::vector<Tensor>* weights) const {
 
 Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config) {
   check_sizes("Seq2Seq", config.vocab, config.context, config.width, config.heads);
-  check(config.encoder_layers >= 0 && config.decoder_layers >= 0, "Seq2Seq: layer counts must be >= 0");
+  QKV_CHECK(config.encoder_layers >= 0 && config.decoder_layers >= 0, "Seq2Seq: layer counts must be >= 0");
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
   encoder = register_module("encoder", std::make_shared<ModuleList<TransformerBlock>>());
@@ -62,7 +62,7 @@ Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config) 
 
 Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_lengths) const {
   Tensor x = token_and_position("Seq2Seq encoder", *tok_emb, *pos_emb, config_.context, src);
-  check(static_cast<int64_t>(src_lengths.size()) == src.size(0), "Seq2Seq: ", src_lengths.size(),
+  QKV_CHECK(static_cast<int64_t>(src_lengths.size()) == src.size(0), "Seq2Seq: ", src_lengths.size(),
         " source lengths for a batch of ", src.size(0));
   MhaOptions padding;
   padding.key_padding_mask = key_padding_mask(src_lengths, src.size(1));

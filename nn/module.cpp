@@ -5,8 +5,8 @@
 namespace qkv::nn {
 
 Tensor Module::register_parameter(const std::string& name, Tensor value) {
-  check(name.find('.') == std::string::npos && !name.empty(), "register_parameter: bad name '", name, "'");
-  for (const auto& [existing, t] : parameters_) check(existing != name, "register_parameter: '", name, "' registered twice");
+  QKV_CHECK(name.find('.') == std::string::npos && !name.empty(), "register_parameter: bad name '", name, "'");
+  for (const auto& [existing, t] : parameters_) QKV_CHECK(existing != name, "register_parameter: '", name, "' registered twice");
   value.requires_grad_(true);
   parameters_.emplace_back(name, value);
   return value;
@@ -45,7 +45,7 @@ void Module::zero_grad() {
 }
 
 void Module::to(DType dtype) {
-  check(is_floating(dtype), "Module::to: parameters must be float32 or float64, not ", dtype_name(dtype));
+  QKV_CHECK(is_floating(dtype), "Module::to: parameters must be float32 or float64, not ", dtype_name(dtype));
   for (const Tensor& t : parameters())
     if (t.dtype() != dtype) t.assign_(t.to(dtype));
 }

@@ -15,14 +15,14 @@ QKV_DECLARE_OP(layer_norm);
 // Per row, with x̂ = (x - μ)·r, r = 1/√(σ² + eps), and d = g ⊙ w:
 //   dx = r · (d - mean(d) - x̂ · mean(d ⊙ x̂)),  dw = Σ_rows g ⊙ x̂,  db = Σ_rows g
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  check(x.dim() >= 1, "layer_norm: input must have at least one dim, got ", shape_str(x.shape()));
+  QKV_CHECK(x.dim() >= 1, "layer_norm: input must have at least one dim, got ", shape_str(x.shape()));
   int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(C, 1);
   for (const Tensor* p : {&weight, &bias})
     if (p->defined())
-      check(p->shape() == Shape{C} && p->dtype() == x.dtype(), "layer_norm: weight/bias ", shape_str(p->shape()), " ",
+      QKV_CHECK((p->shape() == Shape{C} && p->dtype() == x.dtype()), "layer_norm: weight/bias ", shape_str(p->shape()), " ",
             dtype_name(p->dtype()), " do not match input ", shape_str(x.shape()), " ", dtype_name(x.dtype()));
-  check(C > 0, "layer_norm: cannot normalise over a dim of size 0 (input ", shape_str(x.shape()), ")");
-  check(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
+  QKV_CHECK(C > 0, "layer_norm: cannot normalise over a dim of size 0 (input ", shape_str(x.shape()), ")");
+  QKV_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   auto stats = std::make_shared<std::vector<double>>(2 * rows);  // μ and r per row
   dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
@@ -95,7 +95,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : dim_(dim), eps_(eps) {
-  check(dim > 0, "LayerNorm: dim must be positive, got ", dim);
+  QKV_CHECK(dim > 0, "LayerNorm: dim must be positive, got ", dim);
   if (affine) {
     weight = register_parameter("weight", Tensor::ones({dim}));
     bias = register_parameter("bias", Tensor::zeros({dim}));
@@ -103,7 +103,7 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : dim_(dim), eps_(eps
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
-  check(x.dim() >= 1 && x.size(-1) == dim_, "LayerNorm(", dim_, "): input ", shape_str(x.shape()),
+  QKV_CHECK(x.dim() >= 1 && x.size(-1) == dim_, "LayerNorm(", dim_, "): input ", shape_str(x.shape()),
         " does not end in ", dim_);
   return layer_norm(x, weight, bias, eps_);
 }

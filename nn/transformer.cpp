@@ -25,7 +25,7 @@ TransformerBlock::TransformerBlock(const BlockConfig& config, Generator* gen) : 
 
 Tensor TransformerBlock::forward(const Tensor& x, const MhaOptions& self_options, const Tensor& memory,
                                  const MhaOptions& cross_options, std::vector<Tensor>* weights) const {
-  check(!config_.cross_attention || memory.defined(), "TransformerBlock: a cross-attention block needs memory");
+  QKV_CHECK(!config_.cross_attention || memory.defined(), "TransformerBlock: a cross-attention block needs memory");
   double p = is_training() ? config_.dropout : 0.0;
   auto branch = [&](const Tensor& t) { return dropout(t, p, true, gen_); };
   auto attend = [&](const MultiHeadAttention& mha, const Tensor& q, const Tensor* mem, MhaOptions options) {

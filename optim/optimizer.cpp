@@ -19,12 +19,12 @@ std::string num(double v) {
 Optimizer::Optimizer(NamedTensors params, double lr) : params_(std::move(params)), buffers_(params_.size()) {
   set_lr(lr);
   for (const auto& [name, p] : params_)
-    check(p.defined() && is_floating(p.dtype()) && p.requires_grad(), "optimizer: parameter '", name,
+    QKV_CHECK(p.defined() && is_floating(p.dtype()) && p.requires_grad(), "optimizer: parameter '", name,
           "' must be a float tensor that requires grad");
 }
 
 void Optimizer::set_lr(double lr) {
-  check(lr >= 0 && std::isfinite(lr), "optimizer: learning rate must be finite and >= 0, got ", lr);
+  QKV_CHECK(lr >= 0 && std::isfinite(lr), "optimizer: learning rate must be finite and >= 0, got ", lr);
   lr_ = lr;
 }
 
@@ -56,7 +56,7 @@ NamedTensors Optimizer::state() const {
 }
 
 void Optimizer::load_state(const NamedTensors& state, int64_t steps) {
-  check(steps >= 0, "optimizer: negative step count ", steps);
+  QKV_CHECK(steps >= 0, "optimizer: negative step count ", steps);
   std::vector<std::map<std::string, Tensor>> loaded(params_.size());
   for (const auto& [full, t] : state) {
     bool found = false;
@@ -64,14 +64,14 @@ void Optimizer::load_state(const NamedTensors& state, int64_t steps) {
       const std::string& p = params_[i].first;
       if (full.size() > p.size() + 1 && full.compare(0, p.size(), p) == 0 && full[p.size()] == '.' &&
           full.find('.', p.size() + 1) == std::string::npos) {
-        check(t.shape() == params_[i].second.shape() && t.dtype() == params_[i].second.dtype(), "optimizer state '",
+        QKV_CHECK(t.shape() == params_[i].second.shape() && t.dtype() == params_[i].second.dtype(), "optimizer state '",
               full, "' is ", shape_str(t.shape()), " ", dtype_name(t.dtype()), ", its parameter ",
               shape_str(params_[i].second.shape()), " ", dtype_name(params_[i].second.dtype()));
         loaded[i][full.substr(p.size() + 1)] = t.to(t.dtype());
         found = true;
       }
     }
-    check(found, "optimizer state '", full, "' belongs to no parameter");
+    QKV_CHECK(found, "optimizer state '", full, "' belongs to no parameter");
   }
   buffers_ = std::move(loaded);
   steps_ = steps;
@@ -80,9 +80,9 @@ void Optimizer::load_state(const NamedTensors& state, int64_t steps) {
 // ---- SGD ----
 
 SGD::SGD(NamedTensors params, const SGDOptions& options) : Optimizer(std::move(params), options.lr), o_(options) {
-  check(options.momentum >= 0 && options.weight_decay >= 0 && options.dampening >= 0,
+  QKV_CHECK(options.momentum >= 0 && options.weight_decay >= 0 && options.dampening >= 0,
         "SGD: momentum, dampening and weight_decay must be >= 0");
-  check(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+  QKV_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
         "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
 }
 
@@ -117,9 +117,9 @@ Adam::Adam(NamedTensors params, const AdamOptions& options) : Adam(std::move(par
 
 Adam::Adam(NamedTensors params, const AdamOptions& options, bool decoupled)
     : Optimizer(std::move(params), options.lr), o_(options), decoupled_(decoupled) {
-  check(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
+  QKV_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
         name(), ": betas must be in [0, 1), got ", options.beta1, ", ", options.beta2);
-  check(options.eps >= 0 && options.weight_decay >= 0, name(), ": eps and weight_decay must be >= 0");
+  QKV_CHECK(options.eps >= 0 && options.weight_decay >= 0, name(), ": eps and weight_decay must be >= 0");
   for (const auto& [n, p] : this->params()) decays_.push_back(!decoupled || !options.decays || options.decays(n, p));
 }
 
@@ -151,7 +151,7 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
 }
 
 double clip_grad_norm(const NamedTensors& params, double max_norm) {
-  check(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
+  QKV_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
   double total = 0;
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();

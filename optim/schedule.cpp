@@ -9,7 +9,7 @@ namespace qkv::optim {
 
 namespace {
 void check_rate(const char* who, double lr) {
-  check(std::isfinite(lr) && lr >= 0, who, ": learning rate must be finite and >= 0, got ", lr);
+  QKV_CHECK(std::isfinite(lr) && lr >= 0, who, ": learning rate must be finite and >= 0, got ", lr);
 }
 }  // namespace
 
@@ -18,7 +18,7 @@ std::string ConstantLR::describe() const { return cat("constant ", lr_); }
 
 StepLR::StepLR(double lr, int64_t step_size, double gamma) : lr_(lr), step_size_(step_size), gamma_(gamma) {
   check_rate("StepLR", lr);
-  check(step_size > 0 && gamma > 0, "StepLR: step_size must be > 0 and gamma > 0, got ", step_size, ", ", gamma);
+  QKV_CHECK(step_size > 0 && gamma > 0, "StepLR: step_size must be > 0 and gamma > 0, got ", step_size, ", ", gamma);
 }
 double StepLR::lr(int64_t step) const { return lr_ * std::pow(gamma_, static_cast<double>(step / step_size_)); }
 std::string StepLR::describe() const { return cat("step ", lr_, " x", gamma_, " every ", step_size_); }
@@ -27,7 +27,7 @@ CosineLR::CosineLR(double lr, int64_t warmup, int64_t total, double min_lr)
     : lr_(lr), warmup_(warmup), total_(total), min_lr_(min_lr) {
   check_rate("CosineLR", lr);
   check_rate("CosineLR", min_lr);
-  check(warmup >= 0 && total >= warmup, "CosineLR: need 0 <= warmup <= total, got warmup ", warmup, ", total ", total);
+  QKV_CHECK(warmup >= 0 && total >= warmup, "CosineLR: need 0 <= warmup <= total, got warmup ", warmup, ", total ", total);
 }
 
 double CosineLR::lr(int64_t step) const {

@@ -45,19 +45,19 @@ std::map<std::string, std::string> load_training_checkpoint(const std::string& p
                                                             Optimizer* optimizer, const NamedGenerators& generators) {
   nn::TensorFile file = nn::load_safetensors(path);
   auto& meta = file.metadata;
-  check(meta.count("qkv.format") && meta["qkv.format"] == "1", path, ": not a qkv checkpoint (no qkv.format 1 in its metadata)");
+  QKV_CHECK(meta.count("qkv.format") && meta["qkv.format"] == "1", path, ": not a qkv checkpoint (no qkv.format 1 in its metadata)");
 
   // Validate everything before changing anything.
   int64_t steps = 0;
   nn::NamedTensors state;
   if (optimizer) {
-    check(meta.count("qkv.optimizer"), path, ": holds no optimizer state to resume from");
-    check(meta["qkv.optimizer"] == optimizer->name(), path, ": trained with ", meta["qkv.optimizer"],
+    QKV_CHECK(meta.count("qkv.optimizer"), path, ": holds no optimizer state to resume from");
+    QKV_CHECK(meta["qkv.optimizer"] == optimizer->name(), path, ": trained with ", meta["qkv.optimizer"],
           ", cannot resume with ", optimizer->name());
     try {
       size_t used = 0;
       steps = std::stoll(meta["qkv.step"], &used);
-      check(used == meta["qkv.step"].size() && steps >= 0, "");
+      QKV_CHECK(used == meta["qkv.step"].size() && steps >= 0, "");
     } catch (const std::exception&) {
       throw Error(cat(path, ": bad qkv.step '", meta["qkv.step"], "'"));
     }
@@ -69,7 +69,7 @@ std::map<std::string, std::string> load_training_checkpoint(const std::string& p
   for (const auto& [name, gen] : generators) {
     Generator::State s;
     auto it = meta.find("qkv.generator." + name);
-    check(it != meta.end() && decode_state(it->second, s), path, ": missing or bad generator state '", name, "'");
+    QKV_CHECK(it != meta.end() && decode_state(it->second, s), path, ": missing or bad generator state '", name, "'");
     states.push_back(s);
   }
   nn::load_into(model, file, path, {kOptimizerPrefix});

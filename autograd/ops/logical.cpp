@@ -8,7 +8,7 @@ namespace qkv {
 namespace {
 
 void check_bool(const char* op, const Tensor& t) {
-  check(t.dtype() == DType::Bool, op, ": expects a bool tensor, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
+  QKV_CHECK(t.dtype() == DType::Bool, op, ": expects a bool tensor, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
 }
 
 template <class F>

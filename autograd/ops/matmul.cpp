@@ -33,12 +33,12 @@ void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* a, in
 constexpr int64_t kSmallProduct = 128 * 128 * 128;
 
 Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  check(a.dim() >= 2 && b.dim() >= 2, "matmul: operands need rank >= 2, got ", shape_str(a.shape()), " and ",
+  QKV_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands need rank >= 2, got ", shape_str(a.shape()), " and ",
         shape_str(b.shape()));
-  check(a.dtype() == b.dtype(), "matmul: dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  QKV_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   int64_t ar = a.size(-2), ac = a.size(-1), br = b.size(-2), bc = b.size(-1);
   int64_t n = ta ? ac : ar, k = ta ? ar : ac, kb = tb ? bc : br, m = tb ? br : bc;
-  check(k == kb, "matmul: ", shape_str(a.shape()), (ta ? "ᵀ" : ""), " @ ", shape_str(b.shape()), (tb ? "ᵀ" : ""),
+  QKV_CHECK(k == kb, "matmul: ", shape_str(a.shape()), (ta ? "ᵀ" : ""), " @ ", shape_str(b.shape()), (tb ? "ᵀ" : ""),
         ": inner sizes ", k, " and ", kb, " differ");
   Shape a_batch(a.shape().begin(), a.shape().end() - 2), b_batch(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes("matmul", a_batch, b_batch);

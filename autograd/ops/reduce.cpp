@@ -85,7 +85,7 @@ Tensor sum_block(const Tensor& x, int64_t first, int64_t last) {
 // Max over the block; remembers the arg-max (first on ties, NaN wins) for backward.
 Tensor max_block(const Tensor& x, int64_t first, int64_t last) {
   Block b = block_of(x.shape(), first, last);
-  check(b.reduced > 0, "max: cannot reduce over zero elements (shape ", shape_str(x.shape()), ")");
+  QKV_CHECK(b.reduced > 0, "max: cannot reduce over zero elements (shape ", shape_str(x.shape()), ")");
   Tensor out = Tensor::empty(b.out_shape, x.dtype());
   auto argmax = std::make_shared<std::vector<int64_t>>(b.outer * b.inner);
   dispatch_floating(x.dtype(), "max", [&](auto zero) {
@@ -163,14 +163,14 @@ Tensor max(const Tensor& x, const Dims& dims, bool keepdim) { return reduce_dims
 
 Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   int64_t count = reduced_count("mean", x, dims);
-  check(count > 0, "mean: reduces over zero elements (shape ", shape_str(x.shape()), ")");
+  QKV_CHECK(count > 0, "mean: reduces over zero elements (shape ", shape_str(x.shape()), ")");
   return mul(sum(x, dims, keepdim), 1.0 / static_cast<double>(count));
 }
 
 // Two passes (x - mean first) for accuracy; the gradient 2(x-mean)/(N-c) follows by composition.
 Tensor var(const Tensor& x, const Dims& dims, bool keepdim, int64_t correction) {
   int64_t count = reduced_count("var", x, dims);
-  check(count - correction > 0, "var: ", count, " elements with correction ", correction,
+  QKV_CHECK(count - correction > 0, "var: ", count, " elements with correction ", correction,
         " leave no degrees of freedom (shape ", shape_str(x.shape()), ")");
   Tensor centered = sub(x, mean(x, dims, true));
   return div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(count - correction));
@@ -178,7 +178,7 @@ Tensor var(const Tensor& x, const Dims& dims, bool keepdim, int64_t correction) 
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
-  check(shape.size() <= x.shape().size() && broadcast_shapes("sum_to", shape, x.shape()) == x.shape(), "sum_to: ",
+  QKV_CHECK(shape.size() <= x.shape().size() && broadcast_shapes("sum_to", shape, x.shape()) == x.shape(), "sum_to: ",
         shape_str(x.shape()), " is not a broadcast of ", shape_str(shape));
   int64_t lead = x.dim() - static_cast<int64_t>(shape.size());
   Dims dims;

@@ -72,7 +72,7 @@ void copy_rows(const Tensor& src, int64_t src_mid, int64_t src_start, const Tens
 }
 
 void check_index_tensor(const char* op, const Tensor& index) {
-  check(index.dtype() == DType::Int64, op, ": index must be int64, got ", dtype_name(index.dtype()), " ",
+  QKV_CHECK(index.dtype() == DType::Int64, op, ": index must be int64, got ", dtype_name(index.dtype()), " ",
         shape_str(index.shape()));
 }
 
@@ -85,19 +85,19 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   int64_t known = 1, infer = -1;
   for (size_t d = 0; d < target.size(); ++d) {
     if (target[d] == -1) {
-      check(infer < 0, "reshape: more than one -1 in ", shape_str(shape));
+      QKV_CHECK(infer < 0, "reshape: more than one -1 in ", shape_str(shape));
       infer = static_cast<int64_t>(d);
     } else {
-      check(target[d] >= 0 && !__builtin_mul_overflow(known, target[d], &known), "reshape: bad size in ",
+      QKV_CHECK(target[d] >= 0 && !__builtin_mul_overflow(known, target[d], &known), "reshape: bad size in ",
             shape_str(shape));
     }
   }
   if (infer >= 0) {
-    check(known > 0 && x.numel() % known == 0, "reshape: cannot view ", shape_str(x.shape()), " as ",
+    QKV_CHECK(known > 0 && x.numel() % known == 0, "reshape: cannot view ", shape_str(x.shape()), " as ",
           shape_str(shape));
     target[infer] = x.numel() / known;
   }
-  check(numel(target) == x.numel(), "reshape: cannot view ", shape_str(x.shape()), " (", x.numel(),
+  QKV_CHECK(numel(target) == x.numel(), "reshape: cannot view ", shape_str(x.shape()), " (", x.numel(),
         " elements) as ", shape_str(shape));
   Tensor out = alias_with_shape(x, target);
   if (needs_grad({x}))
@@ -124,12 +124,12 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
 
 Tensor permute(const Tensor& x, const Dims& perm) {
   int64_t rank = x.dim();
-  check(static_cast<int64_t>(perm.size()) == rank, "permute: ", perm.size(), " dims given for a tensor of shape ",
+  QKV_CHECK(static_cast<int64_t>(perm.size()) == rank, "permute: ", perm.size(), " dims given for a tensor of shape ",
         shape_str(x.shape()));
   Dims p(rank), inverse(rank, -1);
   for (int64_t i = 0; i < rank; ++i) {
     p[i] = normalize_dim("permute", perm[i], rank);
-    check(inverse[p[i]] < 0, "permute: dim ", perm[i], " repeated");
+    QKV_CHECK(inverse[p[i]] < 0, "permute: dim ", perm[i], " repeated");
     inverse[p[i]] = i;
   }
   Shape shape(rank);
@@ -159,7 +159,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   int64_t d = normalize_dim("narrow", dim, x.dim());
   int64_t size = x.shape()[d];
   if (start < 0 && start >= -size) start += size;  // torch.narrow counts a negative start from the end
-  check(start >= 0 && start <= size && length >= 0 && length <= size - start, "narrow: window of ", length,
+  QKV_CHECK(start >= 0 && start <= size && length >= 0 && length <= size - start, "narrow: window of ", length,
         " from ", start, " out of range for dim ", dim, " of ", shape_str(x.shape()));
   Split s = split_at(x.shape(), d);
   Shape shape = x.shape();
@@ -186,7 +186,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
 // ---- concat / stack: each input's gradient is its window of g ----
 
 Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
-  check(!tensors.empty(), "concat: no tensors given");
+  QKV_CHECK(!tensors.empty(), "concat: no tensors given");
   const Tensor& first = tensors[0];
   int64_t d = normalize_dim("concat", dim, first.dim());
   Shape shape = first.shape();
@@ -194,7 +194,7 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
   for (const Tensor& t : tensors) {
     bool same = t.dim() == first.dim() && t.dtype() == first.dtype();
     for (int64_t i = 0; same && i < first.dim(); ++i) same = i == d || t.shape()[i] == first.shape()[i];
-    check(same, "concat: along dim ", dim, " shapes ", shape_str(first.shape()), " ", dtype_name(first.dtype()),
+    QKV_CHECK(same, "concat: along dim ", dim, " shapes ", shape_str(first.shape()), " ", dtype_name(first.dtype()),
           " and ", shape_str(t.shape()), " ", dtype_name(t.dtype()), " do not fit");
     shape[d] += t.shape()[d];
   }
@@ -224,11 +224,11 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  check(!tensors.empty(), "stack: no tensors given");
+  QKV_CHECK(!tensors.empty(), "stack: no tensors given");
   int64_t d = normalize_dim("stack", dim, tensors[0].dim() + 1);
   std::vector<Tensor> expanded;
   for (const Tensor& t : tensors) {
-    check(t.shape() == tensors[0].shape(), "stack: shapes ", shape_str(tensors[0].shape()), " and ",
+    QKV_CHECK(t.shape() == tensors[0].shape(), "stack: shapes ", shape_str(tensors[0].shape()), " and ",
           shape_str(t.shape()), " differ");
     expanded.push_back(unsqueeze(t, d));
   }
@@ -238,14 +238,14 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 // ---- expand: d expand(x) = sum_to(g, x.shape) ----
 
 Tensor expand(const Tensor& x, const Shape& shape) {
-  check(shape.size() >= x.shape().size(), "expand: cannot expand ", shape_str(x.shape()), " to fewer dims ",
+  QKV_CHECK(shape.size() >= x.shape().size(), "expand: cannot expand ", shape_str(x.shape()), " to fewer dims ",
         shape_str(shape));
   size_t lead = shape.size() - x.shape().size();
   Shape target = shape;
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t own = d < lead ? 1 : x.shape()[d - lead];
     if (target[d] == -1 && d >= lead) target[d] = own;
-    check(target[d] >= 0 && (own == target[d] || own == 1), "expand: cannot expand ", shape_str(x.shape()), " to ",
+    QKV_CHECK(target[d] >= 0 && (own == target[d] || own == 1), "expand: cannot expand ", shape_str(x.shape()), " to ",
           shape_str(shape));
   }
   Tensor out = Tensor::empty(target, x.dtype());
@@ -259,13 +259,13 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index_tensor("index_select", index);
-  check(index.dim() <= 1, "index_select: index must be 1-D, got ", shape_str(index.shape()));
+  QKV_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got ", shape_str(index.shape()));
   int64_t d = normalize_dim("index_select", dim, x.dim());
   Split s = split_at(x.shape(), d);
   const int64_t* idx = index.data<int64_t>();
   int64_t n = index.numel();
   for (int64_t j = 0; j < n; ++j)
-    check(idx[j] >= 0 && idx[j] < s.mid, "index_select: index ", idx[j], " out of range for dim ", dim,
+    QKV_CHECK(idx[j] >= 0 && idx[j] < s.mid, "index_select: index ", idx[j], " out of range for dim ", dim,
           " of ", shape_str(x.shape()));
   Shape shape = x.shape();
   shape[d] = n;
@@ -324,10 +324,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   int64_t d = normalize_dim("gather", dim, x.dim());
   bool fits = index.dim() == x.dim();
   for (int64_t i = 0; fits && i < x.dim(); ++i) fits = i == d || index.shape()[i] <= x.shape()[i];
-  check(fits, "gather: index ", shape_str(index.shape()), " does not fit x ", shape_str(x.shape()), " along dim ", dim);
+  QKV_CHECK(fits, "gather: index ", shape_str(index.shape()), " does not fit x ", shape_str(x.shape()), " along dim ", dim);
   const int64_t* idx = index.data<int64_t>();
   for (int64_t i = 0; i < index.numel(); ++i)
-    check(idx[i] >= 0 && idx[i] < x.shape()[d], "gather: index ", idx[i], " out of range for dim ", dim, " of ",
+    QKV_CHECK(idx[i] >= 0 && idx[i] < x.shape()[d], "gather: index ", idx[i], " out of range for dim ", dim, " of ",
           shape_str(x.shape()));
   Tensor out = Tensor::empty(index.shape(), x.dtype());
   detail::dispatch_bytes(element_size(x.dtype()), [&](auto zero) {
@@ -354,7 +354,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 // ---- masked_fill / where: the gradient follows the branch that was taken ----
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  check(mask.dtype() == DType::Bool, "masked_fill: mask must be bool, got ", dtype_name(mask.dtype()), " ",
+  QKV_CHECK(mask.dtype() == DType::Bool, "masked_fill: mask must be bool, got ", dtype_name(mask.dtype()), " ",
         shape_str(mask.shape()));
   Shape shape = broadcast_shapes("masked_fill", x.shape(), mask.shape());
   Tensor out = Tensor::empty(shape, x.dtype());
@@ -379,8 +379,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
-  check(condition.dtype() == DType::Bool, "where: condition must be bool, got ", dtype_name(condition.dtype()));
-  check(a.dtype() == b.dtype(), "where: dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  QKV_CHECK(condition.dtype() == DType::Bool, "where: condition must be bool, got ", dtype_name(condition.dtype()));
+  QKV_CHECK(a.dtype() == b.dtype(), "where: dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   Shape shape = broadcast_shapes("where", broadcast_shapes("where", condition.shape(), a.shape()), b.shape());
   Tensor out = Tensor::empty(shape, a.dtype());
   dispatch_floating(a.dtype(), "where", [&](auto zero) {

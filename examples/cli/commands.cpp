@@ -30,7 +30,7 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
 }
 
 std::string required(const cxxopts::ParseResult& args, const char* name) {
-  check(args.count(name) && !args[name].as<std::string>().empty(), "--", name, " is required");
+  QKV_CHECK(args.count(name) && !args[name].as<std::string>().empty(), "--", name, " is required");
   return args[name].as<std::string>();
 }
 
@@ -91,7 +91,7 @@ int eval(int argc, char** argv) {
   set_num_threads(args["threads"].as<int>());
   std::string path = required(args, "checkpoint");
   int64_t count = args["examples"].as<int64_t>();
-  check(count > 0, "--examples must be positive, got ", count);
+  QKV_CHECK(count > 0, "--examples must be positive, got ", count);
   auto runner = load_runner(path);
   Generator gen(args["seed"].as<uint64_t>() ^ 0xe7a1ULL);
   if (runner->task()) {
@@ -119,9 +119,9 @@ int sample(int argc, char** argv) {
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
   double temperature = args["temperature"].as<double>();
   int64_t top_k = args["top-k"].as<int64_t>(), max_new = args["max-new"].as<int64_t>();
-  check(temperature >= 0, "--temperature must be >= 0");
-  check(top_k >= 0, "--top-k must be >= 0");
-  check(max_new >= 0 && max_new <= 100000, "--max-new must be in [0, 100000]");
+  QKV_CHECK(temperature >= 0, "--temperature must be >= 0");
+  QKV_CHECK(top_k >= 0, "--top-k must be >= 0");
+  QKV_CHECK(max_new >= 0 && max_new <= 100000, "--max-new must be in [0, 100000]");
   auto runner = load_runner(path);
   Generator gen(args["seed"].as<uint64_t>());
   if (runner->task()) {
@@ -147,7 +147,7 @@ int attention(int argc, char** argv) {
   std::vector<Tensor> weights = runner->attention(prompt, labels);
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
-  check(!ec, "cannot create --out folder '", out, "': ", ec.message());
+  QKV_CHECK(!ec, "cannot create --out folder '", out, "': ", ec.message());
   int64_t n = static_cast<int64_t>(labels.size()), heads = runner->spec().heads;
   std::string index = cat("<!doctype html><meta charset=\"utf-8\"><title>qkv attention</title>\n<h1>", escape_xml(prompt),
                           "</h1>\n<p>", escape_xml(path), ": ", weights.size(), " layers x ", heads,
@@ -240,8 +240,8 @@ int grads(int argc, char** argv) {
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), text = required(args, "text"), out = required(args, "out");
   auto runner = load_runner(path);
-  check(runner->text() != nullptr, path, " is a ", runner->spec().task, " checkpoint; grads needs a text checkpoint");
-  check(text.size() >= 2, "--text needs at least 2 bytes (one prediction)");
+  QKV_CHECK(runner->text() != nullptr, path, " is a ", runner->spec().task, " checkpoint; grads needs a text checkpoint");
+  QKV_CHECK(text.size() >= 2, "--text needs at least 2 bytes (one prediction)");
   int64_t T = std::min<int64_t>(static_cast<int64_t>(text.size()) - 1, runner->spec().context);
   std::vector<int64_t> x(T), y(T);
   for (int64_t t = 0; t < T; ++t) {
@@ -277,8 +277,8 @@ int bench(int argc, char** argv) {
   else if (config == "mini") c.context = 128, c.layers = 6, c.heads = 6, c.width = 384, B = 4;
   else throw Error(cat("unknown --config '", config, "' (tiny, small, mini)"));
   int64_t steps = args["steps"].as<int64_t>(), warmup = args["warmup"].as<int64_t>();
-  check(steps >= 10, "--steps must be at least 10, got ", steps);
-  check(warmup >= 0, "--warmup must be >= 0");
+  QKV_CHECK(steps >= 10, "--steps must be at least 10, got ", steps);
+  QKV_CHECK(warmup >= 0, "--warmup must be >= 0");
   manual_seed(1);
   nn::GPT gpt(c);
   optim::AdamOptions o;

@@ -39,7 +39,7 @@ std::map<std::string, std::string> ModelSpec::metadata() const {
 ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
   auto need = [&](const char* key) -> const std::string& {
     auto it = meta.find(key);
-    check(it != meta.end(), path, ": not a qkv model checkpoint (no ", key, " in its metadata)");
+    QKV_CHECK(it != meta.end(), path, ": not a qkv model checkpoint (no ", key, " in its metadata)");
     return it->second;
   };
   ModelSpec s;
@@ -67,16 +67,16 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
 }
 
 Runner::Runner(ModelSpec spec, Generator* init) : spec_(std::move(spec)) {
-  check(spec_.model == "gpt" || spec_.model == "seq2seq", "unknown --model '", spec_.model, "' (gpt, seq2seq)");
-  check(spec_.width > 0 && spec_.heads > 0 && spec_.layers > 0, "--dim, --heads and --layers must be positive, got ",
+  QKV_CHECK(spec_.model == "gpt" || spec_.model == "seq2seq", "unknown --model '", spec_.model, "' (gpt, seq2seq)");
+  QKV_CHECK(spec_.width > 0 && spec_.heads > 0 && spec_.layers > 0, "--dim, --heads and --layers must be positive, got ",
         spec_.width, ", ", spec_.heads, ", ", spec_.layers);
-  check(spec_.width % spec_.heads == 0, "--heads ", spec_.heads, " does not divide --dim ", spec_.width);
+  QKV_CHECK(spec_.width % spec_.heads == 0, "--heads ", spec_.heads, " does not divide --dim ", spec_.width);
   if (spec_.task == "text") {
-    check(spec_.model == "gpt", "the text task trains a GPT (--model gpt)");
+    QKV_CHECK(spec_.model == "gpt", "the text task trains a GPT (--model gpt)");
     text_ = std::make_unique<TextTask>(spec_.data);
     spec_.vocab = 256;
     if (spec_.context <= 0) spec_.context = 64;
-    check(static_cast<int64_t>(text_->held_out().size()) > spec_.context, "--data file '", spec_.data,
+    QKV_CHECK(static_cast<int64_t>(text_->held_out().size()) > spec_.context, "--data file '", spec_.data,
           "' is too short for a context of ", spec_.context, ": its held-out tenth has ", text_->held_out().size(), " bytes");
   } else {
     task_ = std::make_unique<SequenceTask>(spec_.task, spec_.max_len, spec_.digits);
@@ -85,7 +85,7 @@ Runner::Runner(ModelSpec spec, Generator* init) : spec_(std::move(spec)) {
     int64_t need = spec_.model == "gpt" ? task_->max_input() + task_->max_answer() + 1
                                         : std::max(task_->max_input(), task_->max_answer() + 1);
     if (spec_.context <= 0) spec_.context = need;
-    check(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task, " task: it needs ", need);
+    QKV_CHECK(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task, " task: it needs ", need);
   }
   if (spec_.model == "gpt") {
     nn::GPTConfig c;
@@ -254,7 +254,7 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
   module().eval();
   std::vector<int64_t> ids;
   for (char c : prompt) ids.push_back(static_cast<unsigned char>(c));
-  check(!ids.empty(), "empty prompt");
+  QKV_CHECK(!ids.empty(), "empty prompt");
   std::string out;
   for (int64_t i = 0; i < max_new; ++i) {
     int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - spec_.context);
@@ -271,7 +271,7 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
 std::vector<Tensor> Runner::attention(const std::string& prompt, std::vector<std::string>& labels) {
   NoGradGuard no_grad;
   module().eval();
-  check(gpt_ != nullptr, "attention maps are drawn for GPT checkpoints");
+  QKV_CHECK(gpt_ != nullptr, "attention maps are drawn for GPT checkpoints");
   std::vector<int64_t> ids;
   if (task_) {
     ids = task_->encode(prompt);
@@ -285,7 +285,7 @@ std::vector<Tensor> Runner::attention(const std::string& prompt, std::vector<std
       labels.push_back(std::string(1, c));
     }
   }
-  check(static_cast<int64_t>(ids.size()) <= spec_.context, "prompt of ", ids.size(), " tokens exceeds the context of ",
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= spec_.context, "prompt of ", ids.size(), " tokens exceeds the context of ",
         spec_.context);
   std::vector<Tensor> weights;
   gpt_->forward(Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), &weights);

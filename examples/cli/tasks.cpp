@@ -10,10 +10,10 @@ namespace qkv::cli {
 
 SequenceTask::SequenceTask(const std::string& name, int64_t max_len, int64_t digits)
     : name_(name), symbols_("0123456789+"), max_len_(max_len), digits_(digits) {
-  check(name == "copy" || name == "reverse" || name == "sort" || name == "add", "unknown task '", name,
+  QKV_CHECK(name == "copy" || name == "reverse" || name == "sort" || name == "add", "unknown task '", name,
         "' (copy, reverse, sort, add, text)");
-  check(max_len >= 1 && max_len <= 64, "--max-len must be in [1, 64], got ", max_len);
-  check(digits >= 1 && digits <= 9, "--digits must be in [1, 9], got ", digits);
+  QKV_CHECK(max_len >= 1 && max_len <= 64, "--max-len must be in [1, 64], got ", max_len);
+  QKV_CHECK(digits >= 1 && digits <= 9, "--digits must be in [1, 9], got ", digits);
 }
 
 int64_t SequenceTask::max_input() const { return name_ == "add" ? 2 * digits_ + 1 : max_len_; }
@@ -68,22 +68,22 @@ std::vector<int64_t> SequenceTask::encode(const std::string& text) const {
     if (c == ' ') continue;
     size_t at = symbols_.find(c);
     bool allowed = at != std::string::npos && (name_ == "add" || c != '+');
-    check(allowed, "prompt '", text, "' has '", std::string(1, c), "', which is not in the ", name_, " task's alphabet (",
+    QKV_CHECK(allowed, "prompt '", text, "' has '", std::string(1, c), "', which is not in the ", name_, " task's alphabet (",
           name_ == "add" ? "digits and +" : "digits", ")");
     out.push_back(3 + static_cast<int64_t>(at));
   }
-  check(!out.empty(), "empty prompt");
+  QKV_CHECK(!out.empty(), "empty prompt");
   if (name_ == "add") {
     size_t plus = std::count(out.begin(), out.end(), 3 + 10);
-    check(plus == 1 && out.front() != 13 && out.back() != 13, "an add prompt looks like 123+45, got '", text, "'");
+    QKV_CHECK(plus == 1 && out.front() != 13 && out.back() != 13, "an add prompt looks like 123+45, got '", text, "'");
     auto sign = std::find(out.begin(), out.end(), 13);
     int64_t left = sign - out.begin(), right = out.end() - sign - 1;
-    check(left <= digits_ && right <= digits_, "the model adds numbers of up to ", digits_, " digits, got '", text, "'");
+    QKV_CHECK(left <= digits_ && right <= digits_, "the model adds numbers of up to ", digits_, " digits, got '", text, "'");
     // Pad both operands with leading zeros, as in training.
     out.insert(sign + 1, digits_ - right, 3);
     out.insert(out.begin(), digits_ - left, 3);
   } else {
-    check(static_cast<int64_t>(out.size()) <= max_len_, "the model was trained on inputs of up to ", max_len_,
+    QKV_CHECK(static_cast<int64_t>(out.size()) <= max_len_, "the model was trained on inputs of up to ", max_len_,
           " symbols, got ", out.size());
   }
   return out;
@@ -111,11 +111,11 @@ std::string SequenceTask::answer_text(const std::vector<int64_t>& answer) const 
 
 TextTask::TextTask(const std::string& path) : path_(path) {
   std::ifstream in(path, std::ios::binary);
-  check(static_cast<bool>(in), "cannot read --data file '", path, "'");
+  QKV_CHECK(static_cast<bool>(in), "cannot read --data file '", path, "'");
   std::ostringstream all;
   all << in.rdbuf();
   std::string text = all.str();
-  check(text.size() >= 64, "--data file '", path, "' holds ", text.size(), " bytes; text training needs at least 64");
+  QKV_CHECK(text.size() >= 64, "--data file '", path, "' holds ", text.size(), " bytes; text training needs at least 64");
   size_t split = text.size() * 9 / 10;
   train_ = text.substr(0, split);
   held_out_ = text.substr(split);

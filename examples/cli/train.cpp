@@ -99,10 +99,10 @@ int train(int argc, char** argv) {
     return 0;
   }
   for (const char* positive : {"batch", "eval-every"})
-    check(args[positive].as<int64_t>() > 0, "--", positive, " must be positive, got ", args[positive].as<int64_t>());
+    QKV_CHECK(args[positive].as<int64_t>() > 0, "--", positive, " must be positive, got ", args[positive].as<int64_t>());
   for (const char* non_negative : {"steps", "warmup", "save-every"})
-    check(args[non_negative].as<int64_t>() >= 0, "--", non_negative, " must be >= 0, got ", args[non_negative].as<int64_t>());
-  check(args["threads"].as<int>() >= 0, "--threads must be >= 0");
+    QKV_CHECK(args[non_negative].as<int64_t>() >= 0, "--", non_negative, " must be >= 0, got ", args[non_negative].as<int64_t>());
+  QKV_CHECK(args["threads"].as<int>() >= 0, "--threads must be >= 0");
   set_num_threads(args["threads"].as<int>());
 
   ModelSpec spec;
@@ -120,8 +120,8 @@ int train(int argc, char** argv) {
     spec.width = args["dim"].as<int64_t>();
     spec.context = args["context"].as<int64_t>();
     spec.dropout = args["dropout"].as<double>();
-    check(spec.context >= 0, "--context must be >= 0");
-    check(spec.dropout >= 0 && spec.dropout < 1, "--dropout must be in [0, 1), got ", spec.dropout);
+    QKV_CHECK(spec.context >= 0, "--context must be >= 0");
+    QKV_CHECK(spec.dropout >= 0 && spec.dropout < 1, "--dropout must be in [0, 1), got ", spec.dropout);
   }
   uint64_t seed = args["seed"].as<uint64_t>();
   manual_seed(seed);
@@ -138,7 +138,7 @@ int train(int argc, char** argv) {
   if (kind == "sgd") {
     opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{lr, 0.9, 0, args["weight-decay"].as<double>(), true});
   } else {
-    check(kind == "adamw" || kind == "adam", "unknown --optimizer '", kind, "' (adamw, adam, sgd)");
+    QKV_CHECK(kind == "adamw" || kind == "adam", "unknown --optimizer '", kind, "' (adamw, adam, sgd)");
     optim::AdamOptions o;
     o.lr = lr, o.weight_decay = args["weight-decay"].as<double>();
     if (kind == "adamw") opt = std::make_unique<optim::AdamW>(params, o);
@@ -171,7 +171,7 @@ int train(int argc, char** argv) {
   bool csv = log_path.size() >= 4 && log_path.compare(log_path.size() - 4, 4, ".csv") == 0;
   if (!log_path.empty()) {
     log.open(log_path, std::ios::app);
-    check(static_cast<bool>(log), "cannot write --log file '", log_path, "'");
+    QKV_CHECK(static_cast<bool>(log), "cannot write --log file '", log_path, "'");
     if (csv && log.tellp() == 0) log << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss\n";
   }
 
