@@ -75,7 +75,7 @@ int train(int argc, char** argv) {
     ("context", "context length (default: what the task needs; 64 for text)", cxxopts::value<int64_t>()->default_value("0"))
     ("batch", "examples per step (default 64; 32 for text)", cxxopts::value<int64_t>()->default_value("64"))
     ("steps", "step budget, counting resumed steps (default 4000; 800 for text)", cxxopts::value<int64_t>()->default_value("4000"))
-    ("lr", "peak learning rate", cxxopts::value<double>()->default_value("0.003"))
+    ("lr", "peak learning rate (default 0.001; 0.003 for text)", cxxopts::value<double>()->default_value("0.001"))
     ("optimizer", "adamw | adam | sgd", cxxopts::value<std::string>()->default_value("adamw"))
     ("schedule", "constant | cosine", cxxopts::value<std::string>()->default_value("cosine"))
     ("warmup", "warm-up steps", cxxopts::value<int64_t>()->default_value("100"))
@@ -140,7 +140,9 @@ int train(int argc, char** argv) {
 
   // Optimizer and schedule.
   int64_t warmup = std::min(args["warmup"].as<int64_t>(), total);
-  double lr = args["lr"].as<double>();
+  // 3e-3 on add stalls at ~10% in some runs (a carry plateau); 1e-3 reached the
+  // target in every task and seed tried. Text keeps 3e-3 for its short schedule.
+  double lr = text && !args.count("lr") ? 0.003 : args["lr"].as<double>();
   std::string kind = args["optimizer"].as<std::string>(), schedule_kind = args["schedule"].as<std::string>();
   std::unique_ptr<optim::Optimizer> opt;
   auto params = runner.module().named_parameters();
