@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 #include "autograd/error.h"
 
@@ -214,6 +215,13 @@ std::string json_quote(std::string_view text) {
     }
   }
   return out + "\"";
+}
+
+std::string exact_number(double value) {
+  std::ostringstream out;
+  out.precision(17);
+  out << value;
+  return out.str();
 }
 
 std::string json_object(const std::map<std::string, std::string>& fields) {

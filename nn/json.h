@@ -33,6 +33,9 @@ Json parse_json(std::string_view text);
 /// `text` as a JSON string literal, quotes included.
 std::string json_quote(std::string_view text);
 
+/// A double as text that reads back to the same value (17 significant digits).
+std::string exact_number(double value);
+
 /// A flat object of strings, e.g. {"width": "128"}.
 std::string json_object(const std::map<std::string, std::string>& fields);
 /// The inverse of json_object(): every value must be a string.

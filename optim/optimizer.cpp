@@ -4,17 +4,9 @@
 #include <sstream>
 
 #include "autograd/error.h"
+#include "nn/json.h"
 
 namespace qkv::optim {
-
-namespace {
-std::string num(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  return out.str();
-}
-}  // namespace
 
 Optimizer::Optimizer(NamedTensors params, double lr) : params_(std::move(params)), buffers_(params_.size()) {
   set_lr(lr);
@@ -87,8 +79,8 @@ SGD::SGD(NamedTensors params, const SGDOptions& options) : Optimizer(std::move(p
 }
 
 std::map<std::string, std::string> SGD::hyperparameters() const {
-  return {{"lr", num(lr())}, {"momentum", num(o_.momentum)}, {"dampening", num(o_.dampening)},
-          {"weight_decay", num(o_.weight_decay)}, {"nesterov", o_.nesterov ? "true" : "false"}};
+  return {{"lr", nn::exact_number(lr())}, {"momentum", nn::exact_number(o_.momentum)}, {"dampening", nn::exact_number(o_.dampening)},
+          {"weight_decay", nn::exact_number(o_.weight_decay)}, {"nesterov", o_.nesterov ? "true" : "false"}};
 }
 
 void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
@@ -124,8 +116,8 @@ Adam::Adam(NamedTensors params, const AdamOptions& options, bool decoupled)
 }
 
 std::map<std::string, std::string> Adam::hyperparameters() const {
-  return {{"lr", num(lr())}, {"beta1", num(o_.beta1)}, {"beta2", num(o_.beta2)}, {"eps", num(o_.eps)},
-          {"weight_decay", num(o_.weight_decay)}};
+  return {{"lr", nn::exact_number(lr())}, {"beta1", nn::exact_number(o_.beta1)}, {"beta2", nn::exact_number(o_.beta2)}, {"eps", nn::exact_number(o_.eps)},
+          {"weight_decay", nn::exact_number(o_.weight_decay)}};
 }
 
 void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {

@@ -18,18 +18,12 @@ std::vector<double> row(const Tensor& logits, int64_t b, int64_t t) {
   return out;
 }
 
-std::string num(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  return out.str();
-}
 }  // namespace
 
 std::map<std::string, std::string> ModelSpec::metadata() const {
   std::map<std::string, std::string> config{{"vocab", std::to_string(vocab)},   {"context", std::to_string(context)},
                                             {"width", std::to_string(width)},   {"heads", std::to_string(heads)},
-                                            {"layers", std::to_string(layers)}, {"dropout", num(dropout)},
+                                            {"layers", std::to_string(layers)}, {"dropout", nn::exact_number(dropout)},
                                             {"post_ln", post_ln ? "1" : "0"}};
   std::map<std::string, std::string> task_fields{{"name", task}, {"max_len", std::to_string(max_len)},
                                                  {"digits", std::to_string(digits)}, {"data", data}};
