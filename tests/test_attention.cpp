@@ -86,7 +86,7 @@ TEST_CASE("attention with each of the four scoring functions passes gradcheck", 
   }
 }
 
-TEST_CASE("attention weights are a distribution; masked keys get exactly 0", "[attention][masks]") {
+TEST_CASE("attention weights are a distribution and masked keys get exactly 0", "[attention][masks]") {
   Tensor q = Tensor::randn({2, 4, 8}, DType::Float64), k = Tensor::randn({2, 6, 8}, DType::Float64),
          v = Tensor::randn({2, 6, 3}, DType::Float64);
   Tensor mask = key_padding_mask({6, 3}, 6);  // batch 1 has 3 real keys
@@ -141,7 +141,7 @@ TEST_CASE("every combination of masks blocks what either blocks", "[attention][m
   CHECK_THROWS_WITH(merge_masks(causal, Tensor::ones({3, 3}, DType::Int64)), Contains("merge_masks"));
 }
 
-TEST_CASE("dropout acts on the weights; the returned weights are the probabilities before it", "[attention][dropout]") {
+TEST_CASE("dropout acts on the weights and the returned weights are the probabilities before it", "[attention][dropout]") {
   Tensor q = Tensor::randn({1, 4, 8}, DType::Float64), k = Tensor::randn({1, 6, 8}, DType::Float64),
          v = Tensor::randn({1, 6, 5}, DType::Float64);
   Generator gen(5);
