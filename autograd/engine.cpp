@@ -29,19 +29,18 @@ std::vector<std::string> declared_ops() {
   return {op_declarations().begin(), op_declarations().end()};
 }
 
-bool needs_grad(const std::vector<Tensor>& inputs) {
+namespace {
+template <class Range>
+bool any_needs_grad(const Range& inputs) {
   if (!grad_mode) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
 }
+}  // namespace
 
-bool needs_grad(std::initializer_list<Tensor> inputs) {
-  if (!grad_mode) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
-}
+bool needs_grad(const std::vector<Tensor>& inputs) { return any_needs_grad(inputs); }
+bool needs_grad(std::initializer_list<Tensor> inputs) { return any_needs_grad(inputs); }
 
 Node::~Node() {
   std::vector<std::shared_ptr<Node>> pending;

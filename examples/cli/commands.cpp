@@ -188,7 +188,6 @@ int gradcheck(int argc, char** argv) {
   std::unique_ptr<nn::MultiHeadAttention> mha;
   Tensor x;
   std::function<Tensor()> loss;
-  std::vector<Example> batch;
   nn::MhaOptions mha_options;
   if (!path.empty() || kind != "mha") {
     if (!path.empty()) {
@@ -201,16 +200,7 @@ int gradcheck(int argc, char** argv) {
     }
     runner->module().to(DType::Float64);
     runner->module().train();  // dropout on; gradcheck replays its masks
-    if (runner->task()) {
-      for (int i = 0; i < 3; ++i) batch.push_back(runner->task()->sample(gen));
-      loss = [&] { return runner->loss(batch); };
-    } else {
-      Generator::State start = gen.state();
-      loss = [&] {
-        gen.set_state(start);
-        return runner->text_loss("train", 2, gen);
-      };
-    }
+    loss = runner->fixed_batch_loss(runner->task() ? 3 : 2, gen);
   } else {
     mha = std::make_unique<nn::MultiHeadAttention>(8, 2, 0.1);
     mha->to(DType::Float64);

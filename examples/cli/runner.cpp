@@ -152,6 +152,18 @@ Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen
   return nn::cross_entropy(gpt_->forward(Tensor::from_vector(x, {batch, T})), Tensor::from_vector(y, {batch, T}));
 }
 
+std::function<Tensor()> Runner::fixed_batch_loss(int64_t size, Generator gen) {
+  if (task_) {
+    std::vector<Example> batch;
+    for (int64_t i = 0; i < size; ++i) batch.push_back(task_->sample(gen));
+    return [this, batch] { return loss(batch); };
+  }
+  return [this, size, gen] {
+    Generator replay = gen;  // the same windows every time
+    return text_loss("train", size, replay);
+  };
+}
+
 int64_t Runner::pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const {
   int64_t V = static_cast<int64_t>(logits.size());
   if (temperature <= 0 || !gen) return std::max_element(logits.begin(), logits.end()) - logits.begin();
@@ -183,8 +195,7 @@ std::vector<std::vector<int64_t>> Runner::answer(const std::vector<std::vector<i
     std::vector<bool> done(B, false);
     Tensor memory;
     std::vector<int64_t> lengths(B, L);
-    std::vector<int64_t> prefix;  // gpt: input SEP answer...; seq2seq: SEP answer...
-    std::vector<std::vector<int64_t>> seqs(B);
+    std::vector<std::vector<int64_t>> seqs(B);  // gpt: input SEP answer...; seq2seq: SEP answer...
     for (int64_t b = 0; b < B; ++b) {
       seqs[b] = gpt_ ? inputs[rows[b]] : std::vector<int64_t>{};
       seqs[b].push_back(kSep);

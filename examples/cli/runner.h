@@ -2,6 +2,7 @@
 // its checkpoint form, batches for the tasks, decoding and evaluation.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,9 @@ class Runner {
   Tensor loss(const std::vector<Example>& batch);
   /// Mean next-byte cross-entropy over random windows of the text's split.
   Tensor text_loss(const std::string& split, int64_t batch, Generator& gen);
+  /// The loss on one batch of `size` drawn from a copy of `gen`, the same batch
+  /// at every call: what a gradient check evaluates over and over.
+  std::function<Tensor()> fixed_batch_loss(int64_t size, Generator gen);
   /// Logits of a GPT for byte sequences [B, T].
   Tensor forward_gpt(const Tensor& ids, std::vector<Tensor>* weights = nullptr) const;
 

@@ -36,22 +36,10 @@ bool check_gradients(Runner& runner, Generator& data, const char* when) {
   auto source = runner.module().named_parameters();
   for (size_t i = 0; i < target.size(); ++i) target[i].second.assign_(source[i].second.to(DType::Float64));
   copy.module().train();
-  Generator batch_gen = data;  // the same kind of batch the model trains on, without advancing the stream
   GradcheckOptions options;
   options.max_entries = 8;
-  std::function<Tensor()> loss;
-  std::vector<Example> batch;
-  if (copy.task()) {
-    for (int i = 0; i < 2; ++i) batch.push_back(copy.task()->sample(batch_gen));
-    loss = [&] { return copy.loss(batch); };
-  } else {
-    Generator::State start = batch_gen.state();
-    loss = [&] {
-      batch_gen.set_state(start);
-      return copy.text_loss("train", 2, batch_gen);
-    };
-  }
-  GradcheckResult r = gradcheck_leaves(loss, target, options);
+  // The kind of batch the model trains on; `data` is copied, so its stream does not advance.
+  GradcheckResult r = gradcheck_leaves(copy.fixed_batch_loss(2, data), target, options);
   int bad = 0;
   for (const auto& in : r.inputs) bad += !in.ok;
   std::printf("gradient check %s: %zu parameters (8 entries each), float64, worst rel error %.2e, %s\n", when,
