@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "autograd/ops/elementwise.h"
+#include "autograd/parallel.h"
 
 namespace qkv {
 
@@ -136,7 +137,9 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
           using T = decltype(zero);
           T* acc = grad.data<T>();
           const T* add = g.data<T>();
-          for (int64_t i = 0; i < grad.numel(); ++i) acc[i] += add[i];
+          parallel_for(grad.numel(), 1, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) acc[i] += add[i];
+          });
         });
       }
       continue;

@@ -4,8 +4,10 @@
 #include "autograd/gradcheck_registry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
+#include "autograd/ops/attention.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/matmul.h"
 #include "autograd/ops/reduce.h"
@@ -183,6 +185,46 @@ std::vector<GradcheckCase> builtin_cases() {
     add_case("matmul", m.label, pair(normal, m.a, normal, m.b),
              [ta = m.ta, tb = m.tb](const Inputs& x) { return matmul(x[0], x[1], ta, tb); });
   }
+
+  // ---- linear: x·Wᵀ + b ----
+  auto linear_case = [&](const char* label, Shape xs, int64_t out, bool bias) {
+    add_case("linear", label,
+             [=](Generator& g) {
+               Inputs in{normal(g, xs), normal(g, {out, xs.back()})};
+               if (bias) in.push_back(normal(g, {out}));
+               return in;
+             },
+             [](const Inputs& x) { return linear(x[0], x[1], x.size() > 2 ? x[2] : Tensor()); });
+  };
+  linear_case("[3, 4] -> 5 with bias", {3, 4}, 5, true);
+  linear_case("[2, 3, 4] -> 2 with bias (rows folded)", {2, 3, 4}, 2, true);
+  linear_case("[4] -> 3 without bias", {4}, 3, false);
+
+  // ---- fused attention: q [B, n_q, H, d], k [B, n_k, H, d], v [B, n_k, H, d_v] ----
+  auto attention_case = [&](const char* label, Shape qs, Shape ks, int64_t dv, std::function<AttentionMasks()> masks) {
+    Shape vs = ks;
+    vs.back() = dv;
+    add_case("fused_attention", label, [=](Generator& g) { return Inputs{normal(g, qs), normal(g, ks), normal(g, vs)}; },
+             [masks, d = qs.back()](const Inputs& x) {
+               return fused_attention(x[0], x[1], x[2], masks(), 1.0 / std::sqrt(static_cast<double>(d)));
+             });
+  };
+  attention_case("causal self, B=2 n=5 H=2", {2, 5, 2, 3}, {2, 5, 2, 3}, 3, [] { return AttentionMasks{{}, {}, true}; });
+  attention_case("cross n_q=4 n_k=6 d_v=2, key padding, one sequence fully padded", {2, 4, 2, 3}, {2, 6, 2, 3}, 2, [] {
+    return AttentionMasks{{}, bools({true, true, true, false, false, false, false, false, false, false, false, false}, {2, 6}), false};
+  });
+  attention_case("bool [n_q, n_k] mask with a fully masked row, plus causal", {1, 3, 2, 2}, {1, 4, 2, 2}, 2, [] {
+    return AttentionMasks{bools({true, false, true, true, false, false, false, false, true, true, false, true}, {3, 4}), {}, true};
+  });
+  attention_case("float mask [B, 1, n_q, n_k] with -inf entries", {2, 3, 1, 2}, {2, 3, 1, 2}, 2, [] {
+    double inf = std::numeric_limits<double>::infinity();
+    return AttentionMasks{Tensor::from_vector(std::vector<double>{0.5, -inf, 0, 0, -1, 2, -inf, -inf, -inf, 1, 0, 0, 0.25,
+                                                                  0, -inf, 0, 0, 0},
+                                              {2, 1, 3, 3}),
+                          {}, false};
+  });
+  attention_case("causal n=130: several query and key blocks, blocks above the diagonal skipped", {1, 130, 1, 2},
+                 {1, 130, 1, 2}, 2, [] { return AttentionMasks{{}, {}, true}; });
 
   // ---- softmax ----
   add_case("softmax", "last dim", one(normal, {3, 5}), [](const Inputs& x) { return softmax(x[0], -1); });

@@ -141,7 +141,7 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   QKV_CHECK(std::isfinite(count) && count < 1e15, "arange: [", start, ", ", end, ") with step ", step,
         " does not give a finite count");
   Tensor t = empty({count > 0 ? static_cast<int64_t>(count) : 0}, dtype);
-  for (int64_t i = 0; i < t.numel(); ++i) write_element(t.raw_data(), dtype, i, start + i * step);
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) write_element(t.raw_data(), dtype, i, start + i * step);
   return t;
 }
 
@@ -166,7 +166,7 @@ Tensor Tensor::randn(const Shape& shape, DType dtype, Generator* gen) {
   dispatch_floating(dtype, "randn", [&](auto zero) {
     using T = decltype(zero);
     T* out = t.data<T>();
-    for (int64_t i = 0; i < t.numel(); ++i) out[i] = static_cast<T>(g.normal());
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) out[i] = static_cast<T>(g.normal());
   });
   return t;
 }
@@ -178,7 +178,7 @@ Tensor Tensor::uniform(const Shape& shape, double low, double high, DType dtype,
   dispatch_floating(dtype, "uniform", [&](auto zero) {
     using T = decltype(zero);
     T* out = t.data<T>();
-    for (int64_t i = 0; i < t.numel(); ++i) out[i] = static_cast<T>(low + (high - low) * g.uniform());
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) out[i] = static_cast<T>(low + (high - low) * g.uniform());
   });
   return t;
 }
@@ -188,7 +188,7 @@ Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, Generator*
   Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, DType::Int64);
   int64_t* out = t.data<int64_t>();
-  for (int64_t i = 0; i < t.numel(); ++i)
+  for (int64_t i = 0, n = t.numel(); i < n; ++i)
     out[i] = low + static_cast<int64_t>(g.below(static_cast<uint64_t>(high - low)));
   return t;
 }
@@ -245,7 +245,7 @@ void Tensor::set(const std::vector<int64_t>& index, double value) const {
 
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> out(numel());
-  for (int64_t i = 0; i < numel(); ++i) out[i] = read_element(raw_data(), dtype(), i);
+  for (int64_t i = 0, n = numel(); i < n; ++i) out[i] = read_element(raw_data(), dtype(), i);
   return out;
 }
 
@@ -254,7 +254,7 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) {
     std::memcpy(out.raw_data(), raw_data(), numel() * element_size(target));
   } else {
-    for (int64_t i = 0; i < numel(); ++i) write_element(out.raw_data(), target, i, read_element(raw_data(), dtype(), i));
+    for (int64_t i = 0, n = numel(); i < n; ++i) write_element(out.raw_data(), target, i, read_element(raw_data(), dtype(), i));
   }
   return out;
 }

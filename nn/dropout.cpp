@@ -19,7 +19,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
     using T = decltype(zero);
     T* pm = mask.data<T>();
     const T scale = static_cast<T>(1.0 / (1.0 - p));
-    for (int64_t i = 0; i < mask.numel(); ++i) pm[i] = g.uniform() >= p ? scale : T(0);
+    for (int64_t i = 0, n = mask.numel(); i < n; ++i) pm[i] = g.uniform() >= p ? scale : T(0);
   });
   return mul(x, mask);
 }

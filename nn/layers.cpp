@@ -30,10 +30,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Init i
 Tensor Linear::forward(const Tensor& x) const {
   QKV_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input ", shape_str(x.shape()),
         " does not end in ", in_, " features");
-  Tensor x2 = x.dim() == 1 ? unsqueeze(x, 0) : x;
-  Tensor y = matmul(x2, weight, false, true);  // x·Wᵀ, no transpose copy
-  if (bias.defined()) y = add(y, bias);
-  return x.dim() == 1 ? squeeze(y, 0) : y;
+  return qkv::linear(x, weight, bias);  // x·Wᵀ + b in one op: no transpose copy, no separate bias pass
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen, double std)
@@ -46,7 +43,7 @@ Tensor Embedding::forward(const Tensor& ids) const {
   QKV_CHECK(ids.dtype() == DType::Int64, "Embedding(", num_, ", ", dim_, "): ids must be int64, got ",
         dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   const int64_t* p = ids.data<int64_t>();
-  for (int64_t i = 0; i < ids.numel(); ++i)
+  for (int64_t i = 0, n = ids.numel(); i < n; ++i)
     QKV_CHECK(p[i] >= 0 && p[i] < num_, "Embedding(", num_, ", ", dim_, "): id ", p[i], " out of range [0, ", num_, ")");
   Shape shape = ids.shape();
   shape.push_back(dim_);

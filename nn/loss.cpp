@@ -2,11 +2,13 @@
 #include "nn/loss.h"
 
 #include <cmath>
+#include <type_traits>
 #include <memory>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "autograd/parallel.h"
+#include "autograd/simd.h"
 
 namespace qkv::nn {
 
@@ -34,9 +36,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     const T* px = logits.data<T>();
     std::vector<double> row_loss(rows, 0.0);
     parallel_for(rows, 4 * C, [&](int64_t begin, int64_t end) {
+      std::vector<float> scratch(std::is_same_v<T, float> ? C : 0);
       for (int64_t r = begin; r < end; ++r) {
         if (t[r] == ignore_index) continue;
         const T* x = px + r * C;
+        if constexpr (std::is_same_v<T, float>) {
+          float top = simd::max(x, C);
+          (*lse)[r] = top + std::log(simd::exp_shifted_sum(x, top, scratch.data(), C));
+          row_loss[r] = (*lse)[r] - x[t[r]];
+          continue;
+        }
         double top = x[0], sum = 0;
         for (int64_t c = 1; c < C; ++c) top = std::max<double>(top, x[c]);
         for (int64_t c = 0; c < C; ++c) sum += std::exp(x[c] - top);
@@ -61,7 +70,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                parallel_for(rows, 2 * C, [&](int64_t begin, int64_t end) {
                  for (int64_t r = begin; r < end; ++r) {
                    if (t[r] == ignore_index) continue;
-                   for (int64_t c = 0; c < C; ++c) pgx[r * C + c] = static_cast<T>(s * std::exp(px[r * C + c] - (*lse)[r]));
+                   if constexpr (std::is_same_v<T, float>)
+                     simd::exp_shifted_scaled(px + r * C, static_cast<float>((*lse)[r]), static_cast<float>(s), pgx + r * C, C);
+                   else
+                     for (int64_t c = 0; c < C; ++c) pgx[r * C + c] = static_cast<T>(s * std::exp(px[r * C + c] - (*lse)[r]));
                    pgx[r * C + t[r]] -= static_cast<T>(s);
                  }
                });

@@ -1,8 +1,18 @@
 #include "nn/multihead_attention.h"
 
+#include <cmath>
+
+#include "autograd/ops/attention.h"
 #include "autograd/ops/shape.h"
 
 namespace qkv::nn {
+
+namespace {
+bool fused_enabled = true;
+}  // namespace
+
+void use_fused_attention(bool on) { fused_enabled = on; }
+bool fused_attention_enabled() { return fused_enabled; }
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, double dropout, bool bias, Generator* gen)
     : d_model_(d_model), heads_(num_heads), dropout_(dropout), gen_(gen) {
@@ -26,32 +36,36 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
         shape_str(memory.shape()), " must be [", x.size(0), ", n_k, ", d_model_, "]");
   int64_t B = x.size(0), nq = x.size(1), nk = memory.size(1), hd = d_model_ / heads_;
 
-  // Every mask becomes broadcastable to the scores [B, heads, n_q, n_k].
-  Tensor mask;
-  if (options.attn_mask.defined()) {
-    const Tensor& m = options.attn_mask;
-    QKV_CHECK(m.dim() >= 2 && m.dim() <= 4 && m.size(-1) == nk && m.size(-2) == nq, where(), "attn_mask ",
-          shape_str(m.shape()), " does not fit ", nq, " queries and ", nk, " keys");
-    mask = m.dim() == 3 ? unsqueeze(m, 1) : m;
-  }
-  if (options.key_padding_mask.defined()) {
-    const Tensor& m = options.key_padding_mask;
-    QKV_CHECK((m.shape() == Shape{B, nk}), where(), "key_padding_mask ", shape_str(m.shape()), " must be [", B, ", ", nk, "]");
-    mask = merge_masks(mask, reshape(m, {B, 1, 1, nk}));
-  }
-  if (options.causal) mask = merge_masks(mask, causal_mask(nq, nk));
-
-  // [B, n, d_model] -> [B, heads, n, head_dim]
-  auto heads = [&](const Tensor& t, int64_t n) { return permute(reshape(t, {B, n, heads_, hd}), {0, 2, 1, 3}); };
-  Tensor q = heads(q_proj->forward(x), nq), k = heads(k_proj->forward(memory), nk), v = heads(v_proj->forward(memory), nk);
-  AttentionResult r;
+  const Tensor& attn_mask = options.attn_mask;
+  if (attn_mask.defined())
+    QKV_CHECK(attn_mask.dim() >= 2 && attn_mask.dim() <= 4 && attn_mask.size(-1) == nk && attn_mask.size(-2) == nq,
+              where(), "attn_mask ", shape_str(attn_mask.shape()), " does not fit ", nq, " queries and ", nk, " keys");
+  if (options.key_padding_mask.defined())
+    QKV_CHECK((options.key_padding_mask.shape() == Shape{B, nk}), where(), "key_padding_mask ",
+              shape_str(options.key_padding_mask.shape()), " must be [", B, ", ", nk, "]");
+  // [B, n, d_model] is already [B, n, heads, head_dim] in memory: a reshape, no copy.
+  Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k = reshape(k_proj->forward(memory), {B, nk, heads_, hd}),
+         v = reshape(v_proj->forward(memory), {B, nk, heads_, hd});
+  double p = is_training() ? dropout_ : 0.0;
+  Tensor mask3 = attn_mask.defined() && attn_mask.dim() == 3 ? unsqueeze(attn_mask, 1) : attn_mask;  // [B, 1, n_q, n_k]
   try {
-    r = scaled_dot_product_attention(q, k, v, mask, is_training() ? dropout_ : 0.0, gen_);
+    if (fused_enabled && p == 0 && !options.need_weights && !(attn_mask.defined() && attn_mask.requires_grad())) {
+      AttentionMasks masks{mask3, options.key_padding_mask, options.causal};
+      Tensor o = fused_attention(q, k, v, masks, 1.0 / std::sqrt(static_cast<double>(hd)));
+      return {out_proj->forward(reshape(o, {B, nq, d_model_})), Tensor()};
+    }
+    // The composed path: weights to return, dropout on them. Every mask becomes
+    // broadcastable to the scores [B, heads, n_q, n_k].
+    Tensor mask = mask3;
+    if (options.key_padding_mask.defined()) mask = merge_masks(mask, reshape(options.key_padding_mask, {B, 1, 1, nk}));
+    if (options.causal) mask = merge_masks(mask, causal_mask(nq, nk));
+    auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };  // -> [B, heads, n, head_dim]
+    AttentionResult r = scaled_dot_product_attention(heads(q), heads(k), heads(v), mask, p, gen_);
+    Tensor merged = reshape(permute(r.output, {0, 2, 1, 3}), {B, nq, d_model_});
+    return {out_proj->forward(merged), options.need_weights ? r.weights : Tensor()};
   } catch (const Error& e) {
     throw Error(where() + e.what());
   }
-  Tensor merged = reshape(permute(r.output, {0, 2, 1, 3}), {B, nq, d_model_});
-  return {out_proj->forward(merged), options.need_weights ? r.weights : Tensor()};
 }
 
 }  // namespace qkv::nn

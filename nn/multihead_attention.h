@@ -17,6 +17,13 @@ struct MhaOptions {
   bool need_weights = false;
 };
 
+/// Whether MultiHeadAttention may use the fused kernel (autograd/ops/attention.h);
+/// on by default. It does so unless it must return the weights, apply
+/// dropout to them, or pass a gradient to a float mask; the composed path
+/// (nn/attention.h) computes the same numbers. Switch off to compare the two.
+void use_fused_attention(bool on);
+bool fused_attention_enabled();
+
 class MultiHeadAttention : public Module {
  public:
   /// d_model must divide by num_heads; dropout applies to the attention

@@ -1,12 +1,15 @@
 // Layer norm: fused forward and hand-written backward side by side.
 #include "nn/normalization.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <memory>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "autograd/parallel.h"
+#include "autograd/simd.h"
 
 namespace qkv::nn {
 
@@ -33,6 +36,14 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     T* py = y.data<T>();
     parallel_for(rows, 4 * C, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
+        if constexpr (std::is_same_v<T, float>) {  // vector kernels, same two-pass moments
+          double mu, rstd;
+          simd::row_moments(px + r * C, C, eps, mu, rstd);
+          (*stats)[2 * r] = mu;
+          (*stats)[2 * r + 1] = rstd;
+          simd::layer_norm_row(px + r * C, static_cast<float>(mu), static_cast<float>(rstd), pw, pb, py + r * C, C);
+          continue;
+        }
         const T* row = px + r * C;
         double mu = 0, var = 0;
         for (int64_t c = 0; c < C; ++c) mu += row[c];
@@ -63,6 +74,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                T* pgx = gx.data<T>();
                parallel_for(rows, 6 * C, [&](int64_t begin, int64_t end) {
                  for (int64_t r = begin; r < end; ++r) {
+                   if constexpr (std::is_same_v<T, float>) {
+                     simd::layer_norm_backward_row(px + r * C, pg + r * C, pw, static_cast<float>((*stats)[2 * r]),
+                                                   static_cast<float>((*stats)[2 * r + 1]), pgx + r * C, C);
+                     continue;
+                   }
                    double mu = (*stats)[2 * r], rstd = (*stats)[2 * r + 1], mean_d = 0, mean_dx = 0;
                    for (int64_t c = 0; c < C; ++c) {
                      double d = pg[r * C + c] * (pw ? pw[c] : T(1));
@@ -78,16 +94,28 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                    }
                  }
                });
-               // Column sums row by row: serial, so the result is the same for any thread count.
+               // Column sums: threads split the columns and each walks every row
+               // in order, so the result is the same for any thread count.
                T* pgw = gw.defined() ? gw.data<T>() : nullptr;
                T* pgb = gb.defined() ? gb.data<T>() : nullptr;
-               for (int64_t r = 0; r < rows && (pgw || pgb); ++r) {
-                 T mu = static_cast<T>((*stats)[2 * r]), rstd = static_cast<T>((*stats)[2 * r + 1]);
-                 for (int64_t c = 0; c < C; ++c) {
-                   if (pgw) pgw[c] += pg[r * C + c] * (px[r * C + c] - mu) * rstd;
-                   if (pgb) pgb[c] += pg[r * C + c];
-                 }
-               }
+               constexpr int64_t kCols = 64;
+               if (pgw || pgb)
+                 parallel_for((C + kCols - 1) / kCols, 2 * kCols * rows, [&](int64_t begin, int64_t end) {
+                   int64_t c0 = begin * kCols, c1 = std::min(C, end * kCols);
+                   for (int64_t r = 0; r < rows; ++r) {
+                     T mu = static_cast<T>((*stats)[2 * r]), rstd = static_cast<T>((*stats)[2 * r + 1]);
+                     const T *xr = px + r * C, *gr = pg + r * C;
+                     if constexpr (std::is_same_v<T, float>) {
+                       simd::layer_norm_param_grads(xr + c0, gr + c0, mu, rstd, pgw ? pgw + c0 : nullptr,
+                                                    pgb ? pgb + c0 : nullptr, c1 - c0);
+                       continue;
+                     }
+                     for (int64_t c = c0; c < c1; ++c) {
+                       if (pgw) pgw[c] += gr[c] * (xr[c] - mu) * rstd;
+                       if (pgb) pgb[c] += gr[c];
+                     }
+                   }
+                 });
              });
              return {gx, gw, gb};
            });

@@ -1,9 +1,14 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 #include <sstream>
 
 #include "autograd/error.h"
+#include "autograd/parallel.h"
+#include "autograd/simd.h"
 #include "nn/json.h"
 
 namespace qkv::optim {
@@ -92,14 +97,17 @@ void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
     const T* g = grad.data<T>();
     T* b = buf ? buf->data<T>() : nullptr;
     const double lr = this->lr(), mu = o_.momentum, tau = o_.dampening, wd = o_.weight_decay;
-    for (int64_t i = 0; i < param.numel(); ++i) {
-      double d = g[i] + wd * p[i];
-      if (b) {
-        b[i] = static_cast<T>(first ? d : mu * b[i] + (1 - tau) * d);
-        d = o_.nesterov ? d + mu * b[i] : b[i];
+    const bool nesterov = o_.nesterov;
+    parallel_for(param.numel(), 4, [&](int64_t begin, int64_t end) {  // elementwise: any split gives the same result
+      for (int64_t i = begin; i < end; ++i) {
+        double d = g[i] + wd * p[i];
+        if (b) {
+          b[i] = static_cast<T>(first ? d : mu * b[i] + (1 - tau) * d);
+          d = nesterov ? d + mu * b[i] : b[i];
+        }
+        p[i] = static_cast<T>(p[i] - lr * d);
       }
-      p[i] = static_cast<T>(p[i] - lr * d);
-    }
+    });
   });
 }
 
@@ -131,28 +139,55 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
     const double lr = this->lr(), b1 = o_.beta1, b2 = o_.beta2, t = static_cast<double>(steps());
     const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
     const double l2 = decoupled_ ? 0.0 : o_.weight_decay;
-    const double shrink = decoupled_ && decays_[index] ? 1 - lr * o_.weight_decay : 1.0;
-    for (int64_t i = 0; i < param.numel(); ++i) {
-      double d = g[i] + l2 * p[i];
-      pm[i] = static_cast<T>(b1 * pm[i] + (1 - b1) * d);
-      pv[i] = static_cast<T>(b2 * pv[i] + (1 - b2) * d * d);
-      double step = (pm[i] / bc1) / (std::sqrt(pv[i] / bc2) + o_.eps);
-      p[i] = static_cast<T>(p[i] * shrink - lr * step);
+    const double shrink = decoupled_ && decays_[index] ? 1 - lr * o_.weight_decay : 1.0, eps = o_.eps;
+    if constexpr (std::is_same_v<T, float>) {  // float lanes, coefficients from double (bias corrections included)
+      simd::AdamStep s{float(b1), float(1 - b1), float(b2), float(1 - b2), float(l2), float(shrink), float(lr),
+                       float(1 / bc1), float(1 / bc2), float(eps)};
+      parallel_for(param.numel(), 8, [&](int64_t begin, int64_t end) {
+        simd::adam(s, p + begin, g + begin, pm + begin, pv + begin, end - begin);
+      });
+      return;
     }
+    parallel_for(param.numel(), 8, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        double d = g[i] + l2 * p[i];
+        pm[i] = static_cast<T>(b1 * pm[i] + (1 - b1) * d);
+        pv[i] = static_cast<T>(b2 * pv[i] + (1 - b2) * d * d);
+        double step = (pm[i] / bc1) / (std::sqrt(pv[i] / bc2) + eps);
+        p[i] = static_cast<T>(p[i] * shrink - lr * step);
+      }
+    });
   });
 }
 
+// Squares are summed in fixed blocks of kBlock elements (vector lanes within
+// a block), then the block sums in order: the same norm for any thread count.
 double clip_grad_norm(const NamedTensors& params, double max_norm) {
   QKV_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
+  constexpr int64_t kBlock = 16384;
   double total = 0;
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
+    std::vector<double> partial(blocks);
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
       using T = decltype(zero);
       const T* pg = g.data<T>();
-      for (int64_t i = 0; i < g.numel(); ++i) total += static_cast<double>(pg[i]) * pg[i];
+      parallel_for(blocks, 2 * kBlock, [&](int64_t begin, int64_t end) {
+        for (int64_t k = begin; k < end; ++k) {
+          int64_t lo = k * kBlock, len = std::min(kBlock, n - lo);
+          if constexpr (std::is_same_v<T, float>) {
+            partial[k] = simd::dot(pg + lo, pg + lo, len);
+          } else {
+            double s = 0;
+            for (int64_t i = lo; i < lo + len; ++i) s += static_cast<double>(pg[i]) * pg[i];
+            partial[k] = s;
+          }
+        }
+      });
     });
+    for (double s : partial) total += s;
   }
   double norm = std::sqrt(total);
   double factor = max_norm / (norm + 1e-6);
@@ -163,7 +198,9 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
       dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
         using T = decltype(zero);
         T* pg = g.data<T>();
-        for (int64_t i = 0; i < g.numel(); ++i) pg[i] = static_cast<T>(pg[i] * factor);
+        parallel_for(g.numel(), 1, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) pg[i] = static_cast<T>(pg[i] * factor);
+        });
       });
     }
   return norm;

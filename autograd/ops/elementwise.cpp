@@ -2,10 +2,12 @@
 #include "autograd/ops/elementwise.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "autograd/engine.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/strided_loop.h"
+#include "autograd/simd.h"
 
 namespace qkv {
 
@@ -74,33 +76,44 @@ Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
   return out;
 }
 
+// Vectorised float32 kernels (autograd/simd.h) an op may use instead of its
+// scalar lambdas; float64 always runs the scalar lambdas, the reference.
+using VectorMap = void (*)(const float* x, float* y, int64_t n);
+using VectorGrad = void (*)(const float* x, const float* g, float* gx, int64_t n);
+
 // out = f(x); `cost` is a rough per-element cost for the threading threshold.
 template <class F>
-Tensor map_unary(const char* op, const Tensor& x, int64_t cost, F f) {
+Tensor map_unary(const char* op, const Tensor& x, int64_t cost, F f, VectorMap vf = nullptr) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data<T>();
     T* po = out.data<T>();
     parallel_for(x.numel(), cost, [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<T, float>)
+        if (vf) return vf(px + begin, po + begin, end - begin);
       for (int64_t i = begin; i < end; ++i) po[i] = f(px[i]);
     });
   });
   return out;
 }
 
-// An elementwise op y = f(x) whose derivative is dy/dx = df(x, y).
+// An elementwise op y = f(x) whose derivative is dy/dx = df(x, y); vdf, when
+// given, computes gx = g·f'(x) from x alone for float32.
 template <class F, class DF>
-Tensor unary_op(const char* op, const Tensor& x, int64_t cost, F f, DF df) {
-  Tensor y = map_unary(op, x, cost, f);
+Tensor unary_op(const char* op, const Tensor& x, int64_t cost, F f, DF df, VectorMap vf = nullptr,
+                VectorGrad vdf = nullptr) {
+  Tensor y = map_unary(op, x, cost, f, vf);
   if (needs_grad({x})) {
-    record(op, y, {x}, [op, x = x.detach(), y = y.detach(), df](const Tensor& g) -> std::vector<Tensor> {
+    record(op, y, {x}, [op, x = x.detach(), y = y.detach(), df, vdf](const Tensor& g) -> std::vector<Tensor> {
       Tensor gx = Tensor::empty(x.shape(), x.dtype());
       dispatch_floating(x.dtype(), op, [&](auto zero) {
         using T = decltype(zero);
         const T *px = x.data<T>(), *py = y.data<T>(), *pg = g.data<T>();
         T* pgx = gx.data<T>();
-        parallel_for(x.numel(), 2, [&](int64_t begin, int64_t end) {
+        parallel_for(x.numel(), vdf ? 8 : 2, [&](int64_t begin, int64_t end) {
+          if constexpr (std::is_same_v<T, float>)
+            if (vdf) return vdf(px + begin, pg + begin, pgx + begin, end - begin);
           for (int64_t i = begin; i < end; ++i) pgx[i] = pg[i] * df(px[i], py[i]);
         });
       });
@@ -196,7 +209,7 @@ Tensor neg(const Tensor& x) {
 
 // d exp(x) = exp(x) = y
 Tensor exp(const Tensor& x) {
-  return unary_op("exp", x, 8, [](auto v) { return std::exp(v); }, [](auto, auto y) { return y; });
+  return unary_op("exp", x, 8, [](auto v) { return std::exp(v); }, [](auto, auto y) { return y; }, simd::exp);
 }
 
 // d log(x) = 1/x
@@ -220,7 +233,7 @@ Tensor pow(const Tensor& x, double p) {
 
 // d tanh(x) = 1 - y²
 Tensor tanh(const Tensor& x) {
-  return unary_op("tanh", x, 8, [](auto v) { return std::tanh(v); }, [](auto, auto y) { return 1 - y * y; });
+  return unary_op("tanh", x, 8, [](auto v) { return std::tanh(v); }, [](auto, auto y) { return 1 - y * y; }, simd::tanh);
 }
 
 // d relu(x) = [x > 0]
@@ -238,7 +251,7 @@ Tensor sigmoid(const Tensor& x) {
                     T e = std::exp(v);
                     return e / (T(1) + e);
                   },
-                  [](auto, auto y) { return y * (1 - y); });
+                  [](auto, auto y) { return y * (1 - y); }, simd::sigmoid);
 }
 
 // d |x| = sign(x), 0 at 0
@@ -276,7 +289,8 @@ Tensor gelu_tanh(const Tensor& x) {
                     using T = decltype(v);
                     T t = std::tanh(T(kGeluK) * (v + T(kGeluC) * v * v * v));
                     return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * T(kGeluK) * (T(1) + T(3 * kGeluC) * v * v);
-                  });
+                  },
+                  simd::gelu_tanh, simd::gelu_tanh_backward);
 }
 
 Tensor clone(const Tensor& x) {

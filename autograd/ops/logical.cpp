@@ -32,7 +32,7 @@ Tensor compare(const char* op, const Tensor& x, F f) {
   Tensor out = Tensor::empty(x.shape(), DType::Bool);
   bool* po = out.data<bool>();
   auto run = [&](const auto* px) {
-    for (int64_t i = 0; i < x.numel(); ++i) po[i] = f(static_cast<double>(px[i]));
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = f(static_cast<double>(px[i]));
   };
   switch (x.dtype()) {
     case DType::Float32: run(x.data<float>()); break;
@@ -50,7 +50,7 @@ Tensor logical_not(const Tensor& mask) {
   Tensor out = Tensor::empty(mask.shape(), DType::Bool);
   const bool* pm = mask.data<bool>();
   bool* po = out.data<bool>();
-  for (int64_t i = 0; i < mask.numel(); ++i) po[i] = !pm[i];
+  for (int64_t i = 0, n = mask.numel(); i < n; ++i) po[i] = !pm[i];
   return out;
 }
 

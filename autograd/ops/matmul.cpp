@@ -3,30 +3,70 @@
 
 #include <cblas.h>
 
+#include <omp.h>
+
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/shape.h"
 #include "autograd/parallel.h"
+#include "autograd/simd.h"
 
 namespace qkv {
 
 QKV_DECLARE_OP(matmul);
+QKV_DECLARE_OP(linear);
 
 namespace {
 
-// C[n, m] = op(A) op(B), row-major; lda/ldb are A's and B's row lengths.
-void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* c) {
+// C[n, m] = op(A) op(B) + beta·C, row-major, one single-threaded BLAS call.
+void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float* c, int64_t ldc, float beta) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, 1.0f, a, lda,
-              b, ldb, 0.0f, c, m);
+              b, ldb, beta, c, ldc);
 }
-void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* a, int64_t lda, const double* b,
-          int64_t ldb, double* c) {
+void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* a, int64_t lda, const double* b,
+               int64_t ldb, double* c, int64_t ldc, double beta) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, 1.0, a, lda, b,
-              ldb, 0.0, c, m);
+              ldb, beta, c, ldc);
 }
+
+}  // namespace
+
+// Threads split the output into fixed tiles of kTileRows x kTileCols, one
+// single-threaded BLAS call each. The tiling depends only on the shapes, so a
+// product is bit-identical for any thread count (OpenBLAS's own threading is
+// not: on Zen its sgemm gives other roundings with 2 threads than with 1).
+template <class T>
+void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+          int64_t ldc, T beta) {
+  constexpr int64_t kTileRows = 64, kTileCols = 256;
+  constexpr int64_t kBlasSerial = 65536 * 4;  // OpenBLAS runs products below this size on one thread anyway
+  int64_t row_tiles = (n + kTileRows - 1) / kTileRows, col_tiles = (m + kTileCols - 1) / kTileCols;
+  auto tile = [&](int64_t t) {
+    int64_t i0 = t / col_tiles * kTileRows, j0 = t % col_tiles * kTileCols;
+    int64_t rows = std::min(kTileRows, n - i0), cols = std::min(kTileCols, m - j0);
+    const T* at = ta ? a + i0 : a + i0 * lda;
+    const T* bt = tb ? b + j0 * ldb : b + j0;
+    blas_gemm(ta, tb, rows, cols, k, at, lda, bt, ldb, c + i0 * ldc + j0, ldc, beta);
+  };
+  int64_t tiles = row_tiles * col_tiles;
+  if (get_num_threads() <= 1 || omp_in_parallel() || (tiles == 1 && n * m * k < kBlasSerial)) {
+    for (int64_t t = 0; t < tiles; ++t) tile(t);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < tiles; ++t) tile(t);  // BLAS sees a parallel region: one thread inside
+}
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
+                          int64_t, float);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t,
+                           double*, int64_t, double);
+
+namespace {
 
 // Below this many multiply-adds per product, a batch runs one product per
 // thread instead of letting BLAS split each small product.
@@ -57,7 +97,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       return;
     }
     if (b_batch.empty() && !ta) {  // [..., n, k] @ [k, m]: fold a's batch into rows, one gemm
-      gemm(false, tb, a.numel() / ac, m, k, pa, ac, pb, bc, pc);
+      gemm<T>(false, tb, a.numel() / ac, m, k, pa, ac, pb, bc, pc, m, T(0));
       return;
     }
     // One gemm per batch entry; operand offsets follow broadcasting (stride 0).
@@ -82,7 +122,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       a_off[i] = oa;
       b_off[i] = ob;
     }
-    auto one = [&](int64_t i) { gemm(ta, tb, n, m, k, pa + a_off[i], ac, pb + b_off[i], bc, pc + i * n * m); };
+    auto one = [&](int64_t i) { gemm<T>(ta, tb, n, m, k, pa + a_off[i], ac, pb + b_off[i], bc, pc + i * n * m, m, T(0)); };
     if (n * m * k < kSmallProduct && count > 1 && get_num_threads() > 1) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < count; ++i) one(i);  // BLAS runs single-threaded inside
@@ -116,6 +156,79 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       return {ga, gb};
     });
   return out;
+}
+
+namespace {
+// out[c] = Σ_r g[r, c]: threads split the columns and each adds the rows in
+// order, so the sums do not depend on the thread count.
+template <class T>
+void column_sums(const T* g, int64_t rows, int64_t cols, T* out) {
+  constexpr int64_t kCols = 64;
+  parallel_for((cols + kCols - 1) / kCols, 2 * kCols * rows, [&](int64_t begin, int64_t end) {
+    int64_t c0 = begin * kCols, c1 = std::min(cols, end * kCols);
+    std::fill(out + c0, out + c1, T(0));
+    for (int64_t r = 0; r < rows; ++r) {
+      if constexpr (std::is_same_v<T, float>) {
+        simd::add_inplace(out + c0, g + r * cols + c0, c1 - c0);
+      } else {
+        for (int64_t c = c0; c < c1; ++c) out[c] += g[r * cols + c];
+      }
+    }
+  });
+}
+}  // namespace
+
+// y = x·Wᵀ + b:  dx = g·W,  dW = gᵀ·x (rows of every batch folded),  db = Σ_rows g
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  QKV_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input ", shape_str(x.shape()),
+            " and weight ", shape_str(weight.shape()), " do not fit (weight is [out, in])");
+  QKV_CHECK(x.dtype() == weight.dtype(), "linear: dtypes differ: ", dtype_name(x.dtype()), " and ",
+            dtype_name(weight.dtype()));
+  int64_t in = weight.size(1), out_features = weight.size(0), rows = x.numel() / std::max<int64_t>(in, 1);
+  if (bias.defined())
+    QKV_CHECK((bias.shape() == Shape{out_features} && bias.dtype() == x.dtype()), "linear: bias ",
+              shape_str(bias.shape()), " ", dtype_name(bias.dtype()), " must be [", out_features, "] ",
+              dtype_name(x.dtype()));
+  Shape shape = x.shape();
+  shape.back() = out_features;
+  Tensor y = Tensor::empty(shape, x.dtype());
+  dispatch_floating(x.dtype(), "linear", [&](auto zero) {
+    using T = decltype(zero);
+    T* py = y.data<T>();
+    if (bias.defined()) {
+      const T* pb = bias.data<T>();
+      parallel_for(rows, out_features, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) std::copy(pb, pb + out_features, py + r * out_features);
+      });
+    }
+    if (rows == 0 || out_features == 0) return;
+    if (in == 0) {
+      if (!bias.defined()) std::fill(py, py + rows * out_features, T(0));
+      return;
+    }
+    gemm<T>(false, true, rows, out_features, in, x.data<T>(), in, weight.data<T>(), in, py, out_features,
+            bias.defined() ? T(1) : T(0));
+  });
+  if (needs_grad({x, weight, bias}))
+    record("linear", y, {x, weight, bias},
+           [x = x.detach(), w = weight.detach(), rows, in, out_features, rx = x.requires_grad(),
+            rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+             Tensor gx = rx ? Tensor::zeros(x.shape(), x.dtype()) : Tensor();
+             Tensor gw = rw ? Tensor::zeros(w.shape(), w.dtype()) : Tensor();
+             Tensor gb = rb ? Tensor::zeros({out_features}, w.dtype()) : Tensor();
+             if (rows == 0) return {gx, gw, gb};
+             dispatch_floating(x.dtype(), "linear", [&](auto zero) {
+               using T = decltype(zero);
+               const T* pg = g.data<T>();
+               if (rx && in > 0 && out_features > 0)
+                 gemm<T>(false, false, rows, in, out_features, pg, out_features, w.data<T>(), in, gx.data<T>(), in, T(0));
+               if (rw && in > 0)
+                 gemm<T>(true, false, out_features, in, rows, pg, out_features, x.data<T>(), in, gw.data<T>(), in, T(0));
+               if (rb) column_sums(pg, rows, out_features, gb.data<T>());
+             });
+             return {gx, gw, gb};
+           });
+  return y;
 }
 
 }  // namespace qkv

@@ -326,7 +326,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   for (int64_t i = 0; fits && i < x.dim(); ++i) fits = i == d || index.shape()[i] <= x.shape()[i];
   QKV_CHECK(fits, "gather: index ", shape_str(index.shape()), " does not fit x ", shape_str(x.shape()), " along dim ", dim);
   const int64_t* idx = index.data<int64_t>();
-  for (int64_t i = 0; i < index.numel(); ++i)
+  for (int64_t i = 0, n = index.numel(); i < n; ++i)
     QKV_CHECK(idx[i] >= 0 && idx[i] < x.shape()[d], "gather: index ", idx[i], " out of range for dim ", dim, " of ",
           shape_str(x.shape()));
   Tensor out = Tensor::empty(index.shape(), x.dtype());

@@ -2,10 +2,13 @@
 #include "autograd/ops/softmax.h"
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "autograd/engine.h"
 #include "autograd/parallel.h"
+#include "autograd/simd.h"
 
 namespace qkv {
 
@@ -40,6 +43,18 @@ void for_each_row(const Rows& r, Fn&& fn) {
   });
 }
 
+// One contiguous float32 softmax row through the vector kernels; the same
+// rules as the scalar path (NaN propagates, a fully masked row gives zeros).
+void softmax_row_f32(const float* in, float* out, int64_t n) {
+  float top = simd::max(in, n);
+  if (top == -std::numeric_limits<float>::infinity()) {
+    std::fill(out, out + n, 0.0f);
+    return;
+  }
+  double total = simd::exp_shifted_sum(in, top, out, n);
+  simd::scale(out, static_cast<float>(1.0 / total), n);
+}
+
 template <bool Log>
 Tensor softmax_forward(const char* op, const Tensor& x, const Rows& r) {
   Tensor y = Tensor::empty(x.shape(), x.dtype());
@@ -50,6 +65,8 @@ Tensor softmax_forward(const char* op, const Tensor& x, const Rows& r) {
     for_each_row<T>(r, [&](int64_t start, int64_t stride) {
       const T* in = px + start;
       T* out = py + start;
+      if constexpr (std::is_same_v<T, float>)
+        if (stride == 1 && !Log) return softmax_row_f32(in, out, r.size);
       T top = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < r.size; ++j)  // a NaN becomes the max, so it propagates (as in torch)
         if (std::isnan(in[j * stride]) || in[j * stride] > top) top = in[j * stride];
@@ -89,6 +106,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
         const T *py = y.data<T>(), *pg = g.data<T>();
         T* pgx = gx.data<T>();
         for_each_row<T>(r, [&](int64_t start, int64_t stride) {
+          if constexpr (std::is_same_v<T, float>)
+            if (stride == 1) return simd::softmax_backward_row(py + start, pg + start, pgx + start, r.size);
           double dot = 0;
           for (int64_t j = 0; j < r.size; ++j) dot += pg[start + j * stride] * py[start + j * stride];
           for (int64_t j = 0; j < r.size; ++j) {

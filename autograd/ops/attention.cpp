@@ -1,0 +1,276 @@
+// Fused scaled-dot-product attention: forward and backward side by side.
+//
+// Forward, per (batch, head, block of query rows), over blocks of keys:
+//   S = s·Q_i·K_jᵀ + masks;  m' = max(m, rowmax S);  P = exp(S − m');
+//   l = l·e^(m−m') + rowsum P;  O = O·e^(m−m') + P·V_j;   finally O /= l and
+//   the row's logsumexp L = m + log l is all that is saved.
+// Backward, per (batch, head), recomputing P = exp(S − L) block by block:
+//   D = rowsum(dO ⊙ O);  dV_j += Pᵀ·dO_i;  dP = dO_i·V_jᵀ;  dS = P ⊙ (dP − D);
+//   dQ_i += s·dS·K_j;  dK_j += s·dSᵀ·Q_i.
+// Every product is a BLAS gemm on the heads in place ([B, n, H, d] with
+// leading dimension H·d), so heads are neither split nor merged by copies.
+#include "autograd/ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/ops/matmul.h"
+#include "autograd/parallel.h"
+#include "autograd/simd.h"
+
+namespace qkv {
+
+QKV_DECLARE_OP(fused_attention);
+
+namespace {
+
+constexpr int64_t kQueryBlock = 64, kKeyBlock = 128;
+
+struct AttentionDims {
+  int64_t B, nq, nk, H, d, dv;
+};
+
+// The masks, read in place: element strides of `mask` broadcast to [B, H, n_q, n_k].
+struct MaskView {
+  const void* mask = nullptr;
+  bool mask_is_bool = false;
+  int64_t sb = 0, sh = 0, si = 0, sj = 0;
+  const bool* padding = nullptr;  // [B, n_k]
+  int64_t nk = 0;
+  bool causal = false;
+};
+
+MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dtype) {
+  MaskView v;
+  v.causal = m.causal;
+  v.nk = dims.nk;
+  if (m.key_padding.defined()) {
+    QKV_CHECK(m.key_padding.dtype() == DType::Bool && (m.key_padding.shape() == Shape{dims.B, dims.nk}),
+              "fused_attention: key_padding must be bool [", dims.B, ", ", dims.nk, "], got ",
+              dtype_name(m.key_padding.dtype()), " ", shape_str(m.key_padding.shape()));
+    v.padding = m.key_padding.data<bool>();
+  }
+  if (m.mask.defined()) {
+    const Tensor& t = m.mask;
+    QKV_CHECK(t.dtype() == DType::Bool || t.dtype() == dtype, "fused_attention: mask must be bool or ",
+              dtype_name(dtype), ", got ", dtype_name(t.dtype()));
+    QKV_CHECK(!t.requires_grad(), "fused_attention: a float mask that requires grad needs the composed path "
+              "(nn::attention): the fused kernel treats masks as constants");
+    Shape full{dims.B, dims.H, dims.nq, dims.nk};
+    bool fits = t.dim() <= 4;
+    for (int64_t i = 1; fits && i <= t.dim(); ++i) fits = t.size(-i) == 1 || t.size(-i) == full[4 - i];
+    QKV_CHECK(fits, "fused_attention: mask ", shape_str(t.shape()), " does not broadcast to [B, heads, n_q, n_k] = ",
+              shape_str(full));
+    std::vector<int64_t> st(4, 0);
+    int64_t stride = 1;
+    for (int64_t i = 1; i <= t.dim(); ++i) {
+      if (t.size(-i) != 1) st[4 - i] = stride;
+      stride *= t.size(-i);
+    }
+    v.mask = t.raw_data();
+    v.mask_is_bool = t.dtype() == DType::Bool;
+    v.sb = st[0], v.sh = st[1], v.si = st[2], v.sj = st[3];
+  }
+  return v;
+}
+
+// S[r, c] (query i0 + r, key j0 + c) = scale·S + masks; blocked -> -inf.
+template <class T>
+void scale_and_mask(T* S, int64_t rows, int64_t cols, int64_t ld, T scale, const MaskView& mv, int64_t b, int64_t h,
+                    int64_t i0, int64_t j0) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    T* s = S + r * ld;
+    int64_t i = i0 + r;
+    for (int64_t c = 0; c < cols; ++c) s[c] *= scale;
+    if (mv.mask) {
+      int64_t base = b * mv.sb + h * mv.sh + i * mv.si + j0 * mv.sj;
+      if (mv.mask_is_bool) {
+        const bool* m = static_cast<const bool*>(mv.mask) + base;
+        for (int64_t c = 0; c < cols; ++c)
+          if (!m[c * mv.sj]) s[c] = kNegInf;
+      } else {
+        const T* m = static_cast<const T*>(mv.mask) + base;
+        for (int64_t c = 0; c < cols; ++c) s[c] += m[c * mv.sj];
+      }
+    }
+    if (mv.padding)
+      for (int64_t c = 0; c < cols; ++c)
+        if (!mv.padding[b * mv.nk + j0 + c]) s[c] = kNegInf;
+    if (mv.causal)
+      for (int64_t c = std::max<int64_t>(0, i - j0 + 1); c < cols; ++c) s[c] = kNegInf;
+  }
+}
+
+template <class T>
+T row_max(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return simd::max(x, n);
+  } else {
+    T top = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < n; ++j)
+      if (std::isnan(x[j]) || x[j] > top) top = x[j];
+    return top;
+  }
+}
+
+// x = exp(x − shift) in place; returns the row sum.
+template <class T>
+double exp_in_place(T* x, T shift, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return simd::exp_shifted_sum(x, shift, x, n);
+  } else {
+    double total = 0;
+    for (int64_t j = 0; j < n; ++j) total += (x[j] = std::exp(x[j] - shift));
+    return total;
+  }
+}
+
+// The last key a query block can see under the causal mask (exclusive).
+int64_t key_end(const MaskView& mv, int64_t nk, int64_t i1) { return mv.causal ? std::min(nk, i1) : nk; }
+
+template <class T>
+void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, T* o, double* lse) {
+  const int64_t ldq = D.H * D.d, ldv = D.H * D.dv, qblocks = (D.nq + kQueryBlock - 1) / kQueryBlock;
+  const int64_t items = D.B * D.H * qblocks;
+  parallel_for(items, kQueryBlock * D.nk * (D.d + D.dv), [&](int64_t begin, int64_t end) {
+    std::vector<T> S(kQueryBlock * kKeyBlock);
+    std::vector<double> m(kQueryBlock), l(kQueryBlock);
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t b = item / (D.H * qblocks), h = item / qblocks % D.H, i0 = item % qblocks * kQueryBlock;
+      int64_t rows = std::min(kQueryBlock, D.nq - i0);
+      const T* qi = q + (b * D.nq + i0) * ldq + h * D.d;
+      T* oi = o + (b * D.nq + i0) * ldv + h * D.dv;
+      for (int64_t r = 0; r < rows; ++r) std::fill(oi + r * ldv, oi + r * ldv + D.dv, T(0));
+      std::fill(m.begin(), m.end(), -INFINITY);
+      std::fill(l.begin(), l.end(), 0.0);
+      for (int64_t j0 = 0, jend = key_end(mv, D.nk, i0 + rows); j0 < jend; j0 += kKeyBlock) {
+        int64_t cols = std::min(kKeyBlock, jend - j0);
+        const T* kj = k + (b * D.nk + j0) * ldq + h * D.d;
+        const T* vj = v + (b * D.nk + j0) * ldv + h * D.dv;
+        gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldq, S.data(), kKeyBlock, T(0));
+        scale_and_mask(S.data(), rows, cols, kKeyBlock, scale, mv, b, h, i0, j0);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* s = S.data() + r * kKeyBlock;
+          double block_max = row_max(s, cols);  // a NaN score poisons its row, as in softmax
+          double top = std::isnan(block_max) || std::isnan(m[r]) ? NAN : std::max(m[r], block_max);
+          if (top == -INFINITY) {         // every key so far blocked: nothing to add
+            std::fill(s, s + cols, T(0));
+            continue;
+          }
+          double correction = std::exp(m[r] - top);  // 0 when m was -inf
+          l[r] = l[r] * correction + exp_in_place(s, static_cast<T>(top), cols);
+          if (correction != 1.0)
+            for (int64_t c = 0; c < D.dv; ++c) oi[r * ldv + c] = static_cast<T>(oi[r * ldv + c] * correction);
+          m[r] = top;
+        }
+        gemm<T>(false, false, rows, D.dv, cols, S.data(), kKeyBlock, vj, ldv, oi, ldv, T(1));
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        double* L = lse + (b * D.H + h) * D.nq + i0 + r;
+        if (l[r] == 0) {  // fully masked row: zeros, and P = 0 in backward
+          std::fill(oi + r * ldv, oi + r * ldv + D.dv, T(0));
+          *L = -INFINITY;
+          continue;
+        }
+        T inv = static_cast<T>(1.0 / l[r]);
+        for (int64_t c = 0; c < D.dv; ++c) oi[r * ldv + c] *= inv;
+        *L = m[r] + std::log(l[r]);
+      }
+    }
+  });
+}
+
+template <class T>
+void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, const T* o,
+              const double* lse, const T* go, T* gq, T* gk, T* gv) {
+  const int64_t ldq = D.H * D.d, ldv = D.H * D.dv;
+  // One thread per (batch, head): it alone writes that head's rows of dQ, dK, dV.
+  parallel_for(D.B * D.H, D.nq * D.nk * (2 * D.d + 2 * D.dv), [&](int64_t begin, int64_t end) {
+    std::vector<T> P(kQueryBlock * kKeyBlock), dS(kQueryBlock * kKeyBlock);
+    std::vector<double> Drow(D.nq);
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t b = item / D.H, h = item % D.H;
+      const double* L = lse + item * D.nq;
+      for (int64_t i = 0; i < D.nq; ++i) {
+        const T *goi = go + (b * D.nq + i) * ldv + h * D.dv, *oi = o + (b * D.nq + i) * ldv + h * D.dv;
+        double s = 0;
+        for (int64_t c = 0; c < D.dv; ++c) s += static_cast<double>(goi[c]) * oi[c];
+        Drow[i] = s;
+      }
+      for (int64_t j0 = 0; j0 < D.nk; j0 += kKeyBlock) {
+        int64_t cols = std::min(kKeyBlock, D.nk - j0);
+        const T* kj = k + (b * D.nk + j0) * ldq + h * D.d;
+        const T* vj = v + (b * D.nk + j0) * ldv + h * D.dv;
+        T* gkj = gk + (b * D.nk + j0) * ldq + h * D.d;
+        T* gvj = gv + (b * D.nk + j0) * ldv + h * D.dv;
+        int64_t first_block = mv.causal ? j0 / kQueryBlock * kQueryBlock : 0;  // earlier queries see none of these keys
+        for (int64_t i0 = first_block; i0 < D.nq; i0 += kQueryBlock) {
+          int64_t rows = std::min(kQueryBlock, D.nq - i0);
+          const T* qi = q + (b * D.nq + i0) * ldq + h * D.d;
+          const T* goi = go + (b * D.nq + i0) * ldv + h * D.dv;
+          T* gqi = gq + (b * D.nq + i0) * ldq + h * D.d;
+          gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldq, P.data(), kKeyBlock, T(0));
+          scale_and_mask(P.data(), rows, cols, kKeyBlock, scale, mv, b, h, i0, j0);
+          for (int64_t r = 0; r < rows; ++r) {
+            T* p = P.data() + r * kKeyBlock;
+            if (L[i0 + r] == -INFINITY) std::fill(p, p + cols, T(0));
+            else exp_in_place(p, static_cast<T>(L[i0 + r]), cols);
+          }
+          gemm<T>(true, false, cols, D.dv, rows, P.data(), kKeyBlock, goi, ldv, gvj, ldv, T(1));
+          gemm<T>(false, true, rows, cols, D.dv, goi, ldv, vj, ldv, dS.data(), kKeyBlock, T(0));
+          for (int64_t r = 0; r < rows; ++r) {
+            T* ds = dS.data() + r * kKeyBlock;
+            const T* p = P.data() + r * kKeyBlock;
+            T d = static_cast<T>(Drow[i0 + r]);
+            for (int64_t c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d) * scale;
+          }
+          gemm<T>(false, false, rows, D.d, cols, dS.data(), kKeyBlock, kj, ldq, gqi, ldq, T(1));
+          gemm<T>(true, false, cols, D.d, rows, dS.data(), kKeyBlock, qi, ldq, gkj, ldq, T(1));
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks, double scale) {
+  QKV_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "fused_attention: q ", shape_str(q.shape()), ", k ",
+            shape_str(k.shape()), ", v ", shape_str(v.shape()), " must be [B, n, heads, d]");
+  AttentionDims D{q.size(0), q.size(1), k.size(1), q.size(2), q.size(3), v.size(3)};
+  QKV_CHECK(k.size(0) == D.B && v.size(0) == D.B && k.size(2) == D.H && v.size(2) == D.H && k.size(3) == D.d &&
+                v.size(1) == D.nk,
+            "fused_attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()),
+            " do not fit ([B, n_q, H, d], [B, n_k, H, d], [B, n_k, H, d_v])");
+  QKV_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "fused_attention: q, k, v dtypes differ");
+  MaskView mv = mask_view(masks, D, q.dtype());
+  Tensor out = Tensor::empty({D.B, D.nq, D.H, D.dv}, q.dtype());
+  auto lse = std::make_shared<std::vector<double>>(D.B * D.H * D.nq);
+  dispatch_floating(q.dtype(), "fused_attention", [&](auto zero) {
+    using T = decltype(zero);
+    forward<T>(D, mv, static_cast<T>(scale), q.data<T>(), k.data<T>(), v.data<T>(), out.data<T>(), lse->data());
+  });
+  if (needs_grad({q, k, v}))
+    record("fused_attention", out, {q, k, v},
+           [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), masks, D, lse,
+            scale](const Tensor& g) -> std::vector<Tensor> {
+             MaskView mv = mask_view(masks, D, q.dtype());
+             Tensor gq = Tensor::zeros(q.shape(), q.dtype()), gk = Tensor::zeros(k.shape(), k.dtype()),
+                    gv = Tensor::zeros(v.shape(), v.dtype());
+             dispatch_floating(q.dtype(), "fused_attention", [&](auto zero) {
+               using T = decltype(zero);
+               backward<T>(D, mv, static_cast<T>(scale), q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(),
+                           lse->data(), g.data<T>(), gq.data<T>(), gk.data<T>(), gv.data<T>());
+             });
+             return {gq, gk, gv};
+           });
+  return out;
+}
+
+}  // namespace qkv

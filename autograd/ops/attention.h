@@ -1,0 +1,28 @@
+// Fused attention kernels: forward and backward of softmax(q·kᵀ·s + masks)·v
+// in one op, tiled so no [n_q, n_k] matrix is ever kept.
+#pragma once
+
+#include "autograd/tensor.h"
+
+namespace qkv {
+
+/// The masks of one fused attention call; each may be left out. A bool mask
+/// means true = MAY ATTEND; a float mask is added to the scores (masks are
+/// constants: they get no gradient). What any of them blocks is blocked.
+struct AttentionMasks {
+  Tensor mask;          // bool or float, broadcastable to [B, heads, n_q, n_k]
+  Tensor key_padding;   // bool [B, n_k]: true for real keys
+  bool causal = false;  // key j > query i is blocked (top-left aligned, as torch's is_causal)
+};
+
+/// softmax(q·kᵀ·scale + masks)·v for every batch entry and head, with the
+/// heads interleaved as a projection leaves them: q [B, n_q, H, d],
+/// k [B, n_k, H, d], v [B, n_k, H, d_v] -> [B, n_q, H, d_v] (reshape to
+/// [B, n_q, H·d_v] to merge the heads: no copy on either side). Tiled over
+/// query and key blocks with an online softmax; saves only each row's
+/// logsumexp for backward, which recomputes the weights. Causal blocks above
+/// the diagonal are skipped. A query whose keys are all blocked gets zeros
+/// (and zero gradients), never NaN. float32 and float64.
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks, double scale);
+
+}  // namespace qkv

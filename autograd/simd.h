@@ -1,0 +1,76 @@
+// Vectorised float32 kernels over raw arrays, through xsimd (Debian's
+// libxsimd-dev): one vector type, one template per kernel, instantiated for
+// every instruction set the build can emit and chosen at run time from what
+// the CPU has. Op files call these for float32; the float64 path stays
+// scalar and is the reference the tests measure these against.
+//
+// The choice can be forced (tests run every kernel under each instruction
+// set; users can set QKV_SIMD=sse2|avx2|avx512 before starting).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qkv::simd {
+
+/// x86 levels (on other CPUs the build's own vector unit runs under the name sse2).
+enum class Isa { SSE2, AVX2, AVX512 };
+
+/// The instruction set the kernels use now.
+Isa active_isa();
+const char* isa_name(Isa isa);
+/// Instruction sets that are compiled in and that this CPU runs, lowest first.
+std::vector<Isa> available_isas();
+/// Makes the kernels use `isa` (which must be available); throws otherwise.
+void force_isa(Isa isa);
+/// Parses "sse2", "avx2" or "avx512"; throws on anything else.
+Isa parse_isa(const std::string& name);
+
+// ---- elementwise maps: y may equal x ----
+void exp(const float* x, float* y, int64_t n);
+void tanh(const float* x, float* y, int64_t n);
+/// 1 / (1 + e^-x)
+void sigmoid(const float* x, float* y, int64_t n);
+/// 0.5·x·(1 + tanh(u)), u = √(2/π)(x + 0.044715x³), computed as x·σ(2u) (no cancellation for x < 0).
+void gelu_tanh(const float* x, float* y, int64_t n);
+/// gx = g · (0.5(1 + t) + 0.5·x·(1 − t²)·u'), t = tanh(u), from x alone (one pass).
+void gelu_tanh_backward(const float* x, const float* g, float* gx, int64_t n);
+
+// ---- reductions (float lanes, returned as double) ----
+double sum(const float* x, int64_t n);
+double dot(const float* a, const float* b, int64_t n);
+/// The largest element; NaN if any element is NaN (so softmax propagates it).
+float max(const float* x, int64_t n);
+
+// ---- row kernels ----
+/// y = exp(x - shift); returns Σ y.
+double exp_shifted_sum(const float* x, float shift, float* y, int64_t n);
+/// y = scale · exp(x - shift).
+void exp_shifted_scaled(const float* x, float shift, float scale, float* y, int64_t n);
+/// y *= s
+void scale(float* y, float s, int64_t n);
+/// acc += x
+void add_inplace(float* acc, const float* x, int64_t n);
+/// gx = y ⊙ (g − Σ g⊙y): softmax's backward along one row.
+void softmax_backward_row(const float* y, const float* g, float* gx, int64_t n);
+/// y = (x − mu)·rstd·w + b (w, b may be null: 1 and 0).
+void layer_norm_row(const float* x, float mu, float rstd, const float* w, const float* b, float* y, int64_t n);
+/// Returns the row's mean and rstd = 1/√(var + eps), both computed in two passes.
+void row_moments(const float* x, int64_t n, double eps, double& mu, double& rstd);
+/// dx = rstd·(d − mean(d) − x̂·mean(d⊙x̂)), d = g⊙w, x̂ = (x − mu)·rstd.
+void layer_norm_backward_row(const float* x, const float* g, const float* w, float mu, float rstd, float* gx, int64_t n);
+/// gw += g⊙x̂ and gb += g for one row, over columns [0, n) (either may be null).
+void layer_norm_param_grads(const float* x, const float* g, float mu, float rstd, float* gw, float* gb, int64_t n);
+
+/// One Adam/AdamW step over n elements, in float lanes:
+///   d = g + l2·p; m = β1·m + (1−β1)·d; v = β2·v + (1−β2)·d²;
+///   p = p·shrink − lr·(m·inv_bc1) / (√(v·inv_bc2) + eps)
+/// Every coefficient is computed in double by the caller, then rounded once
+/// (1 − 0.999 rounded from a float β2 would be 1.3e-5 off).
+struct AdamStep {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, l2, shrink, lr, inv_bc1, inv_bc2, eps;
+};
+void adam(const AdamStep& s, float* p, const float* g, float* m, float* v, int64_t n);
+
+}  // namespace qkv::simd

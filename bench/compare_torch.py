@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""qkv against PyTorch, side by side: the same GPT training step in both.
+
+Runs only where PyTorch is installed (Debian: apt-get install python3-torch,
+then /usr/bin/python3); nothing in qkv's build or test suite needs it.
+
+The model is the GPT of `qkv bench`: pre-LN blocks, causal multi-head
+attention written out (q·kᵀ/√d, masked softmax, ·v: PyTorch 1.13 has no
+fused attention for training), GELU-tanh MLP, tied head, vocab 256, AdamW
+lr 1e-4, clipping at 1.0, dropout 0, random bytes. Each round times one qkv
+run (`qkv bench`, its own process) and then the same number of PyTorch
+steps, so machine noise hits both alike; the table gives medians over rounds.
+
+    /usr/bin/python3 bench/compare_torch.py [--qkv build/release/examples/cli/qkv]
+        [--configs tiny,small,mini] [--rounds 5] [--steps 10] [--threads 2]
+
+Set OPENBLAS_CORETYPE (e.g. Haswell) in the environment to pin both systems'
+BLAS kernels: qkv's OpenBLAS reads it, and so does PyTorch's (Debian's torch
+links the same OpenBLAS).
+"""
+import argparse
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+CONFIGS = {  # T, L, H, C, B — as in `qkv bench`
+    "tiny": (64, 2, 4, 128, 16),
+    "small": (256, 4, 8, 256, 8),
+    "mini": (128, 6, 6, 384, 4),
+    "long": (1024, 2, 4, 128, 2),
+}
+
+
+def torch_model(torch, T, L, H, C):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj, self.k_proj = nn.Linear(C, C), nn.Linear(C, C)
+            self.v_proj, self.out_proj = nn.Linear(C, C), nn.Linear(C, C)
+            self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+
+        def forward(self, x):
+            B, n, _ = x.shape
+            split = lambda t: t.view(B, n, H, C // H).transpose(1, 2)
+            q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
+            s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+            s = s.masked_fill(~self.mask[:n, :n], float("-inf"))
+            y = F.softmax(s, dim=-1) @ v
+            return self.out_proj(y.transpose(1, 2).contiguous().view(B, n, C))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.attn, self.ln2 = nn.LayerNorm(C), Attention(), nn.LayerNorm(C)
+            self.fc1, self.fc2 = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok_emb, self.pos_emb = nn.Embedding(256, C), nn.Embedding(T, C)
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = nn.LayerNorm(C)
+
+        def forward(self, ids):
+            x = self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1]))
+            for b in self.blocks:
+                x = b(x)
+            return self.ln_f(x) @ self.tok_emb.weight.t()
+
+    return GPT()
+
+
+def torch_tokens_per_s(torch, state, config, steps, warmup):
+    T, L, H, C, B = CONFIGS[config]
+    if config not in state:
+        torch.manual_seed(1)
+        model = torch_model(torch, T, L, H, C)
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        rest = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}], lr=1e-4)
+        state[config] = (model, opt, torch.Generator().manual_seed(7))
+    model, opt, gen = state[config]
+    times = []
+    for i in range(warmup + steps):
+        ids = torch.randint(0, 256, (B, T), generator=gen)
+        targets = torch.randint(0, 256, (B, T), generator=gen)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(ids).view(-1, 256), targets.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return B * T / statistics.median(times)
+
+
+def qkv_tokens_per_s(binary, config, steps, warmup, threads):
+    out = subprocess.run([binary, "bench", "--config", config, "--steps", str(steps), "--warmup", str(warmup),
+                          "--threads", str(threads)], check=True, capture_output=True, text=True).stdout
+    match = re.search(r"([0-9.]+) tokens/s", out)
+    if not match:
+        sys.exit(f"compare_torch: no 'tokens/s' in qkv bench's output:\n{out}")
+    return float(match.group(1))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--qkv", default="build/release/examples/cli/qkv", help="the qkv binary")
+    parser.add_argument("--configs", default="tiny,small,mini", help="comma-separated: " + ",".join(CONFIGS))
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians are taken over them)")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per round and system")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each timing")
+    parser.add_argument("--threads", type=int, default=2, help="threads for both systems")
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("compare_torch: PyTorch is not installed (apt-get install python3-torch; run with /usr/bin/python3)")
+    torch.set_num_threads(args.threads)
+    configs = args.configs.split(",")
+    for c in configs:
+        if c not in CONFIGS:
+            sys.exit(f"compare_torch: unknown config '{c}' ({', '.join(CONFIGS)})")
+    print(f"torch {torch.__version__}, {args.threads} threads, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(default)')}, "
+          f"{args.rounds} rounds x {args.steps} steps", flush=True)
+    results = {c: ([], []) for c in configs}
+    state = {}
+    for r in range(args.rounds):
+        for c in configs:
+            q = qkv_tokens_per_s(args.qkv, c, args.steps, args.warmup, args.threads)
+            t = torch_tokens_per_s(torch, state, c, args.steps, args.warmup)
+            results[c][0].append(q)
+            results[c][1].append(t)
+            print(f"  round {r + 1} {c}: qkv {q:,.0f} tok/s, torch {t:,.0f} tok/s, ratio {q / t:.2f}", flush=True)
+    print("\n| config | T/L/H/C/B | qkv tok/s | PyTorch tok/s | ratio |\n| --- | --- | --- | --- | --- |")
+    for c in configs:
+        q, t = statistics.median(results[c][0]), statistics.median(results[c][1])
+        ratios = [a / b for a, b in zip(*results[c])]
+        print(f"| {c} | {'/'.join(map(str, CONFIGS[c]))} | {q:,.0f} | {t:,.0f} | {q / t:.2f} "
+              f"(rounds {min(ratios):.2f}-{max(ratios):.2f}) |")
+
+
+if __name__ == "__main__":
+    main()
