@@ -2,6 +2,9 @@
 // layout, plus its errors.
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <cmath>
+
 #include "autograd/autograd.h"
 
 using namespace qkv;
@@ -88,4 +91,28 @@ TEST_CASE("matmul backward handles zero-size operands", "[matmul]") {
   sum(matmul(c, d)).backward();
   CHECK(d.grad().shape() == Shape{4, 0});
   CHECK(c.grad().to_vector() == std::vector<double>(24, 0.0));
+}
+
+TEST_CASE("products split into tiles across threads equal a plain triple loop, for 1 and 2 threads", "[matmul][threads]") {
+  // Shapes that tile by rows, by columns (short and wide), and not at all.
+  for (auto [n, k, m] : {std::array<int64_t, 3>{300, 70, 45}, {20, 64, 700}, {129, 33, 257}, {3, 5, 7}}) {
+    Tensor a = Tensor::randn({n, k}, DType::Float64), b = Tensor::randn({m, k}, DType::Float64);
+    std::vector<double> pa = a.to_vector(), pb = b.to_vector();
+    std::vector<Tensor> results;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      results.push_back(matmul(a, b, false, true));
+    }
+    set_num_threads(0);
+    CHECK(results[0].to_vector() == results[1].to_vector());
+    std::vector<double> c = results[0].to_vector();
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double s = 0;
+        for (int64_t t = 0; t < k; ++t) s += pa[i * k + t] * pb[j * k + t];
+        worst = std::max(worst, std::fabs(s - c[i * m + j]));
+      }
+    CHECK(worst < 1e-11);
+  }
 }

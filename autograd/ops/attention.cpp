@@ -29,7 +29,7 @@ QKV_DECLARE_OP(fused_attention);
 
 namespace {
 
-constexpr int64_t kQueryBlock = 64, kKeyBlock = 128;
+constexpr int64_t kQueryBlock = 64, kKeyBlock = 64;
 
 struct AttentionDims {
   int64_t B, nq, nk, H, d, dv;
@@ -79,15 +79,14 @@ MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dty
   return v;
 }
 
-// S[r, c] (query i0 + r, key j0 + c) = scale·S + masks; blocked -> -inf.
+// S[r, c] (query i0 + r, key j0 + c) += masks; blocked -> -inf (S is already scaled).
 template <class T>
-void scale_and_mask(T* S, int64_t rows, int64_t cols, int64_t ld, T scale, const MaskView& mv, int64_t b, int64_t h,
-                    int64_t i0, int64_t j0) {
+void apply_masks(T* S, int64_t rows, int64_t cols, int64_t ld, const MaskView& mv, int64_t b, int64_t h, int64_t i0,
+                 int64_t j0) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
     T* s = S + r * ld;
     int64_t i = i0 + r;
-    for (int64_t c = 0; c < cols; ++c) s[c] *= scale;
     if (mv.mask) {
       int64_t base = b * mv.sb + h * mv.sh + i * mv.si + j0 * mv.sj;
       if (mv.mask_is_bool) {
@@ -153,8 +152,8 @@ void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, co
         int64_t cols = std::min(kKeyBlock, jend - j0);
         const T* kj = k + (b * D.nk + j0) * ldq + h * D.d;
         const T* vj = v + (b * D.nk + j0) * ldv + h * D.dv;
-        gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldq, S.data(), kKeyBlock, T(0));
-        scale_and_mask(S.data(), rows, cols, kKeyBlock, scale, mv, b, h, i0, j0);
+        gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldq, S.data(), kKeyBlock, T(0), scale);
+        apply_masks(S.data(), rows, cols, kKeyBlock, mv, b, h, i0, j0);
         for (int64_t r = 0; r < rows; ++r) {
           T* s = S.data() + r * kKeyBlock;
           double block_max = row_max(s, cols);  // a NaN score poisons its row, as in softmax
@@ -215,8 +214,8 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
           const T* qi = q + (b * D.nq + i0) * ldq + h * D.d;
           const T* goi = go + (b * D.nq + i0) * ldv + h * D.dv;
           T* gqi = gq + (b * D.nq + i0) * ldq + h * D.d;
-          gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldq, P.data(), kKeyBlock, T(0));
-          scale_and_mask(P.data(), rows, cols, kKeyBlock, scale, mv, b, h, i0, j0);
+          gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldq, P.data(), kKeyBlock, T(0), scale);
+          apply_masks(P.data(), rows, cols, kKeyBlock, mv, b, h, i0, j0);
           for (int64_t r = 0; r < rows; ++r) {
             T* p = P.data() + r * kKeyBlock;
             if (L[i0 + r] == -INFINITY) std::fill(p, p + cols, T(0));
@@ -228,10 +227,10 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
             T* ds = dS.data() + r * kKeyBlock;
             const T* p = P.data() + r * kKeyBlock;
             T d = static_cast<T>(Drow[i0 + r]);
-            for (int64_t c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d) * scale;
+            for (int64_t c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d);
           }
-          gemm<T>(false, false, rows, D.d, cols, dS.data(), kKeyBlock, kj, ldq, gqi, ldq, T(1));
-          gemm<T>(true, false, cols, D.d, rows, dS.data(), kKeyBlock, qi, ldq, gkj, ldq, T(1));
+          gemm<T>(false, false, rows, D.d, cols, dS.data(), kKeyBlock, kj, ldq, gqi, ldq, T(1), scale);
+          gemm<T>(true, false, cols, D.d, rows, dS.data(), kKeyBlock, qi, ldq, gkj, ldq, T(1), scale);
         }
       }
     }

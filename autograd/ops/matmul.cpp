@@ -22,39 +22,47 @@ QKV_DECLARE_OP(linear);
 
 namespace {
 
-// C[n, m] = op(A) op(B) + beta·C, row-major, one single-threaded BLAS call.
+// C[n, m] = alpha·op(A) op(B) + beta·C, row-major, one BLAS call.
 void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float* c, int64_t ldc, float beta) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, 1.0f, a, lda,
+               int64_t ldb, float* c, int64_t ldc, float beta, float alpha) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
 }
 void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* a, int64_t lda, const double* b,
-               int64_t ldb, double* c, int64_t ldc, double beta) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, 1.0, a, lda, b,
+               int64_t ldb, double* c, int64_t ldc, double beta, double alpha) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, alpha, a, lda, b,
               ldb, beta, c, ldc);
 }
 
 }  // namespace
 
-// Threads split the output into fixed tiles of kTileRows x kTileCols, one
-// single-threaded BLAS call each. The tiling depends only on the shapes, so a
-// product is bit-identical for any thread count (OpenBLAS's own threading is
-// not: on Zen its sgemm gives other roundings with 2 threads than with 1).
+// Threads split the output into tiles, one single-threaded BLAS call each.
+// The tiling depends only on the shapes, so a product is bit-identical for
+// any thread count (OpenBLAS's own threading is not: on Zen its sgemm rounds
+// differently with 2 threads than with 1). About four tiles, split along the
+// rows (or along the columns of a wide, short output), so each call packs
+// its shared operand as few times as possible.
 template <class T>
 void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-          int64_t ldc, T beta) {
-  constexpr int64_t kTileRows = 64, kTileCols = 256;
+          int64_t ldc, T beta, T alpha) {
+  constexpr int64_t kParts = 4, kMinRows = 32, kMinCols = 64;
   constexpr int64_t kBlasSerial = 65536 * 4;  // OpenBLAS runs products below this size on one thread anyway
-  int64_t row_tiles = (n + kTileRows - 1) / kTileRows, col_tiles = (m + kTileCols - 1) / kTileCols;
+  auto part = [](int64_t size, int64_t least) {  // tile length: size / kParts rounded up to 16, at least `least`
+    return std::max(least, ((size + kParts - 1) / kParts + 15) / 16 * 16);
+  };
+  bool by_rows = n >= kParts * kMinRows || n >= m;
+  int64_t tile_rows = by_rows ? part(n, kMinRows) : std::max<int64_t>(n, 1);
+  int64_t tile_cols = by_rows ? std::max<int64_t>(m, 1) : part(m, kMinCols);
+  int64_t row_tiles = (n + tile_rows - 1) / tile_rows, col_tiles = (m + tile_cols - 1) / tile_cols;
   auto tile = [&](int64_t t) {
-    int64_t i0 = t / col_tiles * kTileRows, j0 = t % col_tiles * kTileCols;
-    int64_t rows = std::min(kTileRows, n - i0), cols = std::min(kTileCols, m - j0);
+    int64_t i0 = t / col_tiles * tile_rows, j0 = t % col_tiles * tile_cols;
+    int64_t rows = std::min(tile_rows, n - i0), cols = std::min(tile_cols, m - j0);
     const T* at = ta ? a + i0 : a + i0 * lda;
     const T* bt = tb ? b + j0 * ldb : b + j0;
-    blas_gemm(ta, tb, rows, cols, k, at, lda, bt, ldb, c + i0 * ldc + j0, ldc, beta);
+    blas_gemm(ta, tb, rows, cols, k, at, lda, bt, ldb, c + i0 * ldc + j0, ldc, beta, alpha);
   };
   int64_t tiles = row_tiles * col_tiles;
-  if (get_num_threads() <= 1 || omp_in_parallel() || (tiles == 1 && n * m * k < kBlasSerial)) {
+  if (get_num_threads() <= 1 || omp_in_parallel() || n * m * k < kBlasSerial) {
     for (int64_t t = 0; t < tiles; ++t) tile(t);
     return;
   }
@@ -62,9 +70,9 @@ void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t
   for (int64_t t = 0; t < tiles; ++t) tile(t);  // BLAS sees a parallel region: one thread inside
 }
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
-                          int64_t, float);
+                          int64_t, float, float);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t,
-                           double*, int64_t, double);
+                           double*, int64_t, double, double);
 
 namespace {
 

@@ -1,5 +1,6 @@
 // qkv eval, sample, attention, gradcheck, grads and bench.
 #include <cblas.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +12,8 @@
 #include <cxxopts.hpp>
 
 #include "commands.h"
+#include "autograd/ops/attention.h"
+#include "autograd/simd.h"
 #include "optim/optim.h"
 #include "runner.h"
 
@@ -249,51 +252,121 @@ int grads(int argc, char** argv) {
   return 0;
 }
 
+namespace {
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double peak_rss_mib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+// Median GFLOP/s of cblas_sgemm on C[n, m] = A[n, k]·B[k, m], in this process with its threads.
+double sgemm_gflops(int64_t n, int64_t k, int64_t m) {
+  Tensor a = Tensor::randn({n, k}), b = Tensor::randn({k, m}), c = Tensor::empty({n, m});
+  std::vector<double> times;
+  for (int i = 0; i < 12; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, m, k, 1.0f, a.data<float>(), k, b.data<float>(), m,
+                0.0f, c.data<float>(), m);
+    if (i >= 2) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return 2.0 * n * m * k / median_of(times) / 1e9;
+}
+}  // namespace
+
 int bench(int argc, char** argv) {
   cxxopts::Options options("qkv bench", "Time full training steps (forward, loss, backward, clip, AdamW) on random bytes.");
-  options.add_options()("config", "tiny | small | mini", cxxopts::value<std::string>()->default_value("tiny"))(
+  options.add_options()("config", "tiny | small | mini | long, or attention (causal attention alone, B=8 n=256 C=256 8 heads, forward + backward)",
+                        cxxopts::value<std::string>()->default_value("tiny"))(
       "steps", "timed steps (at least 10)", cxxopts::value<int64_t>()->default_value("10"))(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"))(
+      "kernel", "attention kernel: fused (default) or composed", cxxopts::value<std::string>()->default_value("fused"))(
       "threads", "threads (0: all cores)", cxxopts::value<int>()->default_value("0"));
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_num_threads(args["threads"].as<int>());
-  std::string config = args["config"].as<std::string>();
+  std::string config = args["config"].as<std::string>(), kernel = args["kernel"].as<std::string>();
+  QKV_CHECK(kernel == "fused" || kernel == "composed", "--kernel must be fused or composed, got '", kernel, "'");
+  nn::use_fused_attention(kernel == "fused");
   nn::GPTConfig c;
-  int64_t B;
+  int64_t B = 0;
   c.vocab = 256;
   if (config == "tiny") c.context = 64, c.layers = 2, c.heads = 4, c.width = 128, B = 16;
   else if (config == "small") c.context = 256, c.layers = 4, c.heads = 8, c.width = 256, B = 8;
   else if (config == "mini") c.context = 128, c.layers = 6, c.heads = 6, c.width = 384, B = 4;
-  else throw Error(cat("unknown --config '", config, "' (tiny, small, mini)"));
+  else if (config == "long") c.context = 1024, c.layers = 2, c.heads = 4, c.width = 128, B = 2;
+  else if (config == "attention") c.context = 256, c.layers = 1, c.heads = 8, c.width = 256, B = 8;
+  else throw Error(cat("unknown --config '", config, "' (tiny, small, mini, long, attention)"));
   int64_t steps = args["steps"].as<int64_t>(), warmup = args["warmup"].as<int64_t>();
   QKV_CHECK(steps >= 10, "--steps must be at least 10, got ", steps);
   QKV_CHECK(warmup >= 0, "--warmup must be >= 0");
   manual_seed(1);
-  nn::GPT gpt(c);
-  optim::AdamOptions o;
-  o.lr = 1e-4;
-  optim::AdamW opt(gpt.named_parameters(), o);
   Generator gen(7);
   std::vector<double> ms;
-  for (int64_t i = 0; i < warmup + steps; ++i) {
-    Tensor ids = Tensor::randint(0, 256, {B, c.context}, &gen), targets = Tensor::randint(0, 256, {B, c.context}, &gen);
-    auto t0 = std::chrono::steady_clock::now();
-    opt.zero_grad();
-    nn::cross_entropy(gpt.forward(ids), targets).backward();
-    optim::clip_grad_norm(opt.params(), 1.0);
-    opt.step();
-    double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (i >= warmup) ms.push_back(elapsed);
+  double flops_per_step = 0;
+  int64_t parameters = 0;
+  if (config == "attention") {  // one layer's attention alone (no projections): the fused kernel or the composed path
+    int64_t hd = c.width / c.heads;
+    auto leaf = [&] { return Tensor::randn({B, c.context, c.heads, hd}, DType::Float32, &gen).requires_grad_(); };
+    Tensor q = leaf(), k = leaf(), v = leaf();
+    Tensor causal = nn::causal_mask(c.context, c.context);
+    for (int64_t i = 0; i < warmup + steps; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+      if (kernel == "fused") {
+        sum(fused_attention(q, k, v, {Tensor(), Tensor(), true}, 1 / std::sqrt(static_cast<double>(hd)))).backward();
+      } else {
+        auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };
+        Tensor o = nn::scaled_dot_product_attention(heads(q), heads(k), heads(v), causal).output;
+        sum(permute(o, {0, 2, 1, 3})).backward();
+      }
+      double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (i >= warmup) ms.push_back(elapsed);
+    }
+    // scores and weighted sum, 2·B·T²·C each, x3 for backward (causal half not discounted)
+    flops_per_step = 3.0 * 2 * 2.0 * B * c.context * c.context * c.width;
+  } else {
+    nn::GPT gpt(c);
+    parameters = gpt.num_parameters();
+    optim::AdamOptions o;
+    o.lr = 1e-4;
+    optim::AdamW opt(gpt.named_parameters(), o);
+    for (int64_t i = 0; i < warmup + steps; ++i) {
+      Tensor ids = Tensor::randint(0, 256, {B, c.context}, &gen), targets = Tensor::randint(0, 256, {B, c.context}, &gen);
+      auto t0 = std::chrono::steady_clock::now();
+      opt.zero_grad();
+      nn::cross_entropy(gpt.forward(ids), targets).backward();
+      optim::clip_grad_norm(opt.params(), 1.0);
+      opt.step();
+      double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (i >= warmup) ms.push_back(elapsed);
+    }
+    // 6 FLOPs per weight per token (forward 2, backward 4) for the blocks' 12·C² and the tied head's V·C,
+    // and 12·L·T·C per token for attention's two products (scores, weighted sum; causal half not discounted).
+    double matmul_weights = static_cast<double>(c.layers) * 12 * c.width * c.width + static_cast<double>(c.vocab) * c.width;
+    flops_per_step = B * c.context * (6 * matmul_weights + 12.0 * c.layers * c.context * c.width);
   }
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
-  std::printf("bench %s: T=%lld L=%lld heads=%lld C=%lld B=%lld, %lld parameters\n", config.c_str(),
+  double step_gflops = flops_per_step / (median / 1000) / 1e9;
+  // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T]).
+  int64_t gm = config == "attention" ? c.context : 4 * c.width;
+  int64_t gn = config == "attention" ? c.context : B * c.context, gk = config == "attention" ? c.width / c.heads : c.width;
+  double blas = sgemm_gflops(gn, gk, gm);
+  std::printf("bench %s: T=%lld L=%lld heads=%lld C=%lld B=%lld, %lld parameters, %s attention\n", config.c_str(),
               static_cast<long long>(c.context), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
-              static_cast<long long>(c.width), static_cast<long long>(B), static_cast<long long>(gpt.num_parameters()));
+              static_cast<long long>(c.width), static_cast<long long>(B), static_cast<long long>(parameters),
+              kernel.c_str());
   std::printf("  median %.2f ms/step over %lld steps (min %.2f, max %.2f), %.0f tokens/s\n", median,
               static_cast<long long>(steps), ms.front(), ms.back(), B * c.context / (median / 1000));
-  std::printf("  %d threads, OpenBLAS kernels %s\n", get_num_threads(), openblas_get_corename());
+  std::printf("  %.1f GFLOP/s in the step; sgemm %lldx%lldx%lld here: %.1f GFLOP/s; step/sgemm %.2f\n", step_gflops,
+              static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gm), blas,
+              step_gflops / blas);
+  std::printf("  peak resident memory %.1f MiB\n", peak_rss_mib());
+  std::printf("  %d threads, OpenBLAS kernels %s, vector kernels %s\n", get_num_threads(), openblas_get_corename(),
+              simd::isa_name(simd::active_isa()));
   return 0;
 }
 
