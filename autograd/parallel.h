@@ -12,6 +12,13 @@ namespace qkv {
 void set_num_threads(int n);
 int get_num_threads();
 
+/// How many of the default threads have a core to themselves right now: the
+/// idle share of every core over `sample_ms` (from /proc/stat), rounded,
+/// at least 1. On a busy machine fewer threads beat more: a thread that
+/// shares its core with another process holds every parallel loop up.
+/// Returns the default count where /proc/stat cannot be read.
+int idle_threads(int sample_ms = 60);
+
 /// Loops below this many element-operations run on one thread: forking the
 /// pool costs more than it saves on small tensors.
 constexpr int64_t kParallelGrain = 32768;

@@ -19,6 +19,11 @@
 
 namespace qkv::cli {
 
+void set_threads_option(int n) {
+  QKV_CHECK(n >= 0, "--threads must be >= 0, got ", n);
+  set_num_threads(n > 0 ? n : idle_threads());
+}
+
 namespace {
 
 // Parses argv; prints help and returns false when --help was asked.
@@ -88,10 +93,10 @@ int eval(int argc, char** argv) {
   options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>())(
       "examples", "held-out examples (tasks) or windows (text)", cxxopts::value<int64_t>()->default_value("1000"))(
       "seed", "seed of the held-out draw", cxxopts::value<uint64_t>()->default_value("2024"))(
-      "threads", "threads (0: all cores)", cxxopts::value<int>()->default_value("0"));
+      "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
-  set_num_threads(args["threads"].as<int>());
+  set_threads_option(args["threads"].as<int>());
   std::string path = required(args, "checkpoint");
   int64_t count = args["examples"].as<int64_t>();
   QKV_CHECK(count > 0, "--examples must be positive, got ", count);
@@ -283,10 +288,10 @@ int bench(int argc, char** argv) {
       "steps", "timed steps (at least 10)", cxxopts::value<int64_t>()->default_value("10"))(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"))(
       "kernel", "attention kernel: fused (default) or composed", cxxopts::value<std::string>()->default_value("fused"))(
-      "threads", "threads (0: all cores)", cxxopts::value<int>()->default_value("0"));
+      "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
-  set_num_threads(args["threads"].as<int>());
+  set_threads_option(args["threads"].as<int>());
   std::string config = args["config"].as<std::string>(), kernel = args["kernel"].as<std::string>();
   QKV_CHECK(kernel == "fused" || kernel == "composed", "--kernel must be fused or composed, got '", kernel, "'");
   nn::use_fused_attention(kernel == "fused");

@@ -3,6 +3,10 @@
 
 namespace qkv::cli {
 
+/// --threads: n > 0 threads, or 0 for as many as there are idle cores now
+/// (all of them on a quiet machine; fewer beside a busy process).
+void set_threads_option(int n);
+
 int train(int argc, char** argv);
 int eval(int argc, char** argv);
 int sample(int argc, char** argv);

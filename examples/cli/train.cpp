@@ -71,7 +71,7 @@ int train(int argc, char** argv) {
     ("clip", "gradient norm limit (0: off)", cxxopts::value<double>()->default_value("1.0"))
     ("dropout", "dropout probability (default 0; 0.2 for text)", cxxopts::value<double>()->default_value("0"))
     ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("1"))
-    ("threads", "threads (0: all cores)", cxxopts::value<int>()->default_value("0"))
+    ("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"))
     ("eval-every", "steps between evaluations (default 250; 100 for text)", cxxopts::value<int64_t>()->default_value("250"))
     ("target", "stop when held-out exact match reaches this", cxxopts::value<double>()->default_value("0.99"))
     ("save", "checkpoint file (default: <task>.safetensors)", cxxopts::value<std::string>()->default_value(""))
@@ -100,7 +100,7 @@ int train(int argc, char** argv) {
   for (const char* non_negative : {"warmup", "save-every"})
     QKV_CHECK(args[non_negative].as<int64_t>() >= 0, "--", non_negative, " must be >= 0, got ", args[non_negative].as<int64_t>());
   QKV_CHECK(args["threads"].as<int>() >= 0, "--threads must be >= 0");
-  set_num_threads(args["threads"].as<int>());
+  set_threads_option(args["threads"].as<int>());
 
   ModelSpec spec;
   std::string resume = args["resume"].as<std::string>();
