@@ -129,8 +129,9 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     Tensor g = std::move(it->second);
     grads.erase(it);
     if (!t->grad_fn) {  // a leaf: accumulate into .grad in place (the first time a copy: g may be shared)
-      if (!t->grad) {
-        t->grad = g.clone().impl_ptr();
+      if (!t->grad) {  // a gradient nothing else holds (no other handle, no shared storage) is taken as it is
+        bool sole = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.impl()->grad_fn;
+        t->grad = sole ? g.impl_ptr() : g.clone().impl_ptr();
       } else {
         Tensor grad(t->grad);
         dispatch_floating(grad.dtype(), "backward", [&](auto zero) {

@@ -75,6 +75,9 @@ std::vector<Case> cases() {
   return {
       {"no mask, one block", 2, 5, 5, 2, 4, 4, {}},
       {"causal, 200 tokens: several query and key blocks", 2, 200, 200, 2, 8, 8, {{}, {}, true}},
+      {"causal, 600 tokens: an online softmax across 512-key blocks, 512-query spans in backward", 1, 600, 600, 1, 4,
+       4, {{}, {}, true}},
+      {"cross 530 x 700, padding: every block edge", 2, 530, 700, 1, 3, 2, {{}, key_padding_mask({700, 517}, 700), false}},
       {"cross 70 x 90, d_v != d, key padding", 2, 70, 90, 3, 4, 6, {{}, padding, false}},
       {"bool [n_q, n_k] mask with a fully masked row", 2, 70, 90, 2, 4, 4,
        {Tensor::from_vector(allowed, {70, 90}), {}, false}},

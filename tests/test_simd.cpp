@@ -105,12 +105,12 @@ TEST_CASE("simd: the AVX2 level is available wherever the CPU has it, and the be
   WARN("vector kernels: " << simd::isa_name(simd::active_isa()) << " (of " << isas.size() << " levels)");
 }
 
-// Stated bounds (README): exp 1.5 ULP, tanh 1.5, sigmoid 2.5; GELU-tanh 4 ULP
+// Stated bounds (README): exp 1.5 ULP, tanh 1.5, sigmoid 2.5; GELU-tanh 4 ULP (5 without FMA: SSE2)
 // plus its condition number (up to 170 at x = -9, where u = √(2/π)(x + 0.044715x³)
 // is itself rounded); its derivative 10 ULP plus its condition number, in ULPs of its larger term (it
 // crosses zero near x = -0.75, so no relative bound exists there).
 TEST_CASE("simd: elementwise functions stay within their ULP bounds over a dense sweep") {
-  for_each_isa([](simd::Isa) {
+  for_each_isa([](simd::Isa isa) {
     auto xs = sweep(-87.0f, 88.0f, 2000000);
     Worst e = worst_ulps(xs, simd::exp, [](double x) { return std::exp(x); });
     INFO("exp worst " << e.ulps << " ULP at " << e.at);
@@ -129,7 +129,7 @@ TEST_CASE("simd: elementwise functions stay within their ULP bounds over a dense
     xs = sweep(-9.0f, 12.0f, 2000000);
     Worst g = worst_ulps(xs, simd::gelu_tanh, gelu_ref, nullptr, [](double x) { return condition(gelu_ref, x); });
     INFO("gelu_tanh worst " << g.ulps << " ULP beyond its condition number at " << g.at);
-    CHECK(g.ulps <= 4.0);
+    CHECK(g.ulps <= (isa == simd::Isa::SSE2 ? 5.0 : 4.0));  // SSE2 has no fused multiply-add
 
     std::vector<float> ones(xs.size(), 1.0f);
     Worst d = worst_ulps(

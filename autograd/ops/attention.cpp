@@ -29,7 +29,11 @@ QKV_DECLARE_OP(fused_attention);
 
 namespace {
 
-constexpr int64_t kQueryBlock = 64, kKeyBlock = 64;
+// Forward: 64 queries against up to 512 keys at a time (an online softmax
+// across key blocks beyond that). Backward: 64 keys against up to 512
+// queries. Few, fat BLAS calls; causal work skipped in 64-row steps.
+constexpr int64_t kQueryBlock = 64, kKeyBlock = 512;
+constexpr int64_t kBackwardKeys = 64, kBackwardQueries = 512;
 
 struct AttentionDims {
   int64_t B, nq, nk, H, d, dv;
@@ -191,7 +195,7 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
   const int64_t ldq = D.H * D.d, ldv = D.H * D.dv;
   // One thread per (batch, head): it alone writes that head's rows of dQ, dK, dV.
   parallel_for(D.B * D.H, D.nq * D.nk * (2 * D.d + 2 * D.dv), [&](int64_t begin, int64_t end) {
-    std::vector<T> P(kQueryBlock * kKeyBlock), dS(kQueryBlock * kKeyBlock);
+    std::vector<T> P(kBackwardQueries * kBackwardKeys), dS(kBackwardQueries * kBackwardKeys);
     std::vector<double> Drow(D.nq);
     for (int64_t item = begin; item < end; ++item) {
       int64_t b = item / D.H, h = item % D.H;
@@ -202,35 +206,35 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
         for (int64_t c = 0; c < D.dv; ++c) s += static_cast<double>(goi[c]) * oi[c];
         Drow[i] = s;
       }
-      for (int64_t j0 = 0; j0 < D.nk; j0 += kKeyBlock) {
-        int64_t cols = std::min(kKeyBlock, D.nk - j0);
+      for (int64_t j0 = 0; j0 < D.nk; j0 += kBackwardKeys) {
+        int64_t cols = std::min(kBackwardKeys, D.nk - j0);
         const T* kj = k + (b * D.nk + j0) * ldq + h * D.d;
         const T* vj = v + (b * D.nk + j0) * ldv + h * D.dv;
         T* gkj = gk + (b * D.nk + j0) * ldq + h * D.d;
         T* gvj = gv + (b * D.nk + j0) * ldv + h * D.dv;
-        int64_t first_block = mv.causal ? j0 / kQueryBlock * kQueryBlock : 0;  // earlier queries see none of these keys
-        for (int64_t i0 = first_block; i0 < D.nq; i0 += kQueryBlock) {
-          int64_t rows = std::min(kQueryBlock, D.nq - i0);
+        int64_t first_query = mv.causal ? std::min(j0, D.nq) : 0;  // earlier queries see none of these keys
+        for (int64_t i0 = first_query; i0 < D.nq; i0 += kBackwardQueries) {
+          int64_t rows = std::min(kBackwardQueries, D.nq - i0);
           const T* qi = q + (b * D.nq + i0) * ldq + h * D.d;
           const T* goi = go + (b * D.nq + i0) * ldv + h * D.dv;
           T* gqi = gq + (b * D.nq + i0) * ldq + h * D.d;
-          gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldq, P.data(), kKeyBlock, T(0), scale);
-          apply_masks(P.data(), rows, cols, kKeyBlock, mv, b, h, i0, j0);
+          gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldq, P.data(), kBackwardKeys, T(0), scale);
+          apply_masks(P.data(), rows, cols, kBackwardKeys, mv, b, h, i0, j0);
           for (int64_t r = 0; r < rows; ++r) {
-            T* p = P.data() + r * kKeyBlock;
+            T* p = P.data() + r * kBackwardKeys;
             if (L[i0 + r] == -INFINITY) std::fill(p, p + cols, T(0));
             else exp_in_place(p, static_cast<T>(L[i0 + r]), cols);
           }
-          gemm<T>(true, false, cols, D.dv, rows, P.data(), kKeyBlock, goi, ldv, gvj, ldv, T(1));
-          gemm<T>(false, true, rows, cols, D.dv, goi, ldv, vj, ldv, dS.data(), kKeyBlock, T(0));
+          gemm<T>(true, false, cols, D.dv, rows, P.data(), kBackwardKeys, goi, ldv, gvj, ldv, T(1));
+          gemm<T>(false, true, rows, cols, D.dv, goi, ldv, vj, ldv, dS.data(), kBackwardKeys, T(0));
           for (int64_t r = 0; r < rows; ++r) {
-            T* ds = dS.data() + r * kKeyBlock;
-            const T* p = P.data() + r * kKeyBlock;
+            T* ds = dS.data() + r * kBackwardKeys;
+            const T* p = P.data() + r * kBackwardKeys;
             T d = static_cast<T>(Drow[i0 + r]);
             for (int64_t c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d);
           }
-          gemm<T>(false, false, rows, D.d, cols, dS.data(), kKeyBlock, kj, ldq, gqi, ldq, T(1), scale);
-          gemm<T>(true, false, cols, D.d, rows, dS.data(), kKeyBlock, qi, ldq, gkj, ldq, T(1), scale);
+          gemm<T>(false, false, rows, D.d, cols, dS.data(), kBackwardKeys, kj, ldq, gqi, ldq, T(1), scale);
+          gemm<T>(true, false, cols, D.d, rows, dS.data(), kBackwardKeys, qi, ldq, gkj, ldq, T(1), scale);
         }
       }
     }

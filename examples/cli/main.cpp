@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   // passive waiting costs nothing measurable on an idle one. libgomp reads
   // the policy once, when it loads, so set it and start again: once only,
   // and never over the user's own choice.
-  if (!std::getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) execv("/proc/self/exe", argv);
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0)
+    execv("/proc/self/exe", argv);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
