@@ -226,6 +226,19 @@ std::vector<GradcheckCase> builtin_cases() {
   attention_case("causal n=130: several query and key blocks, blocks above the diagonal skipped", {1, 130, 1, 2},
                  {1, 130, 1, 2}, 2, [] { return AttentionMasks{{}, {}, true}; });
 
+  auto packed_case = [&](const char* label, Shape s, std::function<AttentionMasks()> masks) {
+    add_case("fused_self_attention", label, [=](Generator& g) { return Inputs{normal(g, s)}; },
+             [masks, d = s.back()](const Inputs& x) {
+               return fused_self_attention(x[0], masks(), 1.0 / std::sqrt(static_cast<double>(d)));
+             });
+  };
+  packed_case("packed [2, 5, 3, 2, 3], causal", {2, 5, 3, 2, 3}, [] { return AttentionMasks{{}, {}, true}; });
+  packed_case("packed, key padding with one sequence fully padded, n=70", {2, 70, 3, 1, 2}, [] {
+    std::vector<bool> keep(140, false);
+    for (int64_t j = 0; j < 33; ++j) keep[j] = true;
+    return AttentionMasks{{}, Tensor::from_vector(keep, {2, 70}), false};
+  });
+
   // ---- softmax ----
   add_case("softmax", "last dim", one(normal, {3, 5}), [](const Inputs& x) { return softmax(x[0], -1); });
   add_case("softmax", "dim 1 of [2, 3, 4]", one(normal, {2, 3, 4}), [](const Inputs& x) { return softmax(x[0], 1); });

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/ops/attention.h"
+#include "autograd/ops/matmul.h"
 #include "autograd/ops/shape.h"
 
 namespace qkv::nn {
@@ -43,13 +44,27 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
   if (options.key_padding_mask.defined())
     QKV_CHECK((options.key_padding_mask.shape() == Shape{B, nk}), where(), "key_padding_mask ",
               shape_str(options.key_padding_mask.shape()), " must be [", B, ", ", nk, "]");
+  double p = is_training() ? dropout_ : 0.0;
+  Tensor mask3 = attn_mask.defined() && attn_mask.dim() == 3 ? unsqueeze(attn_mask, 1) : attn_mask;  // [B, 1, n_q, n_k]
+  bool fused = fused_enabled && p == 0 && !options.need_weights && !(attn_mask.defined() && attn_mask.requires_grad());
+  if (fused && x.impl() == memory.impl()) {
+    // Self-attention: one [3·d_model, d_model] projection (q, k, v weights stacked), its output read in place.
+    try {
+      Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
+      Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
+      Tensor qkv = reshape(qkv::linear(x, w, b), {B, nq, 3, heads_, hd});
+      Tensor o = fused_self_attention(qkv, {mask3, options.key_padding_mask, options.causal},
+                                      1.0 / std::sqrt(static_cast<double>(hd)));
+      return {out_proj->forward(reshape(o, {B, nq, d_model_})), Tensor()};
+    } catch (const Error& e) {
+      throw Error(where() + e.what());
+    }
+  }
   // [B, n, d_model] is already [B, n, heads, head_dim] in memory: a reshape, no copy.
   Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k = reshape(k_proj->forward(memory), {B, nk, heads_, hd}),
          v = reshape(v_proj->forward(memory), {B, nk, heads_, hd});
-  double p = is_training() ? dropout_ : 0.0;
-  Tensor mask3 = attn_mask.defined() && attn_mask.dim() == 3 ? unsqueeze(attn_mask, 1) : attn_mask;  // [B, 1, n_q, n_k]
   try {
-    if (fused_enabled && p == 0 && !options.need_weights && !(attn_mask.defined() && attn_mask.requires_grad())) {
+    if (fused) {
       AttentionMasks masks{mask3, options.key_padding_mask, options.causal};
       Tensor o = fused_attention(q, k, v, masks, 1.0 / std::sqrt(static_cast<double>(hd)));
       return {out_proj->forward(reshape(o, {B, nq, d_model_})), Tensor()};

@@ -147,3 +147,19 @@ TEST_CASE("a GPT gives the same logits and gradients with the fused kernel on an
     for (size_t i = 0; i < fused.size(); ++i) check_close(fused[i], composed[i], atol, rtol);
   }
 }
+
+TEST_CASE("the packed self-attention kernel equals the three-tensor one, gradients included", "[attention][fused]") {
+  Generator gen(8);
+  Tensor qkv = Tensor::randn({2, 90, 3, 2, 4}, DType::Float64, &gen).requires_grad_();
+  Tensor g = Tensor::randn({2, 90, 2, 4}, DType::Float64, &gen);
+  AttentionMasks masks{{}, key_padding_mask({90, 50}, 90), true};
+  Tensor packed = fused_self_attention(qkv, masks, 0.5);
+  packed.backward(g);
+  Tensor packed_grad = qkv.grad();
+  qkv.zero_grad();
+  auto part = [&](int64_t i) { return squeeze(narrow(qkv, 2, i, 1), 2); };
+  Tensor split = fused_attention(part(0), part(1), part(2), masks, 0.5);
+  split.backward(g);
+  check_close(packed, split, 1e-13, 0);
+  check_close(packed_grad, qkv.grad(), 1e-13, 0);
+}

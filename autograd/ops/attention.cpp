@@ -26,6 +26,7 @@
 namespace qkv {
 
 QKV_DECLARE_OP(fused_attention);
+QKV_DECLARE_OP(fused_self_attention);
 
 namespace {
 
@@ -35,8 +36,11 @@ namespace {
 constexpr int64_t kQueryBlock = 64, kKeyBlock = 512;
 constexpr int64_t kBackwardKeys = 64, kBackwardQueries = 512;
 
+// Sizes, and the row strides of q, k and v (H·d, H·d, H·d_v when each is its
+// own [B, n, H, d] tensor; 3·H·d for all three inside a packed [B, n, 3, H, d]).
 struct AttentionDims {
   int64_t B, nq, nk, H, d, dv;
+  int64_t ldq, ldk, ldv;
 };
 
 // The masks, read in place: element strides of `mask` broadcast to [B, H, n_q, n_k].
@@ -139,7 +143,7 @@ int64_t key_end(const MaskView& mv, int64_t nk, int64_t i1) { return mv.causal ?
 
 template <class T>
 void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, T* o, double* lse) {
-  const int64_t ldq = D.H * D.d, ldv = D.H * D.dv, qblocks = (D.nq + kQueryBlock - 1) / kQueryBlock;
+  const int64_t ldq = D.ldq, ldk = D.ldk, ldv = D.ldv, ldo = D.H * D.dv, qblocks = (D.nq + kQueryBlock - 1) / kQueryBlock;
   const int64_t items = D.B * D.H * qblocks;
   parallel_for(items, kQueryBlock * D.nk * (D.d + D.dv), [&](int64_t begin, int64_t end) {
     std::vector<T> S(kQueryBlock * kKeyBlock);
@@ -148,15 +152,15 @@ void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, co
       int64_t b = item / (D.H * qblocks), h = item / qblocks % D.H, i0 = item % qblocks * kQueryBlock;
       int64_t rows = std::min(kQueryBlock, D.nq - i0);
       const T* qi = q + (b * D.nq + i0) * ldq + h * D.d;
-      T* oi = o + (b * D.nq + i0) * ldv + h * D.dv;
-      for (int64_t r = 0; r < rows; ++r) std::fill(oi + r * ldv, oi + r * ldv + D.dv, T(0));
+      T* oi = o + (b * D.nq + i0) * ldo + h * D.dv;
+      for (int64_t r = 0; r < rows; ++r) std::fill(oi + r * ldo, oi + r * ldo + D.dv, T(0));
       std::fill(m.begin(), m.end(), -INFINITY);
       std::fill(l.begin(), l.end(), 0.0);
       for (int64_t j0 = 0, jend = key_end(mv, D.nk, i0 + rows); j0 < jend; j0 += kKeyBlock) {
         int64_t cols = std::min(kKeyBlock, jend - j0);
-        const T* kj = k + (b * D.nk + j0) * ldq + h * D.d;
+        const T* kj = k + (b * D.nk + j0) * ldk + h * D.d;
         const T* vj = v + (b * D.nk + j0) * ldv + h * D.dv;
-        gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldq, S.data(), kKeyBlock, T(0), scale);
+        gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldk, S.data(), kKeyBlock, T(0), scale);
         apply_masks(S.data(), rows, cols, kKeyBlock, mv, b, h, i0, j0);
         for (int64_t r = 0; r < rows; ++r) {
           T* s = S.data() + r * kKeyBlock;
@@ -169,20 +173,20 @@ void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, co
           double correction = std::exp(m[r] - top);  // 0 when m was -inf
           l[r] = l[r] * correction + exp_in_place(s, static_cast<T>(top), cols);
           if (correction != 1.0)
-            for (int64_t c = 0; c < D.dv; ++c) oi[r * ldv + c] = static_cast<T>(oi[r * ldv + c] * correction);
+            for (int64_t c = 0; c < D.dv; ++c) oi[r * ldo + c] = static_cast<T>(oi[r * ldo + c] * correction);
           m[r] = top;
         }
-        gemm<T>(false, false, rows, D.dv, cols, S.data(), kKeyBlock, vj, ldv, oi, ldv, T(1));
+        gemm<T>(false, false, rows, D.dv, cols, S.data(), kKeyBlock, vj, ldv, oi, ldo, T(1));
       }
       for (int64_t r = 0; r < rows; ++r) {
         double* L = lse + (b * D.H + h) * D.nq + i0 + r;
         if (l[r] == 0) {  // fully masked row: zeros, and P = 0 in backward
-          std::fill(oi + r * ldv, oi + r * ldv + D.dv, T(0));
+          std::fill(oi + r * ldo, oi + r * ldo + D.dv, T(0));
           *L = -INFINITY;
           continue;
         }
         T inv = static_cast<T>(1.0 / l[r]);
-        for (int64_t c = 0; c < D.dv; ++c) oi[r * ldv + c] *= inv;
+        for (int64_t c = 0; c < D.dv; ++c) oi[r * ldo + c] *= inv;
         *L = m[r] + std::log(l[r]);
       }
     }
@@ -192,7 +196,7 @@ void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, co
 template <class T>
 void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, const T* o,
               const double* lse, const T* go, T* gq, T* gk, T* gv) {
-  const int64_t ldq = D.H * D.d, ldv = D.H * D.dv;
+  const int64_t ldq = D.ldq, ldk = D.ldk, ldv = D.ldv, ldo = D.H * D.dv;  // gradients share their input's strides
   // One thread per (batch, head): it alone writes that head's rows of dQ, dK, dV.
   parallel_for(D.B * D.H, D.nq * D.nk * (2 * D.d + 2 * D.dv), [&](int64_t begin, int64_t end) {
     std::vector<T> P(kBackwardQueries * kBackwardKeys), dS(kBackwardQueries * kBackwardKeys);
@@ -201,40 +205,40 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
       int64_t b = item / D.H, h = item % D.H;
       const double* L = lse + item * D.nq;
       for (int64_t i = 0; i < D.nq; ++i) {
-        const T *goi = go + (b * D.nq + i) * ldv + h * D.dv, *oi = o + (b * D.nq + i) * ldv + h * D.dv;
+        const T *goi = go + (b * D.nq + i) * ldo + h * D.dv, *oi = o + (b * D.nq + i) * ldo + h * D.dv;
         double s = 0;
         for (int64_t c = 0; c < D.dv; ++c) s += static_cast<double>(goi[c]) * oi[c];
         Drow[i] = s;
       }
       for (int64_t j0 = 0; j0 < D.nk; j0 += kBackwardKeys) {
         int64_t cols = std::min(kBackwardKeys, D.nk - j0);
-        const T* kj = k + (b * D.nk + j0) * ldq + h * D.d;
+        const T* kj = k + (b * D.nk + j0) * ldk + h * D.d;
         const T* vj = v + (b * D.nk + j0) * ldv + h * D.dv;
-        T* gkj = gk + (b * D.nk + j0) * ldq + h * D.d;
+        T* gkj = gk + (b * D.nk + j0) * ldk + h * D.d;
         T* gvj = gv + (b * D.nk + j0) * ldv + h * D.dv;
         int64_t first_query = mv.causal ? std::min(j0, D.nq) : 0;  // earlier queries see none of these keys
         for (int64_t i0 = first_query; i0 < D.nq; i0 += kBackwardQueries) {
           int64_t rows = std::min(kBackwardQueries, D.nq - i0);
           const T* qi = q + (b * D.nq + i0) * ldq + h * D.d;
-          const T* goi = go + (b * D.nq + i0) * ldv + h * D.dv;
+          const T* goi = go + (b * D.nq + i0) * ldo + h * D.dv;
           T* gqi = gq + (b * D.nq + i0) * ldq + h * D.d;
-          gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldq, P.data(), kBackwardKeys, T(0), scale);
+          gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldk, P.data(), kBackwardKeys, T(0), scale);
           apply_masks(P.data(), rows, cols, kBackwardKeys, mv, b, h, i0, j0);
           for (int64_t r = 0; r < rows; ++r) {
             T* p = P.data() + r * kBackwardKeys;
             if (L[i0 + r] == -INFINITY) std::fill(p, p + cols, T(0));
             else exp_in_place(p, static_cast<T>(L[i0 + r]), cols);
           }
-          gemm<T>(true, false, cols, D.dv, rows, P.data(), kBackwardKeys, goi, ldv, gvj, ldv, T(1));
-          gemm<T>(false, true, rows, cols, D.dv, goi, ldv, vj, ldv, dS.data(), kBackwardKeys, T(0));
+          gemm<T>(true, false, cols, D.dv, rows, P.data(), kBackwardKeys, goi, ldo, gvj, ldv, T(1));
+          gemm<T>(false, true, rows, cols, D.dv, goi, ldo, vj, ldv, dS.data(), kBackwardKeys, T(0));
           for (int64_t r = 0; r < rows; ++r) {
             T* ds = dS.data() + r * kBackwardKeys;
             const T* p = P.data() + r * kBackwardKeys;
             T d = static_cast<T>(Drow[i0 + r]);
             for (int64_t c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d);
           }
-          gemm<T>(false, false, rows, D.d, cols, dS.data(), kBackwardKeys, kj, ldq, gqi, ldq, T(1), scale);
-          gemm<T>(true, false, cols, D.d, rows, dS.data(), kBackwardKeys, qi, ldq, gkj, ldq, T(1), scale);
+          gemm<T>(false, false, rows, D.d, cols, dS.data(), kBackwardKeys, kj, ldk, gqi, ldq, T(1), scale);
+          gemm<T>(true, false, cols, D.d, rows, dS.data(), kBackwardKeys, qi, ldq, gkj, ldk, T(1), scale);
         }
       }
     }
@@ -246,7 +250,8 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks, double scale) {
   QKV_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "fused_attention: q ", shape_str(q.shape()), ", k ",
             shape_str(k.shape()), ", v ", shape_str(v.shape()), " must be [B, n, heads, d]");
-  AttentionDims D{q.size(0), q.size(1), k.size(1), q.size(2), q.size(3), v.size(3)};
+  AttentionDims D{q.size(0), q.size(1), k.size(1), q.size(2), q.size(3), v.size(3), 0, 0, 0};
+  D.ldq = D.H * D.d, D.ldk = D.H * D.d, D.ldv = D.H * D.dv;
   QKV_CHECK(k.size(0) == D.B && v.size(0) == D.B && k.size(2) == D.H && v.size(2) == D.H && k.size(3) == D.d &&
                 v.size(1) == D.nk,
             "fused_attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()),
@@ -272,6 +277,39 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                            lse->data(), g.data<T>(), gq.data<T>(), gk.data<T>(), gv.data<T>());
              });
              return {gq, gk, gv};
+           });
+  return out;
+}
+
+// The same kernels on one packed input: q, k and v are rows of qkv [B, n, 3, H, d]
+// (a single [C, 3C] projection's output), read and differentiated in place.
+Tensor fused_self_attention(const Tensor& qkv, const AttentionMasks& masks, double scale) {
+  QKV_CHECK(qkv.dim() == 5 && qkv.size(2) == 3, "fused_self_attention: qkv ", shape_str(qkv.shape()),
+            " must be [B, n, 3, heads, d]");
+  AttentionDims D{qkv.size(0), qkv.size(1), qkv.size(1), qkv.size(3), qkv.size(4), qkv.size(4), 0, 0, 0};
+  D.ldq = D.ldk = D.ldv = 3 * D.H * D.d;
+  MaskView mv = mask_view(masks, D, qkv.dtype());
+  Tensor out = Tensor::empty({D.B, D.nq, D.H, D.dv}, qkv.dtype());
+  auto lse = std::make_shared<std::vector<double>>(D.B * D.H * D.nq);
+  const int64_t part = D.H * D.d;  // offset of k (and 2·part of v) within a row
+  dispatch_floating(qkv.dtype(), "fused_self_attention", [&](auto zero) {
+    using T = decltype(zero);
+    const T* p = qkv.data<T>();
+    forward<T>(D, mv, static_cast<T>(scale), p, p + part, p + 2 * part, out.data<T>(), lse->data());
+  });
+  if (needs_grad({qkv}))
+    record("fused_self_attention", out, {qkv},
+           [qkv = qkv.detach(), o = out.detach(), masks, D, lse, scale, part](const Tensor& g) -> std::vector<Tensor> {
+             MaskView mv = mask_view(masks, D, qkv.dtype());
+             Tensor gqkv = Tensor::zeros(qkv.shape(), qkv.dtype());
+             dispatch_floating(qkv.dtype(), "fused_self_attention", [&](auto zero) {
+               using T = decltype(zero);
+               const T* p = qkv.data<T>();
+               T* gp = gqkv.data<T>();
+               backward<T>(D, mv, static_cast<T>(scale), p, p + part, p + 2 * part, o.data<T>(), lse->data(),
+                           g.data<T>(), gp, gp + part, gp + 2 * part);
+             });
+             return {gqkv};
            });
   return out;
 }

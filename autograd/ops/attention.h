@@ -25,4 +25,9 @@ struct AttentionMasks {
 /// (and zero gradients), never NaN. float32 and float64.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks, double scale);
 
+/// fused_attention on q, k and v packed in one tensor qkv [B, n, 3, H, d] (the
+/// output of one [3·H·d, C] projection, reshaped): -> [B, n, H, d]. Reads
+/// each head in place and returns one gradient for the packed input.
+Tensor fused_self_attention(const Tensor& qkv, const AttentionMasks& masks, double scale);
+
 }  // namespace qkv
