@@ -23,6 +23,8 @@ bool grad_enabled() { return grad_mode; }
 
 NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
 NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
+GradModeGuard::GradModeGuard(bool enabled) : previous_(grad_mode) { grad_mode = enabled; }
+GradModeGuard::~GradModeGuard() { grad_mode = previous_; }
 
 OpDeclaration::OpDeclaration(const char* name) { op_declarations().insert(name); }
 

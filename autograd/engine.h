@@ -41,6 +41,18 @@ class NoGradGuard {
   bool previous_;
 };
 
+/// Sets grad mode for its scope (recompute switches it back on inside backward).
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// True when grad mode is on and some input requires grad: the op must record.
 bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);

@@ -13,6 +13,7 @@
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/shape.h"
 #include "autograd/ops/softmax.h"
+#include "autograd/recompute.h"
 #include "nn/gradcheck_cases.h"
 
 namespace qkv {
@@ -226,6 +227,28 @@ std::vector<GradcheckCase> builtin_cases() {
   attention_case("causal n=130: several query and key blocks, blocks above the diagonal skipped", {1, 130, 1, 2},
                  {1, 130, 1, 2}, 2, [] { return AttentionMasks{{}, {}, true}; });
 
+  attention_case("sliding window 3, causal, n=9, float mask with a fully masked row", {1, 9, 2, 2}, {1, 9, 2, 2}, 2, [] {
+    std::vector<double> m(81, 0.0);
+    for (int64_t j = 0; j < 9; ++j) m[4 * 9 + j] = -std::numeric_limits<double>::infinity();
+    return AttentionMasks{Tensor::from_vector(m, {9, 9}), {}, true, 3};
+  });
+  attention_case("sliding window 2 on each side, n=70, key padding", {2, 70, 1, 2}, {2, 70, 1, 2}, 2, [] {
+    std::vector<bool> keep(140, true);
+    for (int64_t j = 100; j < 140; ++j) keep[j] = false;
+    return AttentionMasks{{}, Tensor::from_vector(keep, {2, 70}), false, 2};
+  });
+
+  // ---- linear attention ----
+  auto linear_attention_case = [&](const char* label, Shape s, bool causal, Tensor padding) {
+    add_case("linear_attention", label, [=](Generator& g) { return Inputs{normal(g, s), normal(g, s), normal(g, s)}; },
+             [causal, padding](const Inputs& x) { return linear_attention(x[0], x[1], x[2], causal, padding); });
+  };
+  linear_attention_case("causal [2, 6, 2, 3]", {2, 6, 2, 3}, true, Tensor());
+  linear_attention_case("not causal, key padding, one sequence fully padded", {2, 5, 1, 3}, false,
+                        bools({true, true, false, true, false, false, false, false, false, false}, {2, 5}));
+  linear_attention_case("causal with key padding", {1, 7, 2, 2}, true,
+                        bools({true, false, true, true, false, true, true}, {1, 7}));
+
   auto packed_case = [&](const char* label, Shape s, std::function<AttentionMasks()> masks) {
     add_case("fused_self_attention", label, [=](Generator& g) { return Inputs{normal(g, s)}; },
              [masks, d = s.back()](const Inputs& x) {
@@ -237,6 +260,19 @@ std::vector<GradcheckCase> builtin_cases() {
     std::vector<bool> keep(140, false);
     for (int64_t j = 0; j < 33; ++j) keep[j] = true;
     return AttentionMasks{{}, Tensor::from_vector(keep, {2, 70}), false};
+  });
+
+  // ---- recompute (activation checkpointing) ----
+  add_case("recompute", "tanh(a·b) + a, replayed in backward", pair(normal, {3, 4}, normal, {4}), [](const Inputs& x) {
+    return recompute([](const Inputs& in) { return tanh(in[0] * in[1]) + in[0]; }, x);
+  });
+  add_case("recompute", "nested: a segment inside a segment", pair(normal, {2, 3}, normal, {3, 2}), [](const Inputs& x) {
+    return recompute(
+        [](const Inputs& in) {
+          Tensor h = recompute([](const Inputs& inner) { return exp(matmul(inner[0], inner[1]) * 0.3); }, in);
+          return softmax(h, -1);
+        },
+        x);
   });
 
   // ---- softmax ----

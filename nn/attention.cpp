@@ -73,6 +73,15 @@ Tensor causal_mask(int64_t n_q, int64_t n_k) {
   return mask;
 }
 
+Tensor window_mask(int64_t n_q, int64_t n_k, int64_t window, bool causal) {
+  QKV_CHECK(n_q >= 0 && n_k >= 0 && window >= 0, "window_mask: negative size ", n_q, " x ", n_k, " or window ", window);
+  Tensor mask = Tensor::empty({n_q, n_k}, DType::Bool);
+  bool* p = mask.data<bool>();
+  for (int64_t i = 0; i < n_q; ++i)
+    for (int64_t j = 0; j < n_k; ++j) p[i * n_k + j] = j >= i - window && (causal ? j <= i : j <= i + window);
+  return mask;
+}
+
 Tensor key_padding_mask(const std::vector<int64_t>& lengths, int64_t n) {
   Tensor mask = Tensor::empty({static_cast<int64_t>(lengths.size()), n}, DType::Bool);
   bool* p = mask.data<bool>();

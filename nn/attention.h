@@ -46,6 +46,9 @@ class BilinearScore : public Module {
 
 /// bool [n_q, n_k], true where key j <= query i (top-left aligned, as torch's is_causal).
 Tensor causal_mask(int64_t n_q, int64_t n_k);
+/// bool [n_q, n_k], true where key j is within `window` of query i: i − window ≤ j ≤ i
+/// when causal, |i − j| ≤ window otherwise (sliding-window attention's band).
+Tensor window_mask(int64_t n_q, int64_t n_k, int64_t window, bool causal);
 /// bool [B, n], true where position j < lengths[b]: the real tokens of padded sequences.
 Tensor key_padding_mask(const std::vector<int64_t>& lengths, int64_t n);
 /// One mask that blocks what either blocks. bool with bool stays bool (and);

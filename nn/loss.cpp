@@ -1,12 +1,15 @@
 // Cross-entropy: fused forward and backward side by side.
 #include "nn/loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <memory>
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/reduce.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
 
@@ -81,6 +84,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
              return {gx};
            });
   return loss;
+}
+
+Tensor attention_entropy(const std::vector<Tensor>& weights) {
+  QKV_CHECK(!weights.empty(), "attention_entropy: no attention weights given");
+  Tensor total;
+  int64_t rows = 0;
+  for (const Tensor& p : weights) {
+    QKV_CHECK(p.defined() && p.dim() >= 2 && is_floating(p.dtype()), "attention_entropy: weights must be float [..., n_q, n_k]");
+    Tensor h = neg(sum(mul(p, log(add(p, 1e-12)))));  // Σ over every row of this tensor
+    total = total.defined() ? add(total, h) : h;
+    rows += p.numel() / std::max<int64_t>(p.size(-1), 1);
+  }
+  return div(total, static_cast<double>(std::max<int64_t>(rows, 1)));
 }
 
 }  // namespace qkv::nn

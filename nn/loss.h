@@ -1,6 +1,8 @@
 // Losses.
 #pragma once
 
+#include <vector>
+
 #include "autograd/tensor.h"
 
 namespace qkv::nn {
@@ -14,5 +16,13 @@ enum class Reduction { Mean, Sum };
 /// with zero gradient (PyTorch gives NaN).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                      Reduction reduction = Reduction::Mean);
+
+/// The mean entropy −Σ_j p_j·log(p_j + 1e-12) of attention weight rows,
+/// averaged over every row of every tensor given (each [..., n_q, n_k], e.g.
+/// one per layer with heads inside): the attention-entropy regulariser. Added
+/// to a loss with weight λ: λ < 0 rewards spread-out attention, λ > 0 sharp
+/// attention. Fully masked rows (all zeros) count as entropy 0. The 1e-12
+/// keeps log finite at p = 0; it shifts the value by at most n_k·1e-12.
+Tensor attention_entropy(const std::vector<Tensor>& weights);
 
 }  // namespace qkv::nn

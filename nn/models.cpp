@@ -1,7 +1,9 @@
 #include "nn/models.h"
 
 #include "autograd/ops/elementwise.h"
+#include "autograd/engine.h"
 #include "autograd/ops/matmul.h"
+#include "autograd/recompute.h"
 
 namespace qkv::nn {
 
@@ -26,7 +28,7 @@ Tensor tied_head(const Tensor& x, const Embedding& tok) { return matmul(x, tok.w
 
 }  // namespace
 
-GPT::GPT(const GPTConfig& config, Generator* gen) : config_(config) {
+GPT::GPT(const GPTConfig& config, Generator* gen) : config_(config), gen_(gen) {
   check_sizes("GPT", config.vocab, config.context, config.width, config.heads);
   QKV_CHECK(config.layers >= 0, "GPT: layers must be >= 0, got ", config.layers);
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
@@ -41,11 +43,49 @@ Tensor GPT::forward(const Tensor& ids, std::vector<Tensor>* weights) const {
   Tensor x = token_and_position("GPT", *tok_emb, *pos_emb, config_.context, ids);
   MhaOptions causal;
   causal.causal = true;
-  for (const auto& block : *blocks) x = block->forward(x, causal, Tensor(), {}, weights);
+  causal.kind = config_.attention;
+  for (const auto& block : *blocks) {
+    if (config_.recompute && !weights && grad_enabled()) {  // keep the block's input only; replay it in backward
+      x = recompute([block, causal](const std::vector<Tensor>& in) { return block->forward(in[0], causal); }, {x}, gen_);
+    } else {
+      x = block->forward(x, causal, Tensor(), {}, weights);
+    }
+  }
   return tied_head(ln_f->forward(x), *tok_emb);
 }
 
-Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config) {
+KVCache GPT::make_cache(int64_t batch) const {
+  return KVCache(config_.layers, batch, config_.context, config_.heads, config_.width / config_.heads,
+                 tok_emb->weight.dtype());
+}
+
+Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
+  QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, "GPT: ids must be int64 [B, t], got ", dtype_name(ids.dtype()),
+            " ", shape_str(ids.shape()));
+  QKV_CHECK(static_cast<int64_t>(cache.keys.size()) == config_.layers, "GPT: a cache for ", cache.keys.size(),
+            " layers, the model has ", config_.layers);
+  int64_t pos = cache.length, t = ids.size(1);
+  QKV_CHECK(pos + t <= config_.context && pos + t <= cache.capacity(), "GPT: generation reached the context of ",
+            config_.context, " tokens (", pos, " cached + ", t, " new)");
+  Tensor x = add(tok_emb->forward(ids), pos_emb->forward(Tensor::arange(static_cast<double>(pos),
+                                                                        static_cast<double>(pos + t), 1, DType::Int64)));
+  MhaOptions causal;
+  causal.causal = true;
+  causal.kind = config_.attention;
+  for (size_t i = 0; i < blocks->size(); ++i)
+    x = (*blocks)[i]->forward_cached(x, cache.keys[i], cache.values[i], pos, causal);
+  cache.length = pos + t;
+  return tied_head(ln_f->forward(x), *tok_emb);
+}
+
+KVCache::KVCache(int64_t layers, int64_t batch, int64_t context, int64_t heads, int64_t head_dim, DType dtype) {
+  for (int64_t i = 0; i < layers; ++i) {
+    keys.push_back(Tensor::zeros({batch, context, heads, head_dim}, dtype));
+    values.push_back(Tensor::zeros({batch, context, heads, head_dim}, dtype));
+  }
+}
+
+Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config), gen_(gen) {
   check_sizes("Seq2Seq", config.vocab, config.context, config.width, config.heads);
   QKV_CHECK(config.encoder_layers >= 0 && config.decoder_layers >= 0, "Seq2Seq: layer counts must be >= 0");
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
@@ -66,7 +106,11 @@ Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_length
         " source lengths for a batch of ", src.size(0));
   MhaOptions padding;
   padding.key_padding_mask = key_padding_mask(src_lengths, src.size(1));
-  for (const auto& block : *encoder) x = block->forward(x, padding);
+  padding.kind = config_.attention;
+  for (const auto& block : *encoder)
+    x = config_.recompute && grad_enabled()
+            ? recompute([block, padding](const std::vector<Tensor>& in) { return block->forward(in[0], padding); }, {x}, gen_)
+            : block->forward(x, padding);
   return encoder_ln->forward(x);
 }
 
@@ -75,8 +119,13 @@ Tensor Seq2Seq::decode(const Tensor& tgt, const Tensor& memory, const std::vecto
   Tensor x = token_and_position("Seq2Seq decoder", *tok_emb, *pos_emb, config_.context, tgt);
   MhaOptions causal, cross;
   causal.causal = true;
+  causal.kind = config_.attention;
   cross.key_padding_mask = key_padding_mask(src_lengths, memory.size(1));
-  for (const auto& block : *decoder) x = block->forward(x, causal, memory, cross, weights);
+  for (const auto& block : *decoder)
+    x = config_.recompute && !weights && grad_enabled()
+            ? recompute([block, causal, cross](const std::vector<Tensor>& in) { return block->forward(in[0], causal, in[1], cross); },
+                        {x, memory}, gen_)
+            : block->forward(x, causal, memory, cross, weights);
   return tied_head(ln_f->forward(x), *tok_emb);
 }
 

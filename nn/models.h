@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "nn/kv_cache.h"
 #include "nn/transformer.h"
 
 namespace qkv::nn {
@@ -12,6 +13,8 @@ struct GPTConfig {
   int64_t vocab = 256, context = 64, width = 128, heads = 4, layers = 2;
   double dropout = 0;
   bool post_ln = false;
+  AttentionKind attention;  // every layer's self-attention: full, window:W or linear
+  bool recompute = false;   // activation checkpointing: blocks replay their forward in backward (less memory)
 };
 
 /// Decoder-only transformer with ARCHITECTURE.md's parameter names:
@@ -23,6 +26,15 @@ class GPT : public Module {
   /// ids int64 [B, T] with T <= context -> logits [B, T, vocab]. With `weights`,
   /// appends each layer's attention weights [B, heads, T, T].
   Tensor forward(const Tensor& ids, std::vector<Tensor>* weights = nullptr) const;
+  /// Generation with a cache: ids [B, t] are the tokens at positions
+  /// cache.length .. cache.length+t-1 -> their logits [B, t, vocab]; the cache
+  /// then holds them too. Same logits as forward() on the whole prefix (up to
+  /// float rounding). Inference only; not for linear attention (no cache to keep).
+  Tensor forward_cached(const Tensor& ids, KVCache& cache) const;
+  /// An empty cache for `batch` sequences of up to the context length.
+  KVCache make_cache(int64_t batch) const;
+  /// Switches activation checkpointing (GPTConfig::recompute) on or off.
+  void set_recompute(bool on) { config_.recompute = on; }
   const GPTConfig& config() const { return config_; }
 
   std::shared_ptr<Embedding> tok_emb, pos_emb;
@@ -31,12 +43,15 @@ class GPT : public Module {
 
  private:
   GPTConfig config_;
+  Generator* gen_;  // the blocks' dropout generator (recompute replays its state)
 };
 
 struct Seq2SeqConfig {
   int64_t vocab = 32, context = 32, width = 64, heads = 4, encoder_layers = 1, decoder_layers = 1;
   double dropout = 0;
   bool post_ln = false;
+  AttentionKind attention;  // the encoder's and decoder's self-attention (cross-attention stays full)
+  bool recompute = false;   // activation checkpointing, as in GPTConfig
 };
 
 /// Encoder-decoder transformer for variable-length toy tasks. Parameters:
@@ -53,6 +68,7 @@ class Seq2Seq : public Module {
   Tensor decode(const Tensor& tgt, const Tensor& memory, const std::vector<int64_t>& src_lengths,
                 std::vector<Tensor>* weights = nullptr) const;
   Tensor forward(const Tensor& src, const std::vector<int64_t>& src_lengths, const Tensor& tgt) const;
+  void set_recompute(bool on) { config_.recompute = on; }
   const Seq2SeqConfig& config() const { return config_; }
 
   std::shared_ptr<Embedding> tok_emb, pos_emb;
@@ -62,6 +78,7 @@ class Seq2Seq : public Module {
  private:
   Tensor embed(const char* who, const Tensor& ids) const;
   Seq2SeqConfig config_;
+  Generator* gen_;
 };
 
 }  // namespace qkv::nn

@@ -1,5 +1,6 @@
 #include "nn/multihead_attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/ops/attention.h"
@@ -11,6 +12,25 @@ namespace qkv::nn {
 namespace {
 bool fused_enabled = true;
 }  // namespace
+
+AttentionKind AttentionKind::parse(const std::string& text) {
+  if (text == "full") return {};
+  if (text == "linear") return {Linear, 0};
+  if (text.rfind("window:", 0) == 0) {
+    std::string w = text.substr(7);
+    bool digits = !w.empty() && w.size() <= 9 && w.find_first_not_of("0123456789") == std::string::npos;
+    if (digits && std::stoll(w) >= 1) return {Window, std::stoll(w)};
+  }
+  throw Error(cat("attention must be full, window:W (W >= 1) or linear, got '", text, "'"));
+}
+
+std::string AttentionKind::str() const {
+  switch (type) {
+    case Window: return cat("window:", window);
+    case Linear: return "linear";
+    default: return "full";
+  }
+}
 
 void use_fused_attention(bool on) { fused_enabled = on; }
 bool fused_attention_enabled() { return fused_enabled; }
@@ -44,6 +64,17 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
   if (options.key_padding_mask.defined())
     QKV_CHECK((options.key_padding_mask.shape() == Shape{B, nk}), where(), "key_padding_mask ",
               shape_str(options.key_padding_mask.shape()), " must be [", B, ", ", nk, "]");
+  const AttentionKind& kind = options.kind;
+  if (kind.type == AttentionKind::Linear) {  // no weight matrix: no weights to return, none to drop out
+    QKV_CHECK(x.impl() == memory.impl(), where(), "linear attention is self-attention only (no cross-attention)");
+    QKV_CHECK(!options.need_weights, where(), "linear attention computes no attention weights (no n x n matrix exists)");
+    QKV_CHECK(!attn_mask.defined(), where(), "linear attention takes no attn_mask (only causal and key padding)");
+    Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k = reshape(k_proj->forward(x), {B, nk, heads_, hd}),
+           v = reshape(v_proj->forward(x), {B, nk, heads_, hd});
+    Tensor o = linear_attention(q, k, v, options.causal, options.key_padding_mask);
+    return {out_proj->forward(reshape(o, {B, nq, d_model_})), Tensor()};
+  }
+  const int64_t window = kind.type == AttentionKind::Window ? kind.window : 0;
   double p = is_training() ? dropout_ : 0.0;
   Tensor mask3 = attn_mask.defined() && attn_mask.dim() == 3 ? unsqueeze(attn_mask, 1) : attn_mask;  // [B, 1, n_q, n_k]
   bool fused = fused_enabled && p == 0 && !options.need_weights && !(attn_mask.defined() && attn_mask.requires_grad());
@@ -53,7 +84,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
       Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
       Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
       Tensor qkv = reshape(qkv::linear(x, w, b), {B, nq, 3, heads_, hd});
-      Tensor o = fused_self_attention(qkv, {mask3, options.key_padding_mask, options.causal},
+      Tensor o = fused_self_attention(qkv, {mask3, options.key_padding_mask, options.causal, window},
                                       1.0 / std::sqrt(static_cast<double>(hd)));
       return {out_proj->forward(reshape(o, {B, nq, d_model_})), Tensor()};
     } catch (const Error& e) {
@@ -65,7 +96,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
          v = reshape(v_proj->forward(memory), {B, nk, heads_, hd});
   try {
     if (fused) {
-      AttentionMasks masks{mask3, options.key_padding_mask, options.causal};
+      AttentionMasks masks{mask3, options.key_padding_mask, options.causal, window};
       Tensor o = fused_attention(q, k, v, masks, 1.0 / std::sqrt(static_cast<double>(hd)));
       return {out_proj->forward(reshape(o, {B, nq, d_model_})), Tensor()};
     }
@@ -74,6 +105,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
     Tensor mask = mask3;
     if (options.key_padding_mask.defined()) mask = merge_masks(mask, reshape(options.key_padding_mask, {B, 1, 1, nk}));
     if (options.causal) mask = merge_masks(mask, causal_mask(nq, nk));
+    if (window > 0) mask = merge_masks(mask, window_mask(nq, nk, window, options.causal));
     auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };  // -> [B, heads, n, head_dim]
     AttentionResult r = scaled_dot_product_attention(heads(q), heads(k), heads(v), mask, p, gen_);
     Tensor merged = reshape(permute(r.output, {0, 2, 1, 3}), {B, nq, d_model_});
@@ -81,6 +113,39 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
   } catch (const Error& e) {
     throw Error(where() + e.what());
   }
+}
+
+Tensor MultiHeadAttention::forward_cached(const Tensor& x, const Tensor& keys, const Tensor& values, int64_t pos,
+                                          const MhaOptions& options) const {
+  auto where = [&] { return cat("MultiHeadAttention(d_model=", d_model_, ", heads=", heads_, ") with a cache: "); };
+  int64_t hd = d_model_ / heads_;
+  QKV_CHECK(x.dim() == 3 && x.size(-1) == d_model_, where(), "input ", shape_str(x.shape()), " must be [B, t, ", d_model_, "]");
+  int64_t B = x.size(0), t = x.size(1);
+  QKV_CHECK(keys.dim() == 4 && keys.size(0) == B && keys.size(2) == heads_ && keys.size(3) == hd &&
+                values.shape() == keys.shape() && keys.dtype() == x.dtype() && values.dtype() == x.dtype(),
+            where(), "cache ", shape_str(keys.shape()), " does not fit input ", shape_str(x.shape()));
+  QKV_CHECK(pos >= 0 && pos + t <= keys.size(1), where(), "positions ", pos, "..", pos + t, " exceed its ", keys.size(1));
+  QKV_CHECK(options.kind.type != AttentionKind::Linear, where(), "linear attention keeps no keys and values to cache");
+  Tensor q = reshape(q_proj->forward(x), {B, t, heads_, hd});
+  Tensor k = k_proj->forward(x), v = v_proj->forward(x);  // [B, t, C]: rows of the cache at pos
+  int64_t C = d_model_, cap = keys.size(1);
+  dispatch_floating(x.dtype(), "forward_cached", [&](auto zero) {
+    using T = decltype(zero);
+    for (int64_t b = 0; b < B; ++b) {
+      std::copy(k.data<T>() + b * t * C, k.data<T>() + (b + 1) * t * C, keys.data<T>() + (b * cap + pos) * C);
+      std::copy(v.data<T>() + b * t * C, v.data<T>() + (b + 1) * t * C, values.data<T>() + (b * cap + pos) * C);
+    }
+  });
+  int64_t n = pos + t;
+  // New query i sits at position pos + i: it sees keys j <= pos + i (and j >= pos + i − window).
+  int64_t window = options.kind.type == AttentionKind::Window ? options.kind.window : 0;
+  Tensor allowed = Tensor::empty({t, n}, DType::Bool);
+  bool* a = allowed.data<bool>();
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < n; ++j) a[i * n + j] = j <= pos + i && (window == 0 || j >= pos + i - window);
+  Tensor o = fused_attention(q, narrow(keys, 1, 0, n), narrow(values, 1, 0, n), {allowed, Tensor(), false},
+                             1.0 / std::sqrt(static_cast<double>(hd)));
+  return out_proj->forward(reshape(o, {B, t, d_model_}));
 }
 
 }  // namespace qkv::nn

@@ -3,10 +3,24 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "nn/attention.h"
 
 namespace qkv::nn {
+
+/// Which attention a layer computes: every key (full), a sliding window of
+/// keys around each query (window:W, O(n·W)), or linear attention (O(n),
+/// Katharopoulos et al.; no weight matrix exists, so no heatmaps, no dropout
+/// on weights, no attn_mask; self-attention only).
+struct AttentionKind {
+  enum Type { Full, Window, Linear } type = Full;
+  int64_t window = 0;  // Window: keys within this many positions (see window_mask())
+  /// "full", "window:W" (W >= 1) or "linear"; throws on anything else.
+  static AttentionKind parse(const std::string& text);
+  std::string str() const;
+  bool operator==(const AttentionKind&) const = default;
+};
 
 /// Masks for one call; bool masks mean true = MAY ATTEND (unlike torch's
 /// MultiheadAttention, where true means blocked). Float masks are added.
@@ -15,6 +29,7 @@ struct MhaOptions {
   Tensor key_padding_mask;  // [B, n_k]: true for real tokens (see key_padding_mask())
   bool causal = false;      // also block keys after the query (causal_mask())
   bool need_weights = false;
+  AttentionKind kind;       // full by default
 };
 
 /// Whether MultiHeadAttention may use the fused kernel (autograd/ops/attention.h);
@@ -36,6 +51,14 @@ class MultiHeadAttention : public Module {
   /// Cross-attention: x [B, n_q, d_model] attends to memory [B, n_k, d_model].
   /// The result's weights are per head, [B, heads, n_q, n_k], when asked for.
   AttentionResult forward(const Tensor& x, const Tensor& memory, const MhaOptions& options = {}) const;
+
+  /// Self-attention of new tokens x [B, t, d_model] at positions pos .. pos+t-1
+  /// over every earlier position: their keys and values are written into
+  /// `keys`/`values` ([B, capacity, heads, head_dim]) at pos, then each new
+  /// query attends causally (and within options.kind's window) to positions
+  /// 0 .. its own. Inference only (no dropout); full and window attention.
+  Tensor forward_cached(const Tensor& x, const Tensor& keys, const Tensor& values, int64_t pos,
+                        const MhaOptions& options) const;
 
   int64_t d_model() const { return d_model_; }
   int64_t num_heads() const { return heads_; }

@@ -45,4 +45,15 @@ Tensor TransformerBlock::forward(const Tensor& x, const MhaOptions& self_options
   return add(h, branch(mlp->forward(ln2->forward(h))));
 }
 
+Tensor TransformerBlock::forward_cached(const Tensor& x, const Tensor& keys, const Tensor& values, int64_t pos,
+                                        const MhaOptions& self_options) const {
+  QKV_CHECK(!config_.cross_attention, "TransformerBlock: a key/value cache serves self-attention blocks only");
+  if (config_.post_ln) {
+    Tensor h = ln1->forward(add(x, attn->forward_cached(x, keys, values, pos, self_options)));
+    return ln2->forward(add(h, mlp->forward(h)));
+  }
+  Tensor h = add(x, attn->forward_cached(ln1->forward(x), keys, values, pos, self_options));
+  return add(h, mlp->forward(ln2->forward(h)));
+}
+
 }  // namespace qkv::nn

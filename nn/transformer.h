@@ -38,6 +38,12 @@ class TransformerBlock : public Module {
   Tensor forward(const Tensor& x, const MhaOptions& self_options, const Tensor& memory = Tensor(),
                  const MhaOptions& cross_options = {}, std::vector<Tensor>* weights = nullptr) const;
 
+  /// Inference with a key/value cache (self-attention blocks only): new
+  /// tokens x [B, t, width] at positions pos.., their keys and values kept in
+  /// keys/values (see MultiHeadAttention::forward_cached).
+  Tensor forward_cached(const Tensor& x, const Tensor& keys, const Tensor& values, int64_t pos,
+                        const MhaOptions& self_options) const;
+
   std::shared_ptr<LayerNorm> ln1, ln_cross, ln2;
   std::shared_ptr<MultiHeadAttention> attn, cross_attn;
   std::shared_ptr<MLP> mlp;

@@ -51,12 +51,15 @@ struct MaskView {
   const bool* padding = nullptr;  // [B, n_k]
   int64_t nk = 0;
   bool causal = false;
+  int64_t window = 0;
 };
 
 MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dtype) {
   MaskView v;
   v.causal = m.causal;
   v.nk = dims.nk;
+  QKV_CHECK(m.window >= 0, "fused_attention: window must be >= 0, got ", m.window);
+  v.window = m.window;
   if (m.key_padding.defined()) {
     QKV_CHECK(m.key_padding.dtype() == DType::Bool && (m.key_padding.shape() == Shape{dims.B, dims.nk}),
               "fused_attention: key_padding must be bool [", dims.B, ", ", dims.nk, "], got ",
@@ -111,6 +114,11 @@ void apply_masks(T* S, int64_t rows, int64_t cols, int64_t ld, const MaskView& m
         if (!mv.padding[b * mv.nk + j0 + c]) s[c] = kNegInf;
     if (mv.causal)
       for (int64_t c = std::max<int64_t>(0, i - j0 + 1); c < cols; ++c) s[c] = kNegInf;
+    if (mv.window > 0) {  // keys before i − W, and (not causal) after i + W
+      for (int64_t c = 0; c < std::min(cols, i - mv.window - j0); ++c) s[c] = kNegInf;
+      if (!mv.causal)
+        for (int64_t c = std::max<int64_t>(0, i + mv.window + 1 - j0); c < cols; ++c) s[c] = kNegInf;
+    }
   }
 }
 
@@ -138,8 +146,20 @@ double exp_in_place(T* x, T shift, int64_t n) {
   }
 }
 
-// The last key a query block can see under the causal mask (exclusive).
-int64_t key_end(const MaskView& mv, int64_t nk, int64_t i1) { return mv.causal ? std::min(nk, i1) : nk; }
+// The keys queries [i0, i1) can see under the causal mask and the window: [first, end).
+int64_t key_begin(const MaskView& mv, int64_t i0) { return mv.window > 0 ? std::max<int64_t>(0, i0 - mv.window) : 0; }
+int64_t key_end(const MaskView& mv, int64_t nk, int64_t i1) {
+  if (mv.causal) return std::min(nk, i1);
+  return mv.window > 0 ? std::min(nk, i1 + mv.window) : nk;
+}
+// The queries that can see keys [j0, j1): [first, end).
+int64_t query_begin(const MaskView& mv, int64_t j0) {
+  if (mv.causal) return j0;
+  return mv.window > 0 ? std::max<int64_t>(0, j0 - mv.window) : 0;
+}
+int64_t query_end(const MaskView& mv, int64_t nq, int64_t j1) {
+  return mv.window > 0 ? std::min(nq, j1 + mv.window) : nq;
+}
 
 template <class T>
 void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, T* o, double* lse) {
@@ -156,7 +176,7 @@ void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, co
       for (int64_t r = 0; r < rows; ++r) std::fill(oi + r * ldo, oi + r * ldo + D.dv, T(0));
       std::fill(m.begin(), m.end(), -INFINITY);
       std::fill(l.begin(), l.end(), 0.0);
-      for (int64_t j0 = 0, jend = key_end(mv, D.nk, i0 + rows); j0 < jend; j0 += kKeyBlock) {
+      for (int64_t j0 = key_begin(mv, i0), jend = key_end(mv, D.nk, i0 + rows); j0 < jend; j0 += kKeyBlock) {
         int64_t cols = std::min(kKeyBlock, jend - j0);
         const T* kj = k + (b * D.nk + j0) * ldk + h * D.d;
         const T* vj = v + (b * D.nk + j0) * ldv + h * D.dv;
@@ -216,9 +236,9 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
         const T* vj = v + (b * D.nk + j0) * ldv + h * D.dv;
         T* gkj = gk + (b * D.nk + j0) * ldk + h * D.d;
         T* gvj = gv + (b * D.nk + j0) * ldv + h * D.dv;
-        int64_t first_query = mv.causal ? std::min(j0, D.nq) : 0;  // earlier queries see none of these keys
-        for (int64_t i0 = first_query; i0 < D.nq; i0 += kBackwardQueries) {
-          int64_t rows = std::min(kBackwardQueries, D.nq - i0);
+        // only the queries that can see these keys (causal, window)
+        for (int64_t i0 = query_begin(mv, j0), iend = query_end(mv, D.nq, j0 + cols); i0 < iend; i0 += kBackwardQueries) {
+          int64_t rows = std::min(kBackwardQueries, iend - i0);
           const T* qi = q + (b * D.nq + i0) * ldq + h * D.d;
           const T* goi = go + (b * D.nq + i0) * ldo + h * D.dv;
           T* gqi = gq + (b * D.nq + i0) * ldq + h * D.d;

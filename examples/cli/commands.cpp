@@ -121,7 +121,8 @@ int sample(int argc, char** argv) {
       "temperature", "0: greedy; else sample softmax(logits / T)", cxxopts::value<double>()->default_value("0"))(
       "top-k", "sample among the k likeliest (0: all)", cxxopts::value<int64_t>()->default_value("0"))(
       "max-new", "bytes to generate (text)", cxxopts::value<int64_t>()->default_value("200"))(
-      "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"));
+      "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"))(
+      "no-cache", "recompute the whole prefix for every token instead of keeping keys and values (GPT)");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
@@ -131,6 +132,7 @@ int sample(int argc, char** argv) {
   QKV_CHECK(top_k >= 0, "--top-k must be >= 0");
   QKV_CHECK(max_new >= 0 && max_new <= 100000, "--max-new must be in [0, 100000]");
   auto runner = load_runner(path);
+  runner->set_use_cache(!args.count("no-cache"));
   Generator gen(args["seed"].as<uint64_t>());
   if (runner->task()) {
     std::vector<int64_t> input = runner->task()->encode(prompt);

@@ -24,7 +24,7 @@ std::map<std::string, std::string> ModelSpec::metadata() const {
   std::map<std::string, std::string> config{{"vocab", std::to_string(vocab)},   {"context", std::to_string(context)},
                                             {"width", std::to_string(width)},   {"heads", std::to_string(heads)},
                                             {"layers", std::to_string(layers)}, {"dropout", nn::exact_number(dropout)},
-                                            {"post_ln", post_ln ? "1" : "0"}};
+                                            {"post_ln", post_ln ? "1" : "0"}, {"attention", attention}};
   std::map<std::string, std::string> task_fields{{"name", task}, {"max_len", std::to_string(max_len)},
                                                  {"digits", std::to_string(digits)}, {"data", data}};
   return {{"qkv.model", model}, {"qkv.config", nn::json_object(config)}, {"qkv.task", nn::json_object(task_fields)}};
@@ -48,6 +48,7 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
     s.layers = std::stoll(config.at("layers"));
     s.dropout = std::stod(config.at("dropout"));
     s.post_ln = config.at("post_ln") == "1";
+    if (config.count("attention")) s.attention = nn::AttentionKind::parse(config.at("attention")).str();  // older files: full
     s.task = task.at("name");
     s.max_len = std::stoll(task.at("max_len"));
     s.digits = std::stoll(task.at("digits"));
@@ -65,6 +66,7 @@ Runner::Runner(ModelSpec spec, Generator* init) : spec_(std::move(spec)) {
   QKV_CHECK(spec_.width > 0 && spec_.heads > 0 && spec_.layers > 0, "--dim, --heads and --layers must be positive, got ",
         spec_.width, ", ", spec_.heads, ", ", spec_.layers);
   QKV_CHECK(spec_.width % spec_.heads == 0, "--heads ", spec_.heads, " does not divide --dim ", spec_.width);
+  nn::AttentionKind attention = nn::AttentionKind::parse(spec_.attention);
   if (spec_.task == "text") {
     QKV_CHECK(spec_.model == "gpt", "the text task trains a GPT (--model gpt)");
     text_ = std::make_unique<TextTask>(spec_.data);
@@ -84,14 +86,24 @@ Runner::Runner(ModelSpec spec, Generator* init) : spec_(std::move(spec)) {
   if (spec_.model == "gpt") {
     nn::GPTConfig c;
     c.vocab = spec_.vocab, c.context = spec_.context, c.width = spec_.width, c.heads = spec_.heads;
-    c.layers = spec_.layers, c.dropout = spec_.dropout, c.post_ln = spec_.post_ln;
+    c.layers = spec_.layers, c.dropout = spec_.dropout, c.post_ln = spec_.post_ln, c.attention = attention;
     gpt_ = std::make_unique<nn::GPT>(c, init);
   } else {
     nn::Seq2SeqConfig c;
     c.vocab = spec_.vocab, c.context = spec_.context, c.width = spec_.width, c.heads = spec_.heads;
     c.encoder_layers = c.decoder_layers = spec_.layers, c.dropout = spec_.dropout, c.post_ln = spec_.post_ln;
+    c.attention = attention;
     seq2seq_ = std::make_unique<nn::Seq2Seq>(c, init);
   }
+}
+
+void Runner::set_recompute(bool on) {
+  if (gpt_) gpt_->set_recompute(on);
+  else seq2seq_->set_recompute(on);
+}
+
+bool Runner::uses_cache() const {
+  return gpt_ && use_cache_ && spec_.attention != "linear";  // linear attention keeps no keys and values
 }
 
 nn::Module& Runner::module() { return gpt_ ? static_cast<nn::Module&>(*gpt_) : *seq2seq_; }
@@ -115,7 +127,9 @@ Tensor Runner::loss(const std::vector<Example>& batch) {
         if (t + 1 > batch[b].input.size()) y[b * T + t] = seq[t + 1];
       }
     }
-    return nn::cross_entropy(gpt_->forward(Tensor::from_vector(x, {B, T})), Tensor::from_vector(y, {B, T}));
+    std::vector<Tensor> weights;
+    Tensor logits = gpt_->forward(Tensor::from_vector(x, {B, T}), entropy_weight_ != 0 ? &weights : nullptr);
+    return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(y, {B, T})), weights);
   }
   int64_t S = 0, T = 0;
   for (const Example& e : batch) {
@@ -134,8 +148,17 @@ Tensor Runner::loss(const std::vector<Example>& batch) {
     }
     tout[b * T + e.answer.size()] = kEos;
   }
-  Tensor logits = seq2seq_->forward(Tensor::from_vector(src, {B, S}), lengths, Tensor::from_vector(tin, {B, T}));
-  return nn::cross_entropy(logits, Tensor::from_vector(tout, {B, T}));
+  std::vector<Tensor> weights;
+  Tensor memory = seq2seq_->encode(Tensor::from_vector(src, {B, S}), lengths);
+  Tensor logits = seq2seq_->decode(Tensor::from_vector(tin, {B, T}), memory, lengths, entropy_weight_ != 0 ? &weights : nullptr);
+  return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(tout, {B, T})), weights);
+}
+
+Tensor Runner::with_entropy(const Tensor& loss, const std::vector<Tensor>& weights) {
+  if (entropy_weight_ == 0) return loss;
+  Tensor entropy = nn::attention_entropy(weights);
+  last_entropy_ = entropy.item();
+  return add(loss, mul(entropy, entropy_weight_));
 }
 
 Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen) {
@@ -149,7 +172,9 @@ Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen
       y[b * T + t] = static_cast<unsigned char>(text[start + t + 1]);
     }
   }
-  return nn::cross_entropy(gpt_->forward(Tensor::from_vector(x, {batch, T})), Tensor::from_vector(y, {batch, T}));
+  std::vector<Tensor> weights;
+  Tensor logits = gpt_->forward(Tensor::from_vector(x, {batch, T}), entropy_weight_ != 0 ? &weights : nullptr);
+  return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(y, {batch, T})), weights);
 }
 
 std::function<Tensor()> Runner::fixed_batch_loss(int64_t size, Generator gen) {
@@ -205,13 +230,18 @@ std::vector<std::vector<int64_t>> Runner::answer(const std::vector<std::vector<i
       for (size_t r : rows) src.insert(src.end(), inputs[r].begin(), inputs[r].end());
       memory = seq2seq_->encode(Tensor::from_vector(src, {B, L}), lengths);
     }
+    // A GPT keeps its keys and values: the prefix once, then one new token per step.
+    std::unique_ptr<nn::KVCache> cache;
+    if (gpt_ && uses_cache()) cache = std::make_unique<nn::KVCache>(gpt_->make_cache(B));
     for (int64_t step = 0; step < limit; ++step) {
       int64_t T = static_cast<int64_t>(seqs[0].size());
       if (T > spec_.context) break;
+      int64_t fed = cache ? cache->length : 0;  // tokens the model has already seen
       std::vector<int64_t> flat;
-      for (const auto& s : seqs) flat.insert(flat.end(), s.begin(), s.end());
-      Tensor ids = Tensor::from_vector(flat, {B, T});
-      Tensor logits = gpt_ ? gpt_->forward(ids) : seq2seq_->decode(ids, memory, lengths);
+      for (const auto& s : seqs) flat.insert(flat.end(), s.begin() + fed, s.end());
+      Tensor ids = Tensor::from_vector(flat, {B, T - fed});
+      Tensor logits = cache ? gpt_->forward_cached(ids, *cache) : gpt_ ? gpt_->forward(ids) : seq2seq_->decode(ids, memory, lengths);
+      T -= fed;  // the logits cover the new tokens only
       bool all_done = true;
       for (int64_t b = 0; b < B; ++b) {
         int64_t next = done[b] ? kPad : pick(row(logits, b, T - 1), temperature, top_k, gen);
@@ -246,9 +276,11 @@ double Runner::held_out_loss(int64_t windows, Generator& gen) {
   NoGradGuard no_grad;
   bool was_training = module().is_training();
   module().eval();
-  double total = 0;
+  double total = 0, entropy_weight = entropy_weight_;
+  entropy_weight_ = 0;  // the held-out loss is the plain cross-entropy
   int64_t batches = (windows + 31) / 32;
   for (int64_t i = 0; i < batches; ++i) total += text_loss("held_out", 32, gen).item();
+  entropy_weight_ = entropy_weight;
   module().train(was_training);
   return total / static_cast<double>(batches);
 }
@@ -261,11 +293,25 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
   for (char c : prompt) ids.push_back(static_cast<unsigned char>(c));
   QKV_CHECK(!ids.empty(), "empty prompt");
   std::string out;
+  // With the cache each token costs one row of attention while the text fits
+  // the context; past it, positions shift, so each token recomputes the last
+  // `context` bytes (as without a cache).
+  std::unique_ptr<nn::KVCache> cache;
+  if (uses_cache()) cache = std::make_unique<nn::KVCache>(gpt_->make_cache(1));
   for (int64_t i = 0; i < max_new; ++i) {
-    int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - spec_.context);
-    std::vector<int64_t> window(ids.begin() + start, ids.end());
-    int64_t T = static_cast<int64_t>(window.size());
-    Tensor logits = gpt_->forward(Tensor::from_vector(window, {1, T}));
+    int64_t n = static_cast<int64_t>(ids.size());
+    Tensor logits;
+    int64_t T;
+    if (cache && n <= spec_.context) {
+      std::vector<int64_t> fresh(ids.begin() + cache->length, ids.end());
+      T = static_cast<int64_t>(fresh.size());
+      logits = gpt_->forward_cached(Tensor::from_vector(fresh, {1, T}), *cache);
+    } else {
+      int64_t start = std::max<int64_t>(0, n - spec_.context);
+      std::vector<int64_t> window(ids.begin() + start, ids.end());
+      T = static_cast<int64_t>(window.size());
+      logits = gpt_->forward(Tensor::from_vector(window, {1, T}));
+    }
     int64_t next = pick(row(logits, 0, T - 1), temperature, top_k, &gen);
     ids.push_back(next);
     out += static_cast<char>(next);

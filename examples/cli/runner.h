@@ -20,6 +20,7 @@ struct ModelSpec {
   int64_t vocab = 0, context = 0, width = 64, heads = 4, layers = 2;
   double dropout = 0;
   bool post_ln = false;
+  std::string attention = "full";   // full | window:W | linear (nn::AttentionKind)
   int64_t max_len = 8, digits = 3;  // sequence tasks
   std::string data;                 // text task
   std::map<std::string, std::string> metadata() const;
@@ -55,16 +56,33 @@ class Runner {
   /// Held-out loss in nats per byte over `windows` windows (text task).
   double held_out_loss(int64_t windows, Generator& gen);
 
+  /// Adds lambda × the mean attention entropy (nn::attention_entropy over every
+  /// layer and head; for Seq2Seq the decoder's) to loss() and text_loss().
+  void set_attention_entropy(double lambda) { entropy_weight_ = lambda; }
+  /// The entropy term of the last loss computed (before the weight).
+  double last_entropy() const { return last_entropy_; }
+
+  /// Activation checkpointing for training: blocks recompute their forward in backward.
+  void set_recompute(bool on);
+
+  /// Whether GPT generation keeps a key/value cache (on by default; not for
+  /// linear attention). Off: every token recomputes the whole prefix.
+  void set_use_cache(bool on) { use_cache_ = on; }
+  bool uses_cache() const;
+
   /// Attention weights of every layer for a prompt, with the token labels.
   std::vector<Tensor> attention(const std::string& prompt, std::vector<std::string>& labels);
 
  private:
+  Tensor with_entropy(const Tensor& loss, const std::vector<Tensor>& weights);
   int64_t pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const;
   ModelSpec spec_;
   std::unique_ptr<SequenceTask> task_;
   std::unique_ptr<TextTask> text_;
   std::unique_ptr<nn::GPT> gpt_;
   std::unique_ptr<nn::Seq2Seq> seq2seq_;
+  bool use_cache_ = true;
+  double entropy_weight_ = 0, last_entropy_ = 0;
 };
 
 }  // namespace qkv::cli

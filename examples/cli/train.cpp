@@ -60,6 +60,8 @@ int train(int argc, char** argv) {
     ("layers", "transformer layers (per side for seq2seq)", cxxopts::value<int64_t>()->default_value("2"))
     ("heads", "attention heads", cxxopts::value<int64_t>()->default_value("4"))
     ("dim", "model width", cxxopts::value<int64_t>()->default_value("64"))
+    ("attention", "full | window:W (each token sees W before it; O(n·W)) | linear (O(n), no weight matrix)",
+     cxxopts::value<std::string>()->default_value("full"))
     ("context", "context length (default: what the task needs; 64 for text)", cxxopts::value<int64_t>()->default_value("0"))
     ("batch", "examples per step (default 64; 32 for text)", cxxopts::value<int64_t>()->default_value("64"))
     ("steps", "step budget, counting resumed steps (default 4000; 800 for text)", cxxopts::value<int64_t>()->default_value("4000"))
@@ -79,6 +81,9 @@ int train(int argc, char** argv) {
     ("resume", "continue from a checkpoint", cxxopts::value<std::string>()->default_value(""))
     ("log", "write step, loss, lr, grad norm, tokens/s, eval metrics (.csv, else JSON lines)",
      cxxopts::value<std::string>()->default_value(""))
+    ("attn-entropy", "add this x the mean attention entropy (every layer and head) to the loss; < 0 spreads attention",
+     cxxopts::value<double>()->default_value("0"))
+    ("checkpoint-activations", "keep only each block's input and recompute the block in backward (less memory, more time)")
     ("check-grads", "gradient-check a float64 copy of the model before the first step and at the end")
     ("h,help", "show this help");
   auto args = options.parse(argc, argv);
@@ -117,6 +122,7 @@ int train(int argc, char** argv) {
     spec.width = args["dim"].as<int64_t>();
     spec.context = args["context"].as<int64_t>();
     spec.dropout = dropout;
+    spec.attention = nn::AttentionKind::parse(args["attention"].as<std::string>()).str();
     QKV_CHECK(spec.context >= 0, "--context must be >= 0");
     QKV_CHECK(spec.dropout >= 0 && spec.dropout < 1, "--dropout must be in [0, 1), got ", spec.dropout);
   }
@@ -124,6 +130,10 @@ int train(int argc, char** argv) {
   manual_seed(seed);
   Runner runner(spec);
   const ModelSpec& s = runner.spec();
+  const double entropy_weight = args["attn-entropy"].as<double>();
+  QKV_CHECK(std::isfinite(entropy_weight), "--attn-entropy must be finite");
+  runner.set_attention_entropy(entropy_weight);
+  runner.set_recompute(args.count("checkpoint-activations") > 0);
   Generator data(seed ^ 0x5eedda7aULL);
 
   // Optimizer and schedule.
@@ -170,7 +180,8 @@ int train(int argc, char** argv) {
   if (!log_path.empty()) {
     log.open(log_path, std::ios::app);
     QKV_CHECK(static_cast<bool>(log), "cannot write --log file '", log_path, "'");
-    if (csv && log.tellp() == 0) log << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss\n";
+    if (csv && log.tellp() == 0)
+      log << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss" << (entropy_weight != 0 ? ",attn_entropy" : "") << "\n";
   }
 
   bool tty = isatty(fileno(stdout));
@@ -226,10 +237,15 @@ int train(int argc, char** argv) {
     if (log.is_open()) {
       std::string acc = evaluate && runner.task() ? std::to_string(last_metric) : "";
       std::string held = evaluate && !runner.task() ? std::to_string(last_metric) : "";
-      if (csv) log << done << "," << value << "," << opt->lr() << "," << norm << "," << rate << "," << acc << "," << held << "\n";
+      // the loss includes the entropy term; the term itself is logged apart
+      std::string entropy = entropy_weight != 0 ? std::to_string(runner.last_entropy()) : "";
+      if (csv)
+        log << done << "," << value << "," << opt->lr() << "," << norm << "," << rate << "," << acc << "," << held
+            << (entropy.empty() ? "" : "," + entropy) << "\n";
       else log << "{\"step\":" << done << ",\"loss\":" << value << ",\"lr\":" << opt->lr() << ",\"grad_norm\":" << norm
                << ",\"tokens_per_s\":" << rate << (acc.empty() ? "" : ",\"eval_accuracy\":" + acc)
-               << (held.empty() ? "" : ",\"eval_loss\":" + held) << "}\n";
+               << (held.empty() ? "" : ",\"eval_loss\":" + held) << (entropy.empty() ? "" : ",\"attn_entropy\":" + entropy)
+               << "}\n";
     }
     char line[256];
     std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  %s elapsed  ETA %s",

@@ -1,0 +1,66 @@
+// Generation with a key/value cache gives the logits of a full forward pass
+// over the prefix, for full and sliding-window attention, pre- and post-LN.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "nn/nn.h"
+
+using namespace qkv;
+using namespace qkv::nn;
+
+namespace {
+double worst_difference(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  std::vector<double> x = a.to_vector(), y = b.to_vector();
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double d = std::fabs(x[i] - y[i]);
+    if (!(d <= worst)) worst = d;
+  }
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("a GPT with a key/value cache gives the logits of the full forward pass", "[kv_cache][models]") {
+  for (const char* kind : {"full", "window:3"})
+    for (bool post_ln : {false, true}) {
+      INFO(kind << (post_ln ? ", post-LN" : ", pre-LN"));
+      GPTConfig c;
+      c.vocab = 11, c.context = 12, c.width = 8, c.heads = 2, c.layers = 2, c.post_ln = post_ln;
+      c.attention = AttentionKind::parse(kind);
+      Generator gen(2);
+      GPT gpt(c, &gen);
+      gpt.to(DType::Float64);
+      gpt.eval();
+      NoGradGuard no_grad;
+      Tensor ids = Tensor::randint(0, 11, {2, 12}, &gen);
+      Tensor full = gpt.forward(ids);
+      KVCache cache = gpt.make_cache(2);
+      // a prefix of 5, then one token at a time, then the rest
+      std::vector<std::pair<int64_t, int64_t>> pieces{{0, 5}, {5, 1}, {6, 1}, {7, 5}};
+      for (auto [start, length] : pieces) {
+        Tensor logits = gpt.forward_cached(narrow(ids, 1, start, length), cache);
+        CHECK(worst_difference(logits, narrow(full, 1, start, length)) < 1e-12);
+      }
+      CHECK(cache.length == 12);
+      CHECK_THROWS_WITH(gpt.forward_cached(narrow(ids, 1, 0, 1), cache), Catch::Matchers::Contains("reached the context"));
+    }
+}
+
+TEST_CASE("linear attention keeps no cache, and says so", "[kv_cache][models]") {
+  GPTConfig c;
+  c.vocab = 5, c.context = 4, c.width = 4, c.heads = 1, c.layers = 1, c.attention = AttentionKind::parse("linear");
+  GPT gpt(c);
+  KVCache cache = gpt.make_cache(1);
+  NoGradGuard no_grad;
+  CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({1, 2}, DType::Int64), cache), Catch::Matchers::Contains("linear"));
+}
+
+TEST_CASE("attention kinds parse and print", "[attention]") {
+  CHECK(AttentionKind::parse("full").str() == "full");
+  CHECK(AttentionKind::parse("window:32").str() == "window:32");
+  CHECK(AttentionKind::parse("linear").str() == "linear");
+  for (const char* bad : {"", "window:", "window:0", "window:-3", "window:3x", "Linear", "window:99999999999"})
+    CHECK_THROWS_AS(AttentionKind::parse(bad), Error);
+}
