@@ -95,7 +95,7 @@ TEST_CASE("matmul backward handles zero-size operands", "[matmul]") {
 
 TEST_CASE("products split into tiles across threads equal a plain triple loop, for 1 and 2 threads", "[matmul][threads]") {
   // Shapes that tile by rows, by columns (short and wide), and not at all.
-  for (auto [n, k, m] : {std::array<int64_t, 3>{300, 70, 45}, {20, 64, 700}, {129, 33, 257}, {3, 5, 7}}) {
+  for (auto [n, k, m] : {std::array<int64_t, 3>{300, 70, 45}, {20, 64, 700}, {129, 33, 257}, {3, 5, 7}, {1, 40, 9}}) {
     Tensor a = Tensor::randn({n, k}, DType::Float64), b = Tensor::randn({m, k}, DType::Float64);
     std::vector<double> pa = a.to_vector(), pb = b.to_vector();
     std::vector<Tensor> results;
@@ -115,4 +115,19 @@ TEST_CASE("products split into tiles across threads equal a plain triple loop, f
       }
     CHECK(worst < 1e-11);
   }
+}
+
+TEST_CASE("one-row products (matrix-vector) for every transpose flag, in both dtypes", "[matmul]") {
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Tensor a = Tensor::randn(ta ? Shape{6, 1} : Shape{1, 6}, dtype), b = Tensor::randn(tb ? Shape{5, 6} : Shape{6, 5}, dtype);
+        Tensor c = matmul(a, b, ta, tb);
+        for (int64_t j = 0; j < 5; ++j) {
+          double s = 0;
+          for (int64_t t = 0; t < 6; ++t) s += a.at(ta ? std::vector<int64_t>{t, 0} : std::vector<int64_t>{0, t}) *
+                                               b.at(tb ? std::vector<int64_t>{j, t} : std::vector<int64_t>{t, j});
+          CHECK(c.at({0, j}) == Approx(s).margin(1e-5));
+        }
+      }
 }

@@ -165,8 +165,8 @@ template <class T>
 void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, T* o, double* lse) {
   const int64_t ldq = D.ldq, ldk = D.ldk, ldv = D.ldv, ldo = D.H * D.dv, qblocks = (D.nq + kQueryBlock - 1) / kQueryBlock;
   const int64_t items = D.B * D.H * qblocks;
-  parallel_for(items, kQueryBlock * D.nk * (D.d + D.dv), [&](int64_t begin, int64_t end) {
-    std::vector<T> S(kQueryBlock * kKeyBlock);
+  parallel_for(items, std::min(kQueryBlock, D.nq) * D.nk * (D.d + D.dv), [&](int64_t begin, int64_t end) {
+    std::unique_ptr<T[]> S(new T[kQueryBlock * kKeyBlock]);  // scratch: no zeroing (it cost a memset per call)
     std::vector<double> m(kQueryBlock), l(kQueryBlock);
     for (int64_t item = begin; item < end; ++item) {
       int64_t b = item / (D.H * qblocks), h = item / qblocks % D.H, i0 = item % qblocks * kQueryBlock;
@@ -180,10 +180,10 @@ void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, co
         int64_t cols = std::min(kKeyBlock, jend - j0);
         const T* kj = k + (b * D.nk + j0) * ldk + h * D.d;
         const T* vj = v + (b * D.nk + j0) * ldv + h * D.dv;
-        gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldk, S.data(), kKeyBlock, T(0), scale);
-        apply_masks(S.data(), rows, cols, kKeyBlock, mv, b, h, i0, j0);
+        gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldk, S.get(), kKeyBlock, T(0), scale);
+        apply_masks(S.get(), rows, cols, kKeyBlock, mv, b, h, i0, j0);
         for (int64_t r = 0; r < rows; ++r) {
-          T* s = S.data() + r * kKeyBlock;
+          T* s = S.get() + r * kKeyBlock;
           double block_max = row_max(s, cols);  // a NaN score poisons its row, as in softmax
           double top = std::isnan(block_max) || std::isnan(m[r]) ? NAN : std::max(m[r], block_max);
           if (top == -INFINITY) {         // every key so far blocked: nothing to add
@@ -196,7 +196,7 @@ void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, co
             for (int64_t c = 0; c < D.dv; ++c) oi[r * ldo + c] = static_cast<T>(oi[r * ldo + c] * correction);
           m[r] = top;
         }
-        gemm<T>(false, false, rows, D.dv, cols, S.data(), kKeyBlock, vj, ldv, oi, ldo, T(1));
+        gemm<T>(false, false, rows, D.dv, cols, S.get(), kKeyBlock, vj, ldv, oi, ldo, T(1));
       }
       for (int64_t r = 0; r < rows; ++r) {
         double* L = lse + (b * D.H + h) * D.nq + i0 + r;
@@ -219,7 +219,7 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
   const int64_t ldq = D.ldq, ldk = D.ldk, ldv = D.ldv, ldo = D.H * D.dv;  // gradients share their input's strides
   // One thread per (batch, head): it alone writes that head's rows of dQ, dK, dV.
   parallel_for(D.B * D.H, D.nq * D.nk * (2 * D.d + 2 * D.dv), [&](int64_t begin, int64_t end) {
-    std::vector<T> P(kBackwardQueries * kBackwardKeys), dS(kBackwardQueries * kBackwardKeys);
+    std::unique_ptr<T[]> P(new T[kBackwardQueries * kBackwardKeys]), dS(new T[kBackwardQueries * kBackwardKeys]);
     std::vector<double> Drow(D.nq);
     for (int64_t item = begin; item < end; ++item) {
       int64_t b = item / D.H, h = item % D.H;
@@ -242,23 +242,23 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
           const T* qi = q + (b * D.nq + i0) * ldq + h * D.d;
           const T* goi = go + (b * D.nq + i0) * ldo + h * D.dv;
           T* gqi = gq + (b * D.nq + i0) * ldq + h * D.d;
-          gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldk, P.data(), kBackwardKeys, T(0), scale);
-          apply_masks(P.data(), rows, cols, kBackwardKeys, mv, b, h, i0, j0);
+          gemm<T>(false, true, rows, cols, D.d, qi, ldq, kj, ldk, P.get(), kBackwardKeys, T(0), scale);
+          apply_masks(P.get(), rows, cols, kBackwardKeys, mv, b, h, i0, j0);
           for (int64_t r = 0; r < rows; ++r) {
-            T* p = P.data() + r * kBackwardKeys;
+            T* p = P.get() + r * kBackwardKeys;
             if (L[i0 + r] == -INFINITY) std::fill(p, p + cols, T(0));
             else exp_in_place(p, static_cast<T>(L[i0 + r]), cols);
           }
-          gemm<T>(true, false, cols, D.dv, rows, P.data(), kBackwardKeys, goi, ldo, gvj, ldv, T(1));
-          gemm<T>(false, true, rows, cols, D.dv, goi, ldo, vj, ldv, dS.data(), kBackwardKeys, T(0));
+          gemm<T>(true, false, cols, D.dv, rows, P.get(), kBackwardKeys, goi, ldo, gvj, ldv, T(1));
+          gemm<T>(false, true, rows, cols, D.dv, goi, ldo, vj, ldv, dS.get(), kBackwardKeys, T(0));
           for (int64_t r = 0; r < rows; ++r) {
-            T* ds = dS.data() + r * kBackwardKeys;
-            const T* p = P.data() + r * kBackwardKeys;
+            T* ds = dS.get() + r * kBackwardKeys;
+            const T* p = P.get() + r * kBackwardKeys;
             T d = static_cast<T>(Drow[i0 + r]);
             for (int64_t c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d);
           }
-          gemm<T>(false, false, rows, D.d, cols, dS.data(), kBackwardKeys, kj, ldk, gqi, ldq, T(1), scale);
-          gemm<T>(true, false, cols, D.d, rows, dS.data(), kBackwardKeys, qi, ldq, gkj, ldk, T(1), scale);
+          gemm<T>(false, false, rows, D.d, cols, dS.get(), kBackwardKeys, kj, ldk, gqi, ldq, T(1), scale);
+          gemm<T>(true, false, cols, D.d, rows, dS.get(), kBackwardKeys, qi, ldq, gkj, ldk, T(1), scale);
         }
       }
     }

@@ -23,13 +23,29 @@ QKV_DECLARE_OP(linear);
 namespace {
 
 // C[n, m] = alpha·op(A) op(B) + beta·C, row-major, one BLAS call.
+// A single output row is a matrix-vector product: gemv skips the packing a
+// gemm does for every call (it dominated generating one token at a time).
 void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, float beta, float alpha) {
+  if (n == 1 && k > 0) {
+    int64_t inc = ta ? lda : 1;  // a's one row: contiguous, or a column of the stored [k, 1]
+    if (beta == 0) std::fill(c, c + m, 0.0f);  // y = 0·y would keep a NaN left in uninitialised memory
+    if (tb) cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, b, ldb, a, inc, beta, c, 1);
+    else cblas_sgemv(CblasRowMajor, CblasTrans, k, m, alpha, b, ldb, a, inc, beta, c, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
 }
 void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* a, int64_t lda, const double* b,
                int64_t ldb, double* c, int64_t ldc, double beta, double alpha) {
+  if (n == 1 && k > 0) {
+    int64_t inc = ta ? lda : 1;
+    if (beta == 0) std::fill(c, c + m, 0.0);
+    if (tb) cblas_dgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, b, ldb, a, inc, beta, c, 1);
+    else cblas_dgemv(CblasRowMajor, CblasTrans, k, m, alpha, b, ldb, a, inc, beta, c, 1);
+    return;
+  }
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, alpha, a, lda, b,
               ldb, beta, c, ldc);
 }
@@ -46,7 +62,7 @@ template <class T>
 void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, T beta, T alpha) {
   constexpr int64_t kParts = 4, kMinRows = 32, kMinCols = 64;
-  constexpr int64_t kBlasSerial = 65536 * 4;  // OpenBLAS runs products below this size on one thread anyway
+  constexpr int64_t kBlasSerial = 65536 * 4;  // smaller products stay on one thread: forking costs more
   auto part = [](int64_t size, int64_t least) {  // tile length: size / kParts rounded up to 16, at least `least`
     return std::max(least, ((size + kParts - 1) / kParts + 15) / 16 * 16);
   };
@@ -63,11 +79,16 @@ void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t
   };
   int64_t tiles = row_tiles * col_tiles;
   if (get_num_threads() <= 1 || omp_in_parallel() || n * m * k < kBlasSerial) {
+    // OpenBLAS follows OpenMP's thread count outside a parallel region and
+    // would wake the pool for a small gemv; one thread is what we want here.
+    int saved = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (saved > 1) omp_set_num_threads(1);
     for (int64_t t = 0; t < tiles; ++t) tile(t);
+    if (saved > 1) omp_set_num_threads(saved);
     return;
   }
 #pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < tiles; ++t) tile(t);  // BLAS sees a parallel region: one thread inside
+  for (int64_t t = 0; t < tiles; ++t) tile(t);
 }
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
                           int64_t, float, float);

@@ -323,6 +323,8 @@ std::vector<Tensor> Runner::attention(const std::string& prompt, std::vector<std
   NoGradGuard no_grad;
   module().eval();
   QKV_CHECK(gpt_ != nullptr, "attention maps are drawn for GPT checkpoints");
+  QKV_CHECK(spec_.attention != "linear", "this model uses linear attention, which never forms the n x n weight "
+            "matrix a map would show (train with --attention full or window:W for maps)");
   std::vector<int64_t> ids;
   if (task_) {
     ids = task_->encode(prompt);
