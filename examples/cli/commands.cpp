@@ -285,9 +285,13 @@ double sgemm_gflops(int64_t n, int64_t k, int64_t m) {
 
 int bench(int argc, char** argv) {
   cxxopts::Options options("qkv bench", "Time full training steps (forward, loss, backward, clip, AdamW) on random bytes.");
-  options.add_options()("config", "tiny | small | mini | long, or attention (causal attention alone, B=8 n=256 C=256 8 heads, forward + backward)",
-                        cxxopts::value<std::string>()->default_value("tiny"))(
-      "steps", "timed steps (at least 10)", cxxopts::value<int64_t>()->default_value("10"))(
+  options.add_options()("config", "tiny | small | mini | long | deep (T=512 L=6 C=384 B=4); attention (causal "
+                        "attention alone, B=8 n=256 C=256 8 heads); layer (one causal MHA layer, B=1 C=256 8 heads, "
+                        "n = --context)", cxxopts::value<std::string>()->default_value("tiny"))(
+      "steps", "timed steps", cxxopts::value<int64_t>()->default_value("10"))(
+      "context", "sequence length (0: the config's)", cxxopts::value<int64_t>()->default_value("0"))(
+      "attention", "full | window:W | linear, for the GPT configs and layer", cxxopts::value<std::string>()->default_value("full"))(
+      "checkpoint-activations", "GPT configs: recompute each block in backward")(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"))(
       "kernel", "attention kernel: fused (default) or composed", cxxopts::value<std::string>()->default_value("fused"))(
       "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
@@ -304,10 +308,17 @@ int bench(int argc, char** argv) {
   else if (config == "small") c.context = 256, c.layers = 4, c.heads = 8, c.width = 256, B = 8;
   else if (config == "mini") c.context = 128, c.layers = 6, c.heads = 6, c.width = 384, B = 4;
   else if (config == "long") c.context = 1024, c.layers = 2, c.heads = 4, c.width = 128, B = 2;
+  else if (config == "deep") c.context = 512, c.layers = 6, c.heads = 6, c.width = 384, B = 4;
   else if (config == "attention") c.context = 256, c.layers = 1, c.heads = 8, c.width = 256, B = 8;
-  else throw Error(cat("unknown --config '", config, "' (tiny, small, mini, long, attention)"));
+  else if (config == "layer") c.context = 1024, c.layers = 1, c.heads = 8, c.width = 256, B = 1;
+  else throw Error(cat("unknown --config '", config, "' (tiny, small, mini, long, deep, attention, layer)"));
+  int64_t context = args["context"].as<int64_t>();
+  QKV_CHECK(context >= 0 && context <= 1 << 20, "--context must be in [0, 1048576], got ", context);
+  if (context > 0) c.context = context;
+  c.attention = nn::AttentionKind::parse(args["attention"].as<std::string>());
+  c.recompute = args.count("checkpoint-activations") > 0;
   int64_t steps = args["steps"].as<int64_t>(), warmup = args["warmup"].as<int64_t>();
-  QKV_CHECK(steps >= 10, "--steps must be at least 10, got ", steps);
+  QKV_CHECK(steps >= 1, "--steps must be at least 1, got ", steps);
   QKV_CHECK(warmup >= 0, "--warmup must be >= 0");
   manual_seed(1);
   Generator gen(7);
@@ -334,6 +345,24 @@ int bench(int argc, char** argv) {
     }
     // scores and weighted sum, 2·B·T²·C each, x3 for backward (causal half not discounted)
     flops_per_step = 3.0 * 2 * 2.0 * B * c.context * c.context * c.width;
+  } else if (config == "layer") {  // one causal MHA layer, projections included, with the chosen attention
+    nn::MultiHeadAttention mha(c.width, c.heads);
+    parameters = mha.num_parameters();
+    nn::MhaOptions options;
+    options.causal = true;
+    options.kind = c.attention;
+    Tensor x = Tensor::randn({B, c.context, c.width}, DType::Float32, &gen).requires_grad_();
+    for (int64_t i = 0; i < warmup + steps; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      mha.zero_grad();
+      x.zero_grad();
+      sum(mha.forward(x, options).output).backward();
+      double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (i >= warmup) ms.push_back(elapsed);
+    }
+    double span = c.attention.type == nn::AttentionKind::Window ? std::min<double>(c.context, c.attention.window + 1)
+                                                                 : static_cast<double>(c.context);
+    flops_per_step = 3.0 * (4 * 2.0 * B * c.context * c.width * c.width + 2 * 2.0 * B * c.context * span * c.width);
   } else {
     nn::GPT gpt(c);
     parameters = gpt.num_parameters();
@@ -358,14 +387,15 @@ int bench(int argc, char** argv) {
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
   double step_gflops = flops_per_step / (median / 1000) / 1e9;
-  // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T]).
-  int64_t gm = config == "attention" ? c.context : 4 * c.width;
+  // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T];
+  // for one layer, a projection [B·T, C]·[C, C]).
+  int64_t gm = config == "attention" ? c.context : config == "layer" ? c.width : 4 * c.width;
   int64_t gn = config == "attention" ? c.context : B * c.context, gk = config == "attention" ? c.width / c.heads : c.width;
   double blas = sgemm_gflops(gn, gk, gm);
-  std::printf("bench %s: T=%lld L=%lld heads=%lld C=%lld B=%lld, %lld parameters, %s attention\n", config.c_str(),
+  std::printf("bench %s: T=%lld L=%lld heads=%lld C=%lld B=%lld, %lld parameters, %s %s attention%s\n", config.c_str(),
               static_cast<long long>(c.context), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
               static_cast<long long>(c.width), static_cast<long long>(B), static_cast<long long>(parameters),
-              kernel.c_str());
+              c.attention.str().c_str(), kernel.c_str(), c.recompute ? ", blocks recomputed in backward" : "");
   std::printf("  median %.2f ms/step over %lld steps (min %.2f, max %.2f), %.0f tokens/s\n", median,
               static_cast<long long>(steps), ms.front(), ms.back(), B * c.context / (median / 1000));
   std::printf("  %.1f GFLOP/s in the step; sgemm %lldx%lldx%lld here: %.1f GFLOP/s; step/sgemm %.2f\n", step_gflops,
