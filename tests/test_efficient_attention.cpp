@@ -7,23 +7,15 @@
 #include <cmath>
 
 #include "autograd/ops/attention.h"
+#include "compare.h"
 #include "nn/nn.h"
 
 using namespace qkv;
 using namespace qkv::nn;
+using qkv::testing::worst_difference;
 
 namespace {
 
-double worst_difference(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  std::vector<double> x = a.to_vector(), y = b.to_vector();
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    double d = std::fabs(x[i] - y[i]);
-    if (!(d <= worst)) worst = d;  // NaN is the worst of all
-  }
-  return worst;
-}
 
 struct Leaves {
   Tensor q, k, v, g;
@@ -49,6 +41,7 @@ void check_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b, doub
   const char* names[] = {"output", "dq", "dk", "dv"};
   for (size_t i = 0; i < a.size(); ++i) {
     INFO(names[i]);
+    REQUIRE(a[i].shape() == b[i].shape());
     CHECK(worst_difference(a[i], b[i]) <= tol);
   }
 }

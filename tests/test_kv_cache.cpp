@@ -4,23 +4,12 @@
 
 #include <cmath>
 
+#include "compare.h"
 #include "nn/nn.h"
 
 using namespace qkv;
 using namespace qkv::nn;
-
-namespace {
-double worst_difference(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  std::vector<double> x = a.to_vector(), y = b.to_vector();
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    double d = std::fabs(x[i] - y[i]);
-    if (!(d <= worst)) worst = d;
-  }
-  return worst;
-}
-}  // namespace
+using qkv::testing::worst_difference;
 
 TEST_CASE("a GPT with a key/value cache gives the logits of the full forward pass", "[kv_cache][models]") {
   for (const char* kind : {"full", "window:3"})
@@ -41,7 +30,9 @@ TEST_CASE("a GPT with a key/value cache gives the logits of the full forward pas
       std::vector<std::pair<int64_t, int64_t>> pieces{{0, 5}, {5, 1}, {6, 1}, {7, 5}};
       for (auto [start, length] : pieces) {
         Tensor logits = gpt.forward_cached(narrow(ids, 1, start, length), cache);
-        CHECK(worst_difference(logits, narrow(full, 1, start, length)) < 1e-12);
+        Tensor expected = narrow(full, 1, start, length);
+        REQUIRE(logits.shape() == expected.shape());
+        CHECK(worst_difference(logits, expected) < 1e-12);
       }
       CHECK(cache.length == 12);
       CHECK_THROWS_WITH(gpt.forward_cached(narrow(ids, 1, 0, 1), cache), Catch::Matchers::Contains("reached the context"));

@@ -11,6 +11,7 @@
 //   dK_j = R_j·v_j + r_j,   dv_j = K_j·R_j,
 //   dq = dQ ⊙ φ'(q), dk = dK ⊙ φ'(k), φ'(x) = 1 for x > 0, eˣ otherwise.
 // Padded keys (key_padding false) contribute nothing: K_j = 0 for them.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -42,27 +43,50 @@ void phi_row(const T* x, int64_t d, bool keep, double* out) {
   for (int64_t a = 0; a < d; ++a) out[a] = keep ? phi(x[a]) : 0.0;
 }
 
+// The running sums over keys: S += K_jᵀ v_j, z += K_j (K = φ(k_j), 0 for a padded key).
+// One function for the forward pass and the backward's replay, so both sum alike.
+struct KeySums {
+  std::vector<double> S, z, K;
+  explicit KeySums(const LinearDims& D) : S(D.d * D.dv), z(D.d), K(D.d) {}
+  void clear() {
+    std::fill(S.begin(), S.end(), 0.0);
+    std::fill(z.begin(), z.end(), 0.0);
+  }
+  template <class T>
+  void add(const LinearDims& D, const bool* padding, const T* k, const T* v, int64_t b, int64_t h, int64_t j) {
+    phi_row(k + (b * D.n + j) * D.H * D.d + h * D.d, D.d, !padding || padding[b * D.n + j], K.data());
+    const T* vj = v + (b * D.n + j) * D.H * D.dv + h * D.dv;
+    for (int64_t a = 0; a < D.d; ++a) {
+      z[a] += K[a];
+      for (int64_t c = 0; c < D.dv; ++c) S[a * D.dv + c] += K[a] * vj[c];
+    }
+  }
+};
+
+// Walks the queries of head (b, h) in order with `sums` holding what query i
+// sees (keys j <= i when causal, all keys otherwise) when on_query(i) runs.
+template <class T, class F>
+void sweep_queries(const LinearDims& D, const bool* padding, const T* k, const T* v, int64_t b, int64_t h, KeySums& sums,
+                   F on_query) {
+  sums.clear();
+  if (!D.causal)
+    for (int64_t j = 0; j < D.n; ++j) sums.add(D, padding, k, v, b, h, j);
+  for (int64_t i = 0; i < D.n; ++i) {
+    if (D.causal) sums.add(D, padding, k, v, b, h, i);
+    on_query(i);
+  }
+}
+
 template <class T>
 void forward(const LinearDims& D, const bool* padding, const T* q, const T* k, const T* v, T* o, double* den) {
   const int64_t ld = D.H * D.d, ldv = D.H * D.dv;
   parallel_for(D.B * D.H, D.n * D.d * D.dv * 4, [&](int64_t begin, int64_t end) {
-    std::vector<double> S(D.d * D.dv), z(D.d), Q(D.d), K(D.d);
+    KeySums sums(D);
+    const std::vector<double>&S = sums.S, &z = sums.z;
+    std::vector<double> Q(D.d);
     for (int64_t item = begin; item < end; ++item) {
       int64_t b = item / D.H, h = item % D.H;
-      std::fill(S.begin(), S.end(), 0.0);
-      std::fill(z.begin(), z.end(), 0.0);
-      auto add_key = [&](int64_t j) {
-        phi_row(k + (b * D.n + j) * ld + h * D.d, D.d, !padding || padding[b * D.n + j], K.data());
-        const T* vj = v + (b * D.n + j) * ldv + h * D.dv;
-        for (int64_t a = 0; a < D.d; ++a) {
-          z[a] += K[a];
-          for (int64_t c = 0; c < D.dv; ++c) S[a * D.dv + c] += K[a] * vj[c];
-        }
-      };
-      if (!D.causal)
-        for (int64_t j = 0; j < D.n; ++j) add_key(j);
-      for (int64_t i = 0; i < D.n; ++i) {
-        if (D.causal) add_key(i);
+      sweep_queries(D, padding, k, v, b, h, sums, [&](int64_t i) {
         phi_row(q + (b * D.n + i) * ld + h * D.d, D.d, true, Q.data());
         double dn = D.eps;
         for (int64_t a = 0; a < D.d; ++a) dn += Q[a] * z[a];
@@ -73,7 +97,7 @@ void forward(const LinearDims& D, const bool* padding, const T* q, const T* k, c
           for (int64_t a = 0; a < D.d; ++a) num += Q[a] * S[a * D.dv + c];
           oi[c] = static_cast<T>(num / dn);
         }
-      }
+      });
     }
   });
 }
@@ -83,7 +107,9 @@ void backward(const LinearDims& D, const bool* padding, const T* q, const T* k, 
               const double* den, const T* g, T* gq, T* gk, T* gv) {
   const int64_t ld = D.H * D.d, ldv = D.H * D.dv;
   parallel_for(D.B * D.H, D.n * D.d * D.dv * 8, [&](int64_t begin, int64_t end) {
-    std::vector<double> S(D.d * D.dv), z(D.d), R(D.d * D.dv), r(D.d), Q(D.d), K(D.d), A(D.dv);
+    KeySums sums(D);
+    const std::vector<double>&S = sums.S, &z = sums.z;
+    std::vector<double> R(D.d * D.dv), r(D.d), Q(D.d), K(D.d), A(D.dv);
     std::vector<double> c_all(D.n);
     for (int64_t item = begin; item < end; ++item) {
       int64_t b = item / D.H, h = item % D.H;
@@ -99,20 +125,7 @@ void backward(const LinearDims& D, const bool* padding, const T* q, const T* k, 
         return -go / dn;
       };
       // Forward sweep: dQ_i = S_i·a_i + c_i·z_i.
-      std::fill(S.begin(), S.end(), 0.0);
-      std::fill(z.begin(), z.end(), 0.0);
-      auto add_key = [&](int64_t j) {
-        phi_row(k + (b * D.n + j) * ld + h * D.d, D.d, keep(j), K.data());
-        const T* vj = v + (b * D.n + j) * ldv + h * D.dv;
-        for (int64_t a = 0; a < D.d; ++a) {
-          z[a] += K[a];
-          for (int64_t c = 0; c < D.dv; ++c) S[a * D.dv + c] += K[a] * vj[c];
-        }
-      };
-      if (!D.causal)
-        for (int64_t j = 0; j < D.n; ++j) add_key(j);
-      for (int64_t i = 0; i < D.n; ++i) {
-        if (D.causal) add_key(i);
+      sweep_queries(D, padding, k, v, b, h, sums, [&](int64_t i) {
         double ci = c_all[i] = grads_of_query(i, A.data());
         const T* qi = q + (b * D.n + i) * ld + h * D.d;
         T* gqi = gq + (b * D.n + i) * ld + h * D.d;
@@ -121,7 +134,7 @@ void backward(const LinearDims& D, const bool* padding, const T* q, const T* k, 
           for (int64_t c = 0; c < D.dv; ++c) s += S[a * D.dv + c] * A[c];
           gqi[a] = static_cast<T>(s * phi_grad(qi[a]));
         }
-      }
+      });
       // Reverse sweep (or, not causal, the sums over every query): R_j, r_j, then dK_j and dv_j.
       std::fill(R.begin(), R.end(), 0.0);
       std::fill(r.begin(), r.end(), 0.0);
