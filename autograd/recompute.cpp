@@ -20,10 +20,9 @@ Tensor recompute(const SegmentFn& fn, const std::vector<Tensor>& inputs, Generat
   if (!grad_enabled()) return out;
   // fn may read parameters that need gradients without any input needing one;
   // the node is recorded whenever grad mode is on, with the inputs as its edges.
-  std::vector<Tensor> edges = inputs;
   std::vector<bool> wants(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) wants[i] = inputs[i].defined() && inputs[i].requires_grad();
-  record("recompute", out, edges, [fn, inputs, wants, state, &g](const Tensor& grad) -> std::vector<Tensor> {
+  record("recompute", out, inputs, [fn, inputs, wants, state, &g](const Tensor& grad) -> std::vector<Tensor> {
     std::vector<Tensor> replay_inputs;
     for (size_t i = 0; i < inputs.size(); ++i) {
       Tensor t = inputs[i].defined() ? inputs[i].detach() : Tensor();

@@ -242,16 +242,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     record("linear", y, {x, weight, bias},
            [x = x.detach(), w = weight.detach(), rows, in, out_features, rx = x.requires_grad(),
             rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-             Tensor gx = rx ? Tensor::zeros(x.shape(), x.dtype()) : Tensor();
-             Tensor gw = rw ? Tensor::zeros(w.shape(), w.dtype()) : Tensor();
-             Tensor gb = rb ? Tensor::zeros({out_features}, w.dtype()) : Tensor();
+             // Each gradient is written whole by its gemm (beta = 0) or column sum; zeros only where nothing writes.
+             bool gemm_x = rows > 0 && in > 0 && out_features > 0, gemm_w = rows > 0 && in > 0;
+             auto fresh = [](const Shape& s, DType t, bool written) { return written ? Tensor::empty(s, t) : Tensor::zeros(s, t); };
+             Tensor gx = rx ? fresh(x.shape(), x.dtype(), gemm_x) : Tensor();
+             Tensor gw = rw ? fresh(w.shape(), w.dtype(), gemm_w) : Tensor();
+             Tensor gb = rb ? fresh({out_features}, w.dtype(), rows > 0) : Tensor();
              if (rows == 0) return {gx, gw, gb};
              dispatch_floating(x.dtype(), "linear", [&](auto zero) {
                using T = decltype(zero);
                const T* pg = g.data<T>();
-               if (rx && in > 0 && out_features > 0)
+               if (rx && gemm_x)
                  gemm<T>(false, false, rows, in, out_features, pg, out_features, w.data<T>(), in, gx.data<T>(), in, T(0));
-               if (rw && in > 0)
+               if (rw && gemm_w)
                  gemm<T>(true, false, out_features, in, rows, pg, out_features, x.data<T>(), in, gw.data<T>(), in, T(0));
                if (rb) column_sums(pg, rows, out_features, gb.data<T>());
              });

@@ -323,6 +323,11 @@ int bench(int argc, char** argv) {
   manual_seed(1);
   Generator gen(7);
   std::vector<double> ms;
+  auto timed = [&](int64_t i, auto&& step) {  // runs one step; keeps its time once warm-up is over
+    auto t0 = std::chrono::steady_clock::now();
+    step();
+    if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  };
   double flops_per_step = 0;
   int64_t parameters = 0;
   if (config == "attention") {  // one layer's attention alone (no projections): the fused kernel or the composed path
@@ -330,19 +335,17 @@ int bench(int argc, char** argv) {
     auto leaf = [&] { return Tensor::randn({B, c.context, c.heads, hd}, DType::Float32, &gen).requires_grad_(); };
     Tensor q = leaf(), k = leaf(), v = leaf();
     Tensor causal = nn::causal_mask(c.context, c.context);
-    for (int64_t i = 0; i < warmup + steps; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      for (Tensor* t : {&q, &k, &v}) t->zero_grad();
-      if (kernel == "fused") {
-        sum(fused_attention(q, k, v, {Tensor(), Tensor(), true}, 1 / std::sqrt(static_cast<double>(hd)))).backward();
-      } else {
-        auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };
-        Tensor o = nn::scaled_dot_product_attention(heads(q), heads(k), heads(v), causal).output;
-        sum(permute(o, {0, 2, 1, 3})).backward();
-      }
-      double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (i >= warmup) ms.push_back(elapsed);
-    }
+    for (int64_t i = 0; i < warmup + steps; ++i)
+      timed(i, [&] {
+        for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+        if (kernel == "fused") {
+          sum(fused_attention(q, k, v, {Tensor(), Tensor(), true}, 1 / std::sqrt(static_cast<double>(hd)))).backward();
+        } else {
+          auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };
+          Tensor o = nn::scaled_dot_product_attention(heads(q), heads(k), heads(v), causal).output;
+          sum(permute(o, {0, 2, 1, 3})).backward();
+        }
+      });
     // scores and weighted sum, 2·B·T²·C each, x3 for backward (causal half not discounted)
     flops_per_step = 3.0 * 2 * 2.0 * B * c.context * c.context * c.width;
   } else if (config == "layer") {  // one causal MHA layer, projections included, with the chosen attention
@@ -352,14 +355,12 @@ int bench(int argc, char** argv) {
     options.causal = true;
     options.kind = c.attention;
     Tensor x = Tensor::randn({B, c.context, c.width}, DType::Float32, &gen).requires_grad_();
-    for (int64_t i = 0; i < warmup + steps; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      mha.zero_grad();
-      x.zero_grad();
-      sum(mha.forward(x, options).output).backward();
-      double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (i >= warmup) ms.push_back(elapsed);
-    }
+    for (int64_t i = 0; i < warmup + steps; ++i)
+      timed(i, [&] {
+        mha.zero_grad();
+        x.zero_grad();
+        sum(mha.forward(x, options).output).backward();
+      });
     double span = c.attention.type == nn::AttentionKind::Window ? std::min<double>(c.context, c.attention.window + 1)
                                                                  : static_cast<double>(c.context);
     flops_per_step = 3.0 * (4 * 2.0 * B * c.context * c.width * c.width + 2 * 2.0 * B * c.context * span * c.width);
@@ -371,13 +372,12 @@ int bench(int argc, char** argv) {
     optim::AdamW opt(gpt.named_parameters(), o);
     for (int64_t i = 0; i < warmup + steps; ++i) {
       Tensor ids = Tensor::randint(0, 256, {B, c.context}, &gen), targets = Tensor::randint(0, 256, {B, c.context}, &gen);
-      auto t0 = std::chrono::steady_clock::now();
-      opt.zero_grad();
-      nn::cross_entropy(gpt.forward(ids), targets).backward();
-      optim::clip_grad_norm(opt.params(), 1.0);
-      opt.step();
-      double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (i >= warmup) ms.push_back(elapsed);
+      timed(i, [&] {
+        opt.zero_grad();
+        nn::cross_entropy(gpt.forward(ids), targets).backward();
+        optim::clip_grad_norm(opt.params(), 1.0);
+        opt.step();
+      });
     }
     // 6 FLOPs per weight per token (forward 2, backward 4) for the blocks' 12·C² and the tied head's V·C,
     // and 12·L·T·C per token for attention's two products (scores, weighted sum; causal half not discounted).

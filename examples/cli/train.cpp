@@ -104,7 +104,6 @@ int train(int argc, char** argv) {
   QKV_CHECK(total >= 0, "--steps must be >= 0, got ", total);
   for (const char* non_negative : {"warmup", "save-every"})
     QKV_CHECK(args[non_negative].as<int64_t>() >= 0, "--", non_negative, " must be >= 0, got ", args[non_negative].as<int64_t>());
-  QKV_CHECK(args["threads"].as<int>() >= 0, "--threads must be >= 0");
   set_threads_option(args["threads"].as<int>());
 
   ModelSpec spec;
