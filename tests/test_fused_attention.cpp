@@ -123,6 +123,13 @@ TEST_CASE("fused attention rejects shapes and masks that do not fit, naming them
                     Catch::Matchers::Contains("composed path"));
 }
 
+TEST_CASE("fused_self_attention rejects a packed input that is not [B, n, 3, heads, d]", "[attention][fused][errors]") {
+  CHECK_THROWS_WITH(fused_self_attention(Tensor::randn({1, 4, 2, 2, 3}), {}, 1), Catch::Matchers::Contains("[B, n, 3, heads, d]"));
+  CHECK_THROWS_WITH(fused_self_attention(Tensor::randn({4, 3, 2, 3}), {}, 1), Catch::Matchers::Contains("[B, n, 3, heads, d]"));
+  CHECK_THROWS_WITH(fused_self_attention(Tensor::randn({1, 4, 3, 2, 3}), {{}, Tensor::ones({1, 5}, DType::Bool), false}, 1),
+                    Catch::Matchers::Contains("key_padding"));
+}
+
 TEST_CASE("a GPT gives the same logits and gradients with the fused kernel on and off", "[attention][fused][models]") {
   for (DType dtype : {DType::Float64, DType::Float32}) {
     INFO(dtype_name(dtype));

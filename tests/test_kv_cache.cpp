@@ -39,6 +39,20 @@ TEST_CASE("a GPT with a key/value cache gives the logits of the full forward pas
     }
 }
 
+TEST_CASE("a cache that does not fit the model is refused with its shape", "[kv_cache][models][errors]") {
+  GPTConfig c;
+  c.vocab = 5, c.context = 4, c.width = 4, c.heads = 2, c.layers = 1;
+  GPT gpt(c);
+  NoGradGuard no_grad;
+  KVCache other(1, 1, 4, 1, 4);  // one head of width 4, the model has two of width 2
+  CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({1, 2}, DType::Int64), other), Catch::Matchers::Contains("does not fit"));
+  KVCache two_layers(2, 1, 4, 2, 2);
+  CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({1, 2}, DType::Int64), two_layers),
+                    Catch::Matchers::Contains("a cache for 2 layers"));
+  KVCache ok = gpt.make_cache(1);
+  CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({2}, DType::Int64), ok), Catch::Matchers::Contains("ids must be int64 [B, t]"));
+}
+
 TEST_CASE("linear attention keeps no cache, and says so", "[kv_cache][models]") {
   GPTConfig c;
   c.vocab = 5, c.context = 4, c.width = 4, c.heads = 1, c.layers = 1, c.attention = AttentionKind::parse("linear");

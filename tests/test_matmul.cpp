@@ -131,3 +131,13 @@ TEST_CASE("one-row products (matrix-vector) for every transpose flag, in both dt
         }
       }
 }
+
+TEST_CASE("linear errors name the shapes and dtypes that do not fit", "[matmul][linear][errors]") {
+  Tensor x = Tensor::randn({2, 3}), w = Tensor::randn({4, 3}), b = Tensor::randn({4});
+  CHECK(linear(x, w, b).shape() == Shape{2, 4});
+  CHECK_THROWS_WITH(linear(x, Tensor::randn({4, 5}), b), Catch::Matchers::Contains("linear: input [2, 3] and weight [4, 5]"));
+  CHECK_THROWS_WITH(linear(x, Tensor::randn({3}), Tensor()), Catch::Matchers::Contains("weight is [out, in]"));
+  CHECK_THROWS_WITH(linear(x, w, Tensor::randn({3})), Catch::Matchers::Contains("linear: bias [3]"));
+  CHECK_THROWS_WITH(linear(x, w.to(DType::Float64), Tensor()), Catch::Matchers::Contains("dtypes differ"));
+  CHECK_THROWS_WITH(linear(x, w, b.to(DType::Float64)), Catch::Matchers::Contains("linear: bias [4] float64"));
+}
