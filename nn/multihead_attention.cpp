@@ -82,7 +82,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
     // Self-attention: one [3·d_model, d_model] projection (q, k, v weights stacked), its output read in place.
     try {
       Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
-      Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
+      Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, key_bias(), v_proj->bias}, 0) : Tensor();
       Tensor qkv = reshape(qkv::linear(x, w, b), {B, nq, 3, heads_, hd});
       Tensor o = fused_self_attention(qkv, {mask3, options.key_padding_mask, options.causal, window},
                                       1.0 / std::sqrt(static_cast<double>(hd)));
@@ -92,7 +92,8 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
     }
   }
   // [B, n, d_model] is already [B, n, heads, head_dim] in memory: a reshape, no copy.
-  Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k = reshape(k_proj->forward(memory), {B, nk, heads_, hd}),
+  Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}),
+         k = reshape(qkv::linear(memory, k_proj->weight, key_bias()), {B, nk, heads_, hd}),
          v = reshape(v_proj->forward(memory), {B, nk, heads_, hd});
   try {
     if (fused) {

@@ -65,6 +65,13 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
 
  private:
+  // The key bias adds q·b_k to every score of a query's row, which softmax
+  // ignores: its gradient is exactly zero. Computed, it is rounding noise
+  // (about 1e-17 in float64, 1e-8 in float32) that Adam divides by its eps
+  // and turns into a random walk of b_k, different for every summation order
+  // (thread or process count). Detached, the gradient is the exact zero.
+  // Linear attention is not shift-invariant and keeps k_proj's bias live.
+  Tensor key_bias() const { return k_proj->bias.defined() ? k_proj->bias.detach() : Tensor(); }
   int64_t d_model_, heads_;
   double dropout_;
   Generator* gen_;

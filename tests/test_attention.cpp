@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compare.h"
 #include "nn/nn.h"
 
 using namespace qkv;
@@ -214,6 +215,35 @@ TEST_CASE("MultiHeadAttention with causal + padding masks and dropout passes gra
       check_module(mha, {{"x", x}, {"memory", memory}}, [&] { return mha.forward(x, memory, cross_opts).output; });
   INFO("cross\n" << cross.summary());
   CHECK(cross.ok);
+}
+
+TEST_CASE("softmax attention's key bias gets its exact zero gradient; linear attention's is live", "[attention][mha]") {
+  // q·b_k shifts a query's whole row of scores, which softmax ignores: the
+  // output does not depend on b_k, so its gradient is exactly zero, not the
+  // rounding noise that Adam would turn into a random walk of b_k.
+  for (bool fused : {true, false}) {
+    use_fused_attention(fused);
+    MultiHeadAttention mha(8, 2);
+    Tensor x = Tensor::randn({2, 5, 8}), memory = Tensor::randn({2, 3, 8});
+    MhaOptions causal;
+    causal.causal = true;
+    Tensor before = mha.forward(x, causal).output;
+    mha.k_proj->bias.assign_(Tensor::randn({8}) * 10.0);
+    Tensor after = mha.forward(x, causal).output;
+    CHECK(testing::worst_difference(before, after) < 1e-5);  // the output does not depend on b_k
+    sum(mha.forward(x, causal).output).backward();
+    sum(mha.forward(x, memory).output).backward();
+    CHECK_FALSE(mha.k_proj->bias.grad().defined());
+    CHECK(mha.k_proj->weight.grad().defined());
+    CHECK(mha.q_proj->bias.grad().defined());
+  }
+  use_fused_attention(true);
+  MultiHeadAttention mha(8, 2);
+  MhaOptions linear;
+  linear.kind = AttentionKind::parse("linear");
+  sum(mha.forward(Tensor::randn({2, 5, 8}), linear).output).backward();
+  REQUIRE(mha.k_proj->bias.grad().defined());
+  CHECK(testing::worst_difference(mha.k_proj->bias.grad(), Tensor::zeros({8})) > 1e-6);
 }
 
 TEST_CASE("causal attention at position i ignores every token after i", "[attention][mha]") {

@@ -21,7 +21,8 @@ std::vector<std::vector<double>> step(const Module& model, const std::function<T
   Tensor l = loss();
   l.backward();
   std::vector<std::vector<double>> out{l.to_vector()};
-  for (auto& [name, p] : model.named_parameters()) out.push_back(p.grad().to_vector());
+  for (auto& [name, p] : model.named_parameters())  // no gradient (the key biases') is an exact zero
+    out.push_back(p.grad().defined() ? p.grad().to_vector() : std::vector<double>(p.numel(), 0.0));
   return out;
 }
 }  // namespace
