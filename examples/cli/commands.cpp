@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "autograd/ops/attention.h"
 #include "autograd/simd.h"
+#include "dist/dist.h"
 #include "optim/optim.h"
 #include "runner.h"
 
@@ -21,7 +22,8 @@ namespace qkv::cli {
 
 void set_threads_option(int n) {
   QKV_CHECK(n >= 0, "--threads must be >= 0, got ", n);
-  set_num_threads(n > 0 ? n : idle_threads());
+  // Ranks on one machine share its idle cores (they all look at once).
+  set_num_threads(n > 0 ? n : std::max(1, idle_threads() / dist::local_size()));
 }
 
 namespace {
@@ -252,7 +254,7 @@ int grads(int argc, char** argv) {
   Tensor loss = nn::cross_entropy(runner->forward_gpt(Tensor::from_vector(x, {1, T})), Tensor::from_vector(y, {1, T}));
   loss.backward();
   nn::NamedTensors tensors{{"loss", loss.detach()}};
-  for (const auto& [name, p] : runner->module().named_parameters()) tensors.emplace_back("grad." + name, p.grad());
+  for (const auto& [name, p] : runner->module().named_parameters()) tensors.emplace_back("grad." + name, p.grad().defined() ? p.grad() : Tensor::zeros(p.shape(), p.dtype()));
   nn::save_safetensors(out, tensors, {{"qkv.checkpoint", path}, {"qkv.tokens", std::to_string(T)}});
   std::printf("mean next-byte cross-entropy over %lld predictions: %.6f; wrote loss and %zu gradients to %s\n",
               static_cast<long long>(T), loss.item(), tensors.size() - 1, out.c_str());
@@ -294,10 +296,12 @@ int bench(int argc, char** argv) {
       "checkpoint-activations", "GPT configs: recompute each block in backward")(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"))(
       "kernel", "attention kernel: fused (default) or composed", cxxopts::value<std::string>()->default_value("fused"))(
-      "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
+      "threads", "threads per process (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
+  const int ranks = dist::world_size();
+  const bool lead = dist::rank() == 0;
   std::string config = args["config"].as<std::string>(), kernel = args["kernel"].as<std::string>();
   QKV_CHECK(kernel == "fused" || kernel == "composed", "--kernel must be fused or composed, got '", kernel, "'");
   nn::use_fused_attention(kernel == "fused");
@@ -312,6 +316,10 @@ int bench(int argc, char** argv) {
   else if (config == "attention") c.context = 256, c.layers = 1, c.heads = 8, c.width = 256, B = 8;
   else if (config == "layer") c.context = 1024, c.layers = 1, c.heads = 8, c.width = 256, B = 1;
   else throw Error(cat("unknown --config '", config, "' (tiny, small, mini, long, deep, attention, layer)"));
+  // Under mpirun the GPT configs train data parallel: B is the global batch.
+  QKV_CHECK(ranks == 1 || (config != "attention" && config != "layer"), "--config ", config,
+            " times one process; under mpirun use a GPT config");
+  QKV_CHECK(B % ranks == 0, "--config ", config, "'s batch ", B, " does not split evenly over ", ranks, " ranks");
   int64_t context = args["context"].as<int64_t>();
   QKV_CHECK(context >= 0 && context <= 1 << 20, "--context must be in [0, 1048576], got ", context);
   if (context > 0) c.context = context;
@@ -330,6 +338,7 @@ int bench(int argc, char** argv) {
   };
   double flops_per_step = 0;
   int64_t parameters = 0;
+  size_t allreduced_bytes = 0;
   if (config == "attention") {  // one layer's attention alone (no projections): the fused kernel or the composed path
     int64_t hd = c.width / c.heads;
     auto leaf = [&] { return Tensor::randn({B, c.context, c.heads, hd}, DType::Float32, &gen).requires_grad_(); };
@@ -370,11 +379,15 @@ int bench(int argc, char** argv) {
     optim::AdamOptions o;
     o.lr = 1e-4;
     optim::AdamW opt(gpt.named_parameters(), o);
+    std::vector<Tensor> params = gpt.parameters();
+    dist::broadcast(params);
+    int64_t b = B / ranks;  // this rank's slice
     for (int64_t i = 0; i < warmup + steps; ++i) {
-      Tensor ids = Tensor::randint(0, 256, {B, c.context}, &gen), targets = Tensor::randint(0, 256, {B, c.context}, &gen);
+      Tensor ids = Tensor::randint(0, 256, {b, c.context}, &gen), targets = Tensor::randint(0, 256, {b, c.context}, &gen);
       timed(i, [&] {
         opt.zero_grad();
         nn::cross_entropy(gpt.forward(ids), targets).backward();
+        if (ranks > 1) allreduced_bytes = dist::average_gradients(params);
         optim::clip_grad_norm(opt.params(), 1.0);
         opt.step();
       });
@@ -386,21 +399,28 @@ int bench(int argc, char** argv) {
   }
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
+  if (!lead) return 0;  // the ranks step together (the all-reduce waits for the slowest): rank 0 reports
   double step_gflops = flops_per_step / (median / 1000) / 1e9;
-  // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T];
-  // for one layer, a projection [B·T, C]·[C, C]).
-  int64_t gm = config == "attention" ? c.context : config == "layer" ? c.width : 4 * c.width;
-  int64_t gn = config == "attention" ? c.context : B * c.context, gk = config == "attention" ? c.width / c.heads : c.width;
-  double blas = sgemm_gflops(gn, gk, gm);
   std::printf("bench %s: T=%lld L=%lld heads=%lld C=%lld B=%lld, %lld parameters, %s %s attention%s\n", config.c_str(),
               static_cast<long long>(c.context), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
               static_cast<long long>(c.width), static_cast<long long>(B), static_cast<long long>(parameters),
               c.attention.str().c_str(), kernel.c_str(), c.recompute ? ", blocks recomputed in backward" : "");
   std::printf("  median %.2f ms/step over %lld steps (min %.2f, max %.2f), %.0f tokens/s\n", median,
               static_cast<long long>(steps), ms.front(), ms.back(), B * c.context / (median / 1000));
-  std::printf("  %.1f GFLOP/s in the step; sgemm %lldx%lldx%lld here: %.1f GFLOP/s; step/sgemm %.2f\n", step_gflops,
-              static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gm), blas,
-              step_gflops / blas);
+  if (ranks > 1) {
+    // The other ranks are busy stepping: a reference sgemm here would be timed against them.
+    std::printf("  %d ranks (MPI) x %d threads, B/%d = %lld examples each; %.2f MB of gradients all-reduced per step\n",
+                ranks, get_num_threads(), ranks, static_cast<long long>(B / ranks), allreduced_bytes / 1e6);
+  } else {
+    // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T];
+    // for one layer, a projection [B·T, C]·[C, C]).
+    int64_t gm = config == "attention" ? c.context : config == "layer" ? c.width : 4 * c.width;
+    int64_t gn = config == "attention" ? c.context : B * c.context, gk = config == "attention" ? c.width / c.heads : c.width;
+    double blas = sgemm_gflops(gn, gk, gm);
+    std::printf("  %.1f GFLOP/s in the step; sgemm %lldx%lldx%lld here: %.1f GFLOP/s; step/sgemm %.2f\n", step_gflops,
+                static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gm), blas,
+                step_gflops / blas);
+  }
   std::printf("  peak resident memory %.1f MiB\n", peak_rss_mib());
   std::printf("  %d threads, OpenBLAS kernels %s, vector kernels %s\n", get_num_threads(), openblas_get_corename(),
               simd::isa_name(simd::active_isa()));

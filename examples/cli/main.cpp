@@ -11,6 +11,7 @@
 
 #include "autograd/error.h"
 #include "commands.h"
+#include "dist/dist.h"
 
 namespace {
 const char* kUsage = R"(usage: qkv <command> [options]     (qkv <command> --help for its options)
@@ -24,6 +25,42 @@ commands:
   grads       write a text checkpoint's loss and gradients to a safetensors file
   bench       time full training steps of a standard configuration
 )";
+
+// Runs one command; an error on one rank of several ends the whole job.
+int run(const std::string& command, int argc, char** argv) {
+  const int ranks = qkv::dist::world_size();
+  auto failed = [&](int code) {
+    if (ranks > 1) qkv::dist::abort(code);  // the other ranks would wait for this one forever
+    return code;
+  };
+  const std::string who = ranks > 1 ? " (rank " + std::to_string(qkv::dist::rank()) + ")" : "";
+  if (ranks > 1 && command != "train" && command != "bench") {
+    std::fprintf(stderr, "qkv %s: only train and bench run on several processes\n", command.c_str());
+    return failed(2);
+  }
+  try {
+    using namespace qkv::cli;
+    if (command == "train") return train(argc - 1, argv + 1);
+    if (command == "eval") return eval(argc - 1, argv + 1);
+    if (command == "sample") return sample(argc - 1, argv + 1);
+    if (command == "attention") return attention(argc - 1, argv + 1);
+    if (command == "gradcheck") return gradcheck(argc - 1, argv + 1);
+    if (command == "grads") return grads(argc - 1, argv + 1);
+    if (command == "bench") return bench(argc - 1, argv + 1);
+    std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, bench; see qkv --help)\n",
+                 command.c_str());
+    return 2;
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::fprintf(stderr, "qkv %s%s: %s (see qkv %s --help)\n", command.c_str(), who.c_str(), e.what(), command.c_str());
+    return failed(2);
+  } catch (const qkv::Error& e) {
+    std::fprintf(stderr, "qkv %s%s: error: %s\n", command.c_str(), who.c_str(), e.what());
+    return failed(1);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qkv %s%s: unexpected error: %s\n", command.c_str(), who.c_str(), e.what());
+    return failed(1);
+  }
+}
 }
 
 int main(int argc, char** argv) {
@@ -42,26 +79,9 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   std::string command = argv[1];
-  try {
-    using namespace qkv::cli;
-    if (command == "train") return train(argc - 1, argv + 1);
-    if (command == "eval") return eval(argc - 1, argv + 1);
-    if (command == "sample") return sample(argc - 1, argv + 1);
-    if (command == "attention") return attention(argc - 1, argv + 1);
-    if (command == "gradcheck") return gradcheck(argc - 1, argv + 1);
-    if (command == "grads") return grads(argc - 1, argv + 1);
-    if (command == "bench") return bench(argc - 1, argv + 1);
-    std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, bench; see qkv --help)\n",
-                 command.c_str());
-    return 2;
-  } catch (const cxxopts::exceptions::exception& e) {
-    std::fprintf(stderr, "qkv %s: %s (see qkv %s --help)\n", command.c_str(), e.what(), command.c_str());
-    return 2;
-  } catch (const qkv::Error& e) {
-    std::fprintf(stderr, "qkv %s: error: %s\n", command.c_str(), e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "qkv %s: unexpected error: %s\n", command.c_str(), e.what());
-    return 1;
-  }
+  // Under mpirun, train and bench run data parallel (dist/dist.h).
+  if (command == "train" || command == "bench") qkv::dist::init(&argc, &argv);
+  int code = run(command, argc, argv);
+  qkv::dist::finalize();
+  return code;
 }

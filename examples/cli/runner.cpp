@@ -161,20 +161,24 @@ Tensor Runner::with_entropy(const Tensor& loss, const std::vector<Tensor>& weigh
   return add(loss, mul(entropy, entropy_weight_));
 }
 
-Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen) {
+Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen, int64_t first, int64_t count) {
   const std::string& text = split == "train" ? text_->train() : text_->held_out();
+  if (count < 0) count = batch - first;
+  QKV_CHECK(first >= 0 && count > 0 && first + count <= batch, "text_loss: windows [", first, ", ", first + count,
+            ") of ", batch);
   int64_t T = spec_.context, span = static_cast<int64_t>(text.size()) - T - 1;
-  std::vector<int64_t> x(batch * T), y(batch * T);
-  for (int64_t b = 0; b < batch; ++b) {
+  std::vector<int64_t> x(count * T), y(count * T);
+  for (int64_t b = 0; b < batch; ++b) {  // every window is drawn, so the stream does not depend on the slice
     int64_t start = span > 0 ? static_cast<int64_t>(gen.below(span + 1)) : 0;
+    if (b < first || b >= first + count) continue;
     for (int64_t t = 0; t < T; ++t) {
-      x[b * T + t] = static_cast<unsigned char>(text[start + t]);
-      y[b * T + t] = static_cast<unsigned char>(text[start + t + 1]);
+      x[(b - first) * T + t] = static_cast<unsigned char>(text[start + t]);
+      y[(b - first) * T + t] = static_cast<unsigned char>(text[start + t + 1]);
     }
   }
   std::vector<Tensor> weights;
-  Tensor logits = gpt_->forward(Tensor::from_vector(x, {batch, T}), entropy_weight_ != 0 ? &weights : nullptr);
-  return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(y, {batch, T})), weights);
+  Tensor logits = gpt_->forward(Tensor::from_vector(x, {count, T}), entropy_weight_ != 0 ? &weights : nullptr);
+  return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(y, {count, T})), weights);
 }
 
 std::function<Tensor()> Runner::fixed_batch_loss(int64_t size, Generator gen) {

@@ -39,7 +39,9 @@ class Runner {
   /// Mean cross-entropy of a batch of examples (answer tokens only, padding ignored).
   Tensor loss(const std::vector<Example>& batch);
   /// Mean next-byte cross-entropy over random windows of the text's split.
-  Tensor text_loss(const std::string& split, int64_t batch, Generator& gen);
+  /// `batch` windows are drawn from `gen`; the loss covers windows
+  /// [first, first + count) of them (count < 0: to the end), one rank's slice.
+  Tensor text_loss(const std::string& split, int64_t batch, Generator& gen, int64_t first = 0, int64_t count = -1);
   /// The loss on one batch of `size` drawn from a copy of `gen`, the same batch
   /// at every call: what a gradient check evaluates over and over.
   std::function<Tensor()> fixed_batch_loss(int64_t size, Generator gen);

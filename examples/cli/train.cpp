@@ -11,6 +11,7 @@
 #include <cxxopts.hpp>
 
 #include "commands.h"
+#include "dist/dist.h"
 #include "optim/optim.h"
 #include "runner.h"
 
@@ -20,6 +21,13 @@ namespace {
 
 volatile std::sig_atomic_t interrupted = 0;
 void on_interrupt(int) { interrupted = 1; }
+
+// Answer and EOS positions: the tokens an example's loss averages over.
+int64_t loss_tokens(const std::vector<Example>& examples, int64_t first, int64_t count) {
+  int64_t n = 0;
+  for (int64_t i = first; i < first + count; ++i) n += static_cast<int64_t>(examples[i].answer.size()) + 1;
+  return n;
+}
 
 std::string duration(double seconds) {
   char text[32];
@@ -63,7 +71,8 @@ int train(int argc, char** argv) {
     ("attention", "full | window:W (each token sees W before it; O(n·W)) | linear (O(n), no weight matrix)",
      cxxopts::value<std::string>()->default_value("full"))
     ("context", "context length (default: what the task needs; 64 for text)", cxxopts::value<int64_t>()->default_value("0"))
-    ("batch", "examples per step (default 64; 32 for text)", cxxopts::value<int64_t>()->default_value("64"))
+    ("batch", "examples per step (default 64; 32 for text); under mpirun the global batch, split into contiguous "
+              "slices, one per rank", cxxopts::value<int64_t>()->default_value("64"))
     ("steps", "step budget, counting resumed steps (default 4000; 800 for text)", cxxopts::value<int64_t>()->default_value("4000"))
     ("lr", "peak learning rate (default 0.001; 0.003 for text)", cxxopts::value<double>()->default_value("0.001"))
     ("optimizer", "adamw | adam | sgd", cxxopts::value<std::string>()->default_value("adamw"))
@@ -73,7 +82,8 @@ int train(int argc, char** argv) {
     ("clip", "gradient norm limit (0: off)", cxxopts::value<double>()->default_value("1.0"))
     ("dropout", "dropout probability (default 0; 0.2 for text)", cxxopts::value<double>()->default_value("0"))
     ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("1"))
-    ("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"))
+    ("threads", "threads per process (0: one per idle core, shared among the ranks on this machine)",
+     cxxopts::value<int>()->default_value("0"))
     ("eval-every", "steps between evaluations (default 250; 100 for text)", cxxopts::value<int64_t>()->default_value("250"))
     ("target", "stop when held-out exact match reaches this", cxxopts::value<double>()->default_value("0.99"))
     ("save", "checkpoint file (default: <task>.safetensors)", cxxopts::value<std::string>()->default_value(""))
@@ -100,6 +110,12 @@ int train(int argc, char** argv) {
   const int64_t batch = integer("batch", 32), eval_every = integer("eval-every", 100), total = integer("steps", 800);
   const double dropout = text && !args.count("dropout") ? 0.2 : args["dropout"].as<double>();
   QKV_CHECK(batch > 0, "--batch must be positive, got ", batch);
+  // Data parallel under mpirun: rank r trains on slice r of every global batch.
+  const int ranks = dist::world_size(), me = dist::rank();
+  const bool lead = me == 0;  // prints, logs, evaluates and saves
+  QKV_CHECK(batch >= ranks, "--batch ", batch, " is the global batch: it needs at least one example for each of the ",
+            ranks, " ranks");
+  const dist::Slice mine = dist::slice_of(batch, me, ranks);
   QKV_CHECK(eval_every > 0, "--eval-every must be positive, got ", eval_every);
   QKV_CHECK(total >= 0, "--steps must be >= 0, got ", total);
   for (const char* non_negative : {"warmup", "save-every"})
@@ -158,60 +174,95 @@ int train(int argc, char** argv) {
   else throw Error(cat("unknown --schedule '", schedule_kind, "' (constant, cosine)"));
   optim::NamedGenerators generators{{"default", &default_generator()}, {"data", &data}};
   if (!resume.empty()) optim::load_training_checkpoint(resume, runner.module(), opt.get(), generators);
+  std::vector<Tensor> parameters = runner.module().parameters();
+  if (ranks > 1) {
+    dist::broadcast(parameters);  // rank 0's, whatever the others built or loaded
+    // Dropout draws its own stream on each rank; the data stream stays shared,
+    // so every rank draws the same global batch and takes its slice.
+    auto state = default_generator().state();
+    default_generator().manual_seed(state[0] ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me)));
+  }
 
   std::string save = args["save"].as<std::string>();
   if (save.empty()) save = s.task + ".safetensors";
-  auto save_now = [&] { optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, s.metadata()); };
+  auto save_now = [&] {
+    if (lead) optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, s.metadata());
+  };
   int64_t save_every = args["save-every"].as<int64_t>();
   double clip = args["clip"].as<double>(), target = args["target"].as<double>();
 
-  std::printf("qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d threads\n",
-              s.model.c_str(), s.task == "text" ? ("text " + s.data).c_str() : s.task.c_str(),
-              static_cast<long long>(runner.module().num_parameters()), static_cast<long long>(s.width),
-              static_cast<long long>(s.layers), static_cast<long long>(s.heads), static_cast<long long>(s.context),
-              opt->name().c_str(), get_num_threads());
+  if (lead)
+    std::printf("qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d threads%s\n",
+                s.model.c_str(), s.task == "text" ? ("text " + s.data).c_str() : s.task.c_str(),
+                static_cast<long long>(runner.module().num_parameters()), static_cast<long long>(s.width),
+                static_cast<long long>(s.layers), static_cast<long long>(s.heads), static_cast<long long>(s.context),
+                opt->name().c_str(), get_num_threads(),
+                ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", batch / ranks, batch % ranks ? "-" + std::to_string(batch / ranks + 1) : "",
+                                " examples each").c_str() : "");
   bool grads_ok = true;
-  if (args.count("check-grads")) grads_ok = check_gradients(runner, data, "before training") && grads_ok;
+  if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "before training") && grads_ok;
 
   std::string log_path = args["log"].as<std::string>();
   std::ofstream log;
   bool csv = log_path.size() >= 4 && log_path.compare(log_path.size() - 4, 4, ".csv") == 0;
-  if (!log_path.empty()) {
+  if (lead && !log_path.empty()) {
     log.open(log_path, std::ios::app);
     QKV_CHECK(static_cast<bool>(log), "cannot write --log file '", log_path, "'");
     if (csv && log.tellp() == 0)
       log << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss" << (entropy_weight != 0 ? ",attn_entropy" : "") << "\n";
   }
 
-  bool tty = isatty(fileno(stdout));
+  // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
+  bool tty = lead && !dist::active() && isatty(fileno(stdout));
+  // mpirun passes Ctrl-C on to its ranks as SIGTERM.
   std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
   auto started = std::chrono::steady_clock::now();
   int64_t first_step = opt->steps(), tokens = 0;
   double last_metric = -1, smoothed = 0;
-  bool reached = false;
-  while (opt->steps() < total && !interrupted && !reached) {
+  bool reached = false, stop = false;
+  while (opt->steps() < total && !stop && !reached) {
     int64_t step = opt->steps();
     opt->set_lr(schedule->lr(step));
     opt->zero_grad();
     Tensor loss;
     int64_t step_tokens;
+    // This rank's share of the global batch's loss: its slice's mean, times
+    // its share of the loss tokens, times the rank count, so that the mean
+    // over ranks of the gradients is the gradient of the global batch's mean.
+    double share = 1;
     if (runner.task()) {
-      std::vector<Example> examples;
+      std::vector<Example> examples;  // the whole global batch, so that the data stream is the same on every rank
       step_tokens = 0;
       for (int64_t b = 0; b < batch; ++b) {
         examples.push_back(runner.task()->sample(data));
         step_tokens += static_cast<int64_t>(examples.back().input.size() + examples.back().answer.size() + 2);
       }
+      if (ranks > 1) {
+        share = static_cast<double>(loss_tokens(examples, mine.first, mine.count)) / loss_tokens(examples, 0, batch);
+        examples = std::vector<Example>(examples.begin() + mine.first, examples.begin() + mine.first + mine.count);
+      }
       loss = runner.loss(examples);
     } else {
-      loss = runner.text_loss("train", batch, data);
+      loss = runner.text_loss("train", batch, data, mine.first, mine.count);
+      share = static_cast<double>(mine.count) / static_cast<double>(batch);
       step_tokens = batch * s.context;
     }
-    loss.backward();
+    if (ranks > 1) {
+      (loss * (share * ranks)).backward();
+      dist::average_gradients(parameters);
+    } else {
+      loss.backward();
+    }
     double norm = clip > 0 ? optim::clip_grad_norm(opt->params(), clip) : 0.0;
     opt->step();
     tokens += step_tokens;
-    double value = loss.item();
+    // One all-reduce agrees on the global loss and on stopping: a signal
+    // reaches the ranks at different moments, and all must stop at one step.
+    std::vector<double> shared{loss.item() * share, interrupted ? 1.0 : 0.0};
+    dist::sum(shared);
+    double value = shared[0];
+    stop = shared[1] > 0;
     smoothed = step == first_step ? value : 0.95 * smoothed + 0.05 * value;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     double rate = tokens / std::max(elapsed, 1e-9);
@@ -220,7 +271,12 @@ int train(int argc, char** argv) {
 
     bool evaluate = done % eval_every == 0 || done == total;
     std::string metric;
-    if (evaluate) {
+    if (evaluate && ranks > 1) {
+      // Cheap insurance that data parallelism works: every rank's parameters, bit for bit.
+      QKV_CHECK(dist::same_on_all_ranks(dist::parameter_hash(parameters)), "the ranks' parameters differ after step ",
+                done, ": the ranks no longer train the same model (a rank's arithmetic or data differs)");
+    }
+    if (evaluate && lead) {
       Generator held_out(seed ^ 0x4e1d0e7ULL);  // the same held-out examples at every evaluation
       if (runner.task()) {
         last_metric = runner.accuracy(500, held_out);
@@ -233,6 +289,7 @@ int train(int argc, char** argv) {
         metric = text;
       }
     }
+    if (evaluate && ranks > 1) reached = dist::broadcast_value(reached) != 0;  // rank 0 evaluated
     if (log.is_open()) {
       std::string acc = evaluate && runner.task() ? std::to_string(last_metric) : "";
       std::string held = evaluate && !runner.task() ? std::to_string(last_metric) : "";
@@ -251,19 +308,19 @@ int train(int argc, char** argv) {
                   static_cast<long long>(done), static_cast<long long>(total), smoothed, opt->lr(), rate,
                   duration(elapsed).c_str(), duration(eta).c_str());
     if (tty) std::printf("\r\033[K%s", line);
-    if (evaluate) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line, metric.c_str());
+    if (evaluate && lead) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line, metric.c_str());
     std::fflush(stdout);
     if (save_every > 0 && done % save_every == 0) save_now();
   }
   if (tty) std::printf("\n");
   save_now();
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (interrupted) {
-    std::printf("interrupted at step %lld: saved %s\n", static_cast<long long>(opt->steps()), save.c_str());
+  if (stop) {
+    if (lead) std::printf("interrupted at step %lld: saved %s\n", static_cast<long long>(opt->steps()), save.c_str());
     return 130;
   }
-  if (args.count("check-grads")) grads_ok = check_gradients(runner, data, "after training") && grads_ok;
-  std::printf("%s after %lld steps in %s: saved %s\n", reached ? "reached the target" : "finished",
+  if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "after training") && grads_ok;
+  if (lead) std::printf("%s after %lld steps in %s: saved %s\n", reached ? "reached the target" : "finished",
               static_cast<long long>(opt->steps()), duration(elapsed).c_str(), save.c_str());
   return grads_ok ? 0 : 1;
 }
