@@ -217,7 +217,7 @@ TEST_CASE("MultiHeadAttention with causal + padding masks and dropout passes gra
   CHECK(cross.ok);
 }
 
-TEST_CASE("softmax attention's key bias gets its exact zero gradient; linear attention's is live", "[attention][mha]") {
+TEST_CASE("softmax attention's key bias gets its exact zero gradient, linear attention's a live one", "[attention][mha]") {
   // q·b_k shifts a query's whole row of scores, which softmax ignores: the
   // output does not depend on b_k, so its gradient is exactly zero, not the
   // rounding noise that Adam would turn into a random walk of b_k.
