@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace qkv {
@@ -21,6 +22,43 @@ std::string cat(Parts&&... parts) {
   std::ostringstream out;
   (out << ... << std::forward<Parts>(parts));
   return out.str();
+}
+
+/// Untrusted text (from a file, a checkpoint, a prompt) made safe to print in
+/// a one-line message: control bytes, backslashes and bytes that are not
+/// valid UTF-8 become escapes (\n, \\, \x1b), so a string cannot forge
+/// lines or reach the terminal as escape sequences; past `limit` bytes it is
+/// cut and says how long it was.
+inline std::string printable(std::string_view text, size_t limit = 200) {
+  std::string out;
+  auto hex = [&out](unsigned char c) {
+    const char* digits = "0123456789abcdef";
+    out += "\\x";
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  };
+  size_t i = 0;
+  for (; i < text.size() && i < limit;) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\\') out += "\\\\", ++i;
+    else if (c == '\n') out += "\\n", ++i;
+    else if (c == '\t') out += "\\t", ++i;
+    else if (c < 0x20 || c == 0x7f) hex(c), ++i;
+    else if (c < 0x80) out += static_cast<char>(c), ++i;
+    else {  // a UTF-8 sequence: lead byte, then 1-3 continuation bytes; shortest form, no surrogates, <= U+10FFFF
+      size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+      bool ok = n > 0 && i + n <= text.size();
+      for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+      if (ok && n >= 3) {
+        unsigned char c1 = static_cast<unsigned char>(text[i + 1]);
+        ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+      }
+      if (ok) out.append(text.substr(i, n)), i += n;
+      else hex(c), ++i;
+    }
+  }
+  if (i < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
 }
 
 }  // namespace qkv

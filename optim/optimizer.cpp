@@ -9,7 +9,7 @@
 #include "autograd/error.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
-#include "nn/json.h"
+#include "nn/metadata.h"
 
 namespace qkv::optim {
 

@@ -3,7 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "nn/json.h"
+#include "nn/metadata.h"
 
 namespace qkv::optim {
 

@@ -1,5 +1,7 @@
 // safetensors checkpoints: bit-exact round trips, validation of corrupt
 // files (crafted and randomized), crash safety, and bit-identical resumption.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -8,7 +10,8 @@
 #include <fstream>
 #include <limits>
 
-#include "nn/json.h"
+#include "nn/metadata.h"
+#include "nn/strict_json.h"
 #include "tiny_training.h"
 
 using namespace qkv;
@@ -64,7 +67,7 @@ TEST_CASE("save and load round-trip every tensor bit-exactly", "[checkpoint]") {
   }
   CHECK(file.metadata.at("note") == "héllo \"quoted\"\n");
   CHECK(file.metadata.at("width") == "128");
-  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp." + std::to_string(::getpid())));
   // The header is padded so the data starts 8-byte aligned.
   uint64_t n;
   std::memcpy(&n, read_file(path).data(), 8);
@@ -72,16 +75,39 @@ TEST_CASE("save and load round-trip every tensor bit-exactly", "[checkpoint]") {
 }
 
 TEST_CASE("JSON parsing is strict and never crashes", "[checkpoint][json]") {
-  Json j = parse_json(R"( {"a": [1, -2, 3.5e1, true, null], "b": "x\u00e9\ud83d\ude00\n"} )");
-  CHECK(j.find("a")->array[1].integer == -2);
-  CHECK(j.find("a")->array[2].number == 35);
-  CHECK_FALSE(j.find("a")->array[2].is_integer);
-  CHECK(j.find("b")->string == "x\xc3\xa9\xf0\x9f\x98\x80\n");
+  using detail::parse_strict_json;
+  nlohmann::json j = parse_strict_json(R"( {"a": [1, -2, 3.5e1, true, null], "b": "x\u00e9\ud83d\ude00\n"} )");
+  CHECK(j["a"][1].get<int64_t>() == -2);
+  CHECK(j["a"][2].get<double>() == 35);
+  CHECK(j["b"].get<std::string>() == "x\xc3\xa9\xf0\x9f\x98\x80\n");
   for (const char* bad : {"{", "{\"a\":1,}", "[1 2]", "{\"a\":1,\"a\":2}", "\"\x01\"", "01x", "-", "\"\\ud800\"", "nul",
-                          "{\"a\" 1}", "[1]]", "\"\\q\""})
-    CHECK_THROWS_AS(parse_json(bad), Error);
-  CHECK_THROWS_WITH(parse_json(std::string(100, '[') + std::string(100, ']')), Contains("deeper than 64"));
+                          "{\"a\" 1}", "[1]]", "\"\\q\"", "\"\xff\"", "{\"a\":{\"b\":1,\"b\":2}}"})
+    CHECK_THROWS_AS(parse_strict_json(bad), Error);
+  CHECK_THROWS_WITH(parse_strict_json("{\"a\":1,\"a\":2}"), Contains("repeated key \"a\""));
+  // The same key in different objects is fine.
+  CHECK(parse_strict_json(R"({"a":{"k":1},"b":{"k":2}})")["b"]["k"] == 2);
+  CHECK_THROWS_WITH(parse_strict_json(std::string(100, '[') + std::string(100, ']')), Contains("deeper than 64"));
+  // 10,000 open brackets: refused at depth 65, no recursion to overflow.
+  CHECK_THROWS_WITH(parse_strict_json(std::string(10000, '[')), Contains("deeper than 64"));
   CHECK(parse_json_object(json_object({{"k", "v\"\\"}})).at("k") == "v\"\\");
+  CHECK_THROWS_WITH(parse_json_object(R"({"k":1})"), Contains("not a string"));
+  CHECK_THROWS_WITH(json_object({{"k", "\xff"}}), Contains("UTF-8"));
+  // Numbers read back exactly, subnormals included (--dropout 1e-320 used to write a checkpoint qkv could not read).
+  for (double v : {0.2, 1e-320, 1.0 / 3, 5e-324})
+    CHECK(parse_number(exact_number(v), "x") == v);
+  CHECK_THROWS_WITH(parse_number("0.2x", "dropout"), Contains("dropout: '0.2x' is not a finite number"));
+  CHECK_THROWS_AS(parse_number("nan", "x"), Error);
+  CHECK_THROWS_AS(parse_number("1e999", "x"), Error);
+}
+
+TEST_CASE("printable escapes what could forge lines or reach the terminal", "[checkpoint][errors]") {
+  CHECK(printable("plain text, héllo ✓") == "plain text, héllo ✓");
+  CHECK(printable("a\nfake line") == "a\\nfake line");
+  CHECK(printable("\x1b[31mred") == "\\x1b[31mred");
+  CHECK(printable(std::string("nul\0byte", 8)) == "nul\\x00byte");
+  CHECK(printable("\xff\xc3") == "\\xff\\xc3");       // not UTF-8
+  CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
+  CHECK(printable(std::string(300, 'x')).size() < 230);
 }
 
 TEST_CASE("corrupt files are rejected with a clear error", "[checkpoint][errors]") {

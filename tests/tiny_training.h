@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "nn/json.h"
+#include "nn/metadata.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 

@@ -36,6 +36,7 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
     std::puts(options.help().c_str());
     return false;
   }
+  QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]), "' (flags start with --)");
   return true;
 }
 
@@ -47,7 +48,9 @@ std::string required(const cxxopts::ParseResult& args, const char* name) {
 // A checkpoint's model, parameters loaded (optimizer state ignored).
 std::unique_ptr<Runner> load_runner(const std::string& path) {
   nn::TensorFile file = nn::load_safetensors(path);
-  auto runner = std::make_unique<Runner>(ModelSpec::from_metadata(file.metadata, path));
+  ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
+  spec.check_tensors(file, path);  // before anything is allocated for the model
+  auto runner = std::make_unique<Runner>(spec, nullptr, /*read_text=*/false);
   nn::load_into(runner->module(), file, path, {"optimizer."});
   runner->module().eval();
   return runner;
@@ -95,6 +98,8 @@ int eval(int argc, char** argv) {
   options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>())(
       "examples", "held-out examples (tasks) or windows (text)", cxxopts::value<int64_t>()->default_value("1000"))(
       "seed", "seed of the held-out draw", cxxopts::value<uint64_t>()->default_value("2024"))(
+      "data", "text models: the text to evaluate on (default: the bundled text, for models trained on it)",
+      cxxopts::value<std::string>(), "FILE")(
       "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
@@ -103,6 +108,14 @@ int eval(int argc, char** argv) {
   int64_t count = args["examples"].as<int64_t>();
   QKV_CHECK(count > 0, "--examples must be positive, got ", count);
   auto runner = load_runner(path);
+  if (runner->spec().task == "text") {
+    // Only a file named here is read: never a path taken from the checkpoint.
+    QKV_CHECK(args.count("data") || runner->spec().data.empty(), printable(path), " was trained on '",
+              printable(runner->spec().data), "': give that text (or another) with --data FILE");
+    runner->use_text(args.count("data") ? args["data"].as<std::string>() : "");
+  } else {
+    QKV_CHECK(!args.count("data"), "--data is for text models; ", printable(path), " is a ", runner->spec().task, " model");
+  }
   Generator gen(args["seed"].as<uint64_t>() ^ 0xe7a1ULL);
   if (runner->task()) {
     double acc = runner->accuracy(count, gen);
@@ -132,6 +145,7 @@ int sample(int argc, char** argv) {
   int64_t top_k = args["top-k"].as<int64_t>(), max_new = args["max-new"].as<int64_t>();
   QKV_CHECK(temperature >= 0, "--temperature must be >= 0");
   QKV_CHECK(top_k >= 0, "--top-k must be >= 0");
+  QKV_CHECK(!args.count("top-k") || temperature > 0, "--top-k limits sampling: it needs --temperature above 0");
   QKV_CHECK(max_new >= 0 && max_new <= 100000, "--max-new must be in [0, 100000]");
   auto runner = load_runner(path);
   runner->set_use_cache(!args.count("no-cache"));
@@ -141,7 +155,9 @@ int sample(int argc, char** argv) {
     std::vector<int64_t> out = runner->answer({input}, temperature, top_k, &gen).front();
     std::printf("%s = %s\n", runner->task()->input_text(input).c_str(), runner->task()->answer_text(out).c_str());
   } else {
-    std::printf("%s%s\n", prompt.c_str(), runner->continue_text(prompt, max_new, temperature, top_k, gen).c_str());
+    // Bytes as generated, NUL bytes included (printf would stop at the first).
+    std::string out = prompt + runner->continue_text(prompt, max_new, temperature, top_k, gen) + "\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
   }
   return 0;
 }
@@ -192,6 +208,7 @@ int gradcheck(int argc, char** argv) {
   manual_seed(args["seed"].as<uint64_t>());
   Generator gen(args["seed"].as<uint64_t>());
   std::string path = args["checkpoint"].as<std::string>(), kind = args["model"].as<std::string>();
+  QKV_CHECK(path.empty() || !args.count("model"), "--model builds a fresh model; --checkpoint checks a trained one: give one");
   int64_t entries = args["entries"].as<int64_t>();
   GradcheckOptions go;
   go.max_entries = entries >= 0 ? entries : (path.empty() ? 0 : 16);
@@ -242,7 +259,7 @@ int grads(int argc, char** argv) {
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), text = required(args, "text"), out = required(args, "out");
   auto runner = load_runner(path);
-  QKV_CHECK(runner->text() != nullptr, path, " is a ", runner->spec().task, " checkpoint; grads needs a text checkpoint");
+  QKV_CHECK(runner->spec().task == "text", path, " is a ", runner->spec().task, " checkpoint; grads needs a text checkpoint");
   QKV_CHECK(text.size() >= 2, "--text needs at least 2 bytes (one prediction)");
   int64_t T = std::min<int64_t>(static_cast<int64_t>(text.size()) - 1, runner->spec().context);
   std::vector<int64_t> x(T), y(T);

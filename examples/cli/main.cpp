@@ -14,7 +14,7 @@
 #include "dist/dist.h"
 
 namespace {
-const char* kUsage = R"(usage: qkv <command> [options]     (qkv <command> --help for its options)
+const char* kUsage = R"(usage: qkv <command> [options]     (qkv <command> --help for its options; qkv --version)
 
 commands:
   train       train a model on a task (reverse by default) and save a checkpoint
@@ -74,6 +74,10 @@ int main(int argc, char** argv) {
   // only, and never over the user's own choice.
   if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") && setenv("GOMP_SPINCOUNT", "30000", 1) == 0)
     execv("/proc/self/exe", argv);
+  if (argc >= 2 && !std::strcmp(argv[1], "--version")) {
+    std::printf("qkv %s (%s MPI)\n", QKV_VERSION, qkv::dist::built_with_mpi() ? "with" : "without");
+    return 0;
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

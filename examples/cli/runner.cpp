@@ -4,7 +4,7 @@
 #include <cmath>
 #include <map>
 
-#include "nn/json.h"
+#include "nn/metadata.h"
 
 namespace qkv::cli {
 
@@ -31,37 +31,82 @@ std::map<std::string, std::string> ModelSpec::metadata() const {
 }
 
 ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
+  const std::string file = printable(path);
   auto need = [&](const char* key) -> const std::string& {
     auto it = meta.find(key);
-    QKV_CHECK(it != meta.end(), path, ": not a qkv model checkpoint (no ", key, " in its metadata)");
+    QKV_CHECK(it != meta.end(), file, ": not a qkv model checkpoint (no ", key, " in its metadata)");
     return it->second;
+  };
+  auto field = [&](const std::map<std::string, std::string>& object, const char* key) -> const std::string& {
+    auto it = object.find(key);
+    QKV_CHECK(it != object.end(), file, ": bad model description in its metadata (no ", key, ")");
+    return it->second;
+  };
+  // Every size bounded before anything is built from it: a file saying
+  // layers = 100000000 must not allocate until the memory runs out.
+  auto integer = [&](const std::map<std::string, std::string>& object, const char* key, int64_t low, int64_t high) {
+    const std::string& text = field(object, key);
+    int64_t v = 0;
+    size_t used = 0;
+    try {
+      v = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    QKV_CHECK(used == text.size() && used > 0 && v >= low && v <= high, file, ": bad model description in its metadata (",
+              key, " = '", printable(text), "', expected an integer in [", low, ", ", high, "])");
+    return v;
   };
   ModelSpec s;
   try {
     s.model = need("qkv.model");
+    QKV_CHECK(s.model == "gpt" || s.model == "seq2seq", file, ": unknown model '", printable(s.model), "' (gpt, seq2seq)");
     auto config = nn::parse_json_object(need("qkv.config"));
     auto task = nn::parse_json_object(need("qkv.task"));
-    s.vocab = std::stoll(config.at("vocab"));
-    s.context = std::stoll(config.at("context"));
-    s.width = std::stoll(config.at("width"));
-    s.heads = std::stoll(config.at("heads"));
-    s.layers = std::stoll(config.at("layers"));
-    s.dropout = std::stod(config.at("dropout"));
-    s.post_ln = config.at("post_ln") == "1";
+    s.vocab = integer(config, "vocab", 1, kMaxVocab);
+    s.context = integer(config, "context", 1, kMaxContext);
+    s.width = integer(config, "width", 1, kMaxWidth);
+    s.heads = integer(config, "heads", 1, s.width);
+    s.layers = integer(config, "layers", 1, kMaxLayers);
+    s.dropout = nn::parse_number(field(config, "dropout"), cat(file, ": dropout"));
+    QKV_CHECK(s.dropout >= 0 && s.dropout < 1, file, ": bad model description in its metadata (dropout ", s.dropout, ")");
+    s.post_ln = field(config, "post_ln") == "1";
     if (config.count("attention")) s.attention = nn::AttentionKind::parse(config.at("attention")).str();  // older files: full
-    s.task = task.at("name");
-    s.max_len = std::stoll(task.at("max_len"));
-    s.digits = std::stoll(task.at("digits"));
-    s.data = task.at("data");
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(cat(path, ": bad model description in its metadata (", e.what(), ")"));
+    s.task = field(task, "name");
+    QKV_CHECK(s.task == "text" || s.task == "copy" || s.task == "reverse" || s.task == "sort" || s.task == "add", file,
+              ": unknown task '", printable(s.task), "'");
+    s.max_len = integer(task, "max_len", 1, kMaxSequence);
+    s.digits = integer(task, "digits", 1, kMaxDigits);
+    s.data = field(task, "data");  // where it trained: shown, never opened (qkv reads only files the user names)
+  } catch (const Error& e) {
+    std::string what = e.what();
+    throw Error(what.compare(0, file.size(), file) == 0 ? what : cat(file, ": bad model description in its metadata (", what, ")"));
   }
   return s;
 }
 
-Runner::Runner(ModelSpec spec, Generator* init) : spec_(std::move(spec)) {
+int64_t ModelSpec::parameter_count() const {
+  // Per block: ln1, ln2 (2C each), attention's four C x C projections with
+  // biases, the MLP's C x 4C and 4C x C with biases: 12C² + 13C. A decoder
+  // block adds ln_cross and cross-attention: 4C² + 6C. Embeddings V·C + T·C,
+  // the head tied to tok_emb. A test checks this against the built models.
+  const double C = static_cast<double>(width), block = 12 * C * C + 13 * C;
+  double n = static_cast<double>(vocab) * C + static_cast<double>(context) * C + 2 * C;  // ln_f
+  if (model == "gpt") n += static_cast<double>(layers) * block;
+  else n += static_cast<double>(layers) * (2 * block + 4 * C * C + 6 * C) + 2 * C;  // encoder_ln
+  return n > 9e18 ? INT64_MAX : static_cast<int64_t>(n);
+}
+
+void ModelSpec::check_tensors(const nn::TensorFile& file, const std::string& path) const {
+  int64_t held = 0;
+  for (const auto& [name, t] : file.tensors)
+    if (name.compare(0, 10, "optimizer.") != 0) held += t.numel();
+  QKV_CHECK(held == parameter_count(), printable(path), ": its metadata describes a ", model, " of ", parameter_count(),
+            " parameters (width ", width, ", ", layers, " layers, vocab ", vocab, ", context ", context,
+            ") but it holds ", held);
+}
+
+Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::move(spec)) {
   QKV_CHECK(spec_.model == "gpt" || spec_.model == "seq2seq", "unknown --model '", spec_.model, "' (gpt, seq2seq)");
   QKV_CHECK(spec_.width > 0 && spec_.heads > 0 && spec_.layers > 0, "--dim, --heads and --layers must be positive, got ",
         spec_.width, ", ", spec_.heads, ", ", spec_.layers);
@@ -69,11 +114,9 @@ Runner::Runner(ModelSpec spec, Generator* init) : spec_(std::move(spec)) {
   nn::AttentionKind attention = nn::AttentionKind::parse(spec_.attention);
   if (spec_.task == "text") {
     QKV_CHECK(spec_.model == "gpt", "the text task trains a GPT (--model gpt)");
-    text_ = std::make_unique<TextTask>(spec_.data);
     spec_.vocab = 256;
     if (spec_.context <= 0) spec_.context = 64;
-    QKV_CHECK(static_cast<int64_t>(text_->held_out().size()) > spec_.context, "--data file '", spec_.data,
-          "' is too short for a context of ", spec_.context, ": its held-out tenth has ", text_->held_out().size(), " bytes");
+    if (read_text) use_text(spec_.data);
   } else {
     task_ = std::make_unique<SequenceTask>(spec_.task, spec_.max_len, spec_.digits);
     spec_.vocab = task_->vocab();
@@ -95,6 +138,13 @@ Runner::Runner(ModelSpec spec, Generator* init) : spec_(std::move(spec)) {
     c.attention = attention;
     seq2seq_ = std::make_unique<nn::Seq2Seq>(c, init);
   }
+}
+
+void Runner::use_text(const std::string& path) {
+  QKV_CHECK(spec_.task == "text", "--data is for text models; this is a ", spec_.task, " model");
+  text_ = std::make_unique<TextTask>(path.empty() ? default_text_path() : path);
+  QKV_CHECK(static_cast<int64_t>(text_->held_out().size()) > spec_.context, "--data file '", printable(text_->path()),
+            "' is too short for a context of ", spec_.context, ": its held-out tenth has ", text_->held_out().size(), " bytes");
 }
 
 void Runner::set_recompute(bool on) {
@@ -162,6 +212,7 @@ Tensor Runner::with_entropy(const Tensor& loss, const std::vector<Tensor>& weigh
 }
 
 Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen, int64_t first, int64_t count) {
+  QKV_CHECK(text_ != nullptr, "this text model has no text loaded (--data FILE)");
   const std::string& text = split == "train" ? text_->train() : text_->held_out();
   if (count < 0) count = batch - first;
   QKV_CHECK(first >= 0 && count > 0 && first + count <= batch, "text_loss: windows [", first, ", ", first + count,

@@ -8,10 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "tasks.h"
 
 namespace qkv::cli {
+
+// Bounds on a model described by a checkpoint, checked before anything is
+// built: generous for a CPU framework, small enough that no file can make
+// qkv allocate without limit (the exact size is then checked against the
+// file's tensors).
+inline constexpr int64_t kMaxVocab = 1 << 20, kMaxContext = 1 << 20, kMaxWidth = 1 << 16, kMaxLayers = 128,
+                         kMaxSequence = 1 << 12, kMaxDigits = 18;
 
 /// Everything needed to rebuild a model; travels in the checkpoint's metadata.
 struct ModelSpec {
@@ -22,15 +30,25 @@ struct ModelSpec {
   bool post_ln = false;
   std::string attention = "full";   // full | window:W | linear (nn::AttentionKind)
   int64_t max_len = 8, digits = 3;  // sequence tasks
-  std::string data;                 // text task
+  std::string data;                 // text task: the --data file, "" for the bundled text
   std::map<std::string, std::string> metadata() const;
+  /// Parses and bounds a checkpoint's description (one-line errors naming `path`).
   static ModelSpec from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
+  /// The parameter count of the model this spec builds.
+  int64_t parameter_count() const;
+  /// Throws unless the file's model tensors hold exactly parameter_count()
+  /// elements: run before building, so the file's size bounds the model's.
+  void check_tensors(const nn::TensorFile& file, const std::string& path) const;
 };
 
 class Runner {
  public:
-  /// Builds the model the spec describes (task and sizes checked).
-  explicit Runner(ModelSpec spec, Generator* init = nullptr);
+  /// Builds the model the spec describes (task and sizes checked). A text
+  /// model reads its text (spec.data; "" for the bundled text) only with
+  /// `read_text`: a model from a checkpoint samples without it.
+  explicit Runner(ModelSpec spec, Generator* init = nullptr, bool read_text = true);
+  /// Loads the text a text model trains or evaluates on ("" for the bundled text).
+  void use_text(const std::string& path);
   const ModelSpec& spec() const { return spec_; }
   nn::Module& module();
   const SequenceTask* task() const { return task_.get(); }

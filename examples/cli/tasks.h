@@ -45,6 +45,9 @@ class SequenceTask {
 };
 
 /// Byte-level text (vocabulary 256): the first 90% trains, the rest is held out.
+/// The largest --data file qkv reads (1 GiB).
+inline constexpr int64_t kMaxTextBytes = int64_t{1} << 30;
+
 class TextTask {
  public:
   explicit TextTask(const std::string& path);

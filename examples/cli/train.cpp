@@ -1,17 +1,21 @@
 // qkv train: the training loop with evaluation, progress, logs, checkpoints
 // (periodic, final, and on Ctrl-C) and optional gradient checks.
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <cxxopts.hpp>
 
 #include "commands.h"
 #include "dist/dist.h"
+#include "nn/metadata.h"
 #include "optim/optim.h"
 #include "runner.h"
 
@@ -19,8 +23,25 @@ namespace qkv::cli {
 
 namespace {
 
+// SIGINT, SIGTERM and SIGHUP (Ctrl-C, kill, timeout, a closed terminal, a
+// batch scheduler) stop at the end of the step and save. A second signal a
+// second or more later exits at once without saving; signals closer together
+// count as one (mpirun passes a Ctrl-C on as SIGTERM, on top of the
+// terminal's own SIGINT).
 volatile std::sig_atomic_t interrupted = 0;
-void on_interrupt(int) { interrupted = 1; }
+volatile std::sig_atomic_t first_signal_s = 0;
+void on_interrupt(int) {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  if (interrupted && now.tv_sec - first_signal_s >= 1) {
+    static const char kMessage[] = "\nqkv train: second signal: exiting without saving\n";
+    ssize_t ignored = write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+    (void)ignored;
+    _exit(130);
+  }
+  if (!interrupted) first_signal_s = static_cast<std::sig_atomic_t>(now.tv_sec);
+  interrupted = 1;
+}
 
 // Answer and EOS positions: the tokens an example's loss averages over.
 int64_t loss_tokens(const std::vector<Example>& examples, int64_t first, int64_t count) {
@@ -30,10 +51,35 @@ int64_t loss_tokens(const std::vector<Example>& examples, int64_t first, int64_t
 }
 
 std::string duration(double seconds) {
-  char text[32];
-  if (seconds < 60) std::snprintf(text, sizeof text, "%.0fs", seconds);
-  else std::snprintf(text, sizeof text, "%dm%02ds", static_cast<int>(seconds / 60), static_cast<int>(seconds) % 60);
+  if (!std::isfinite(seconds) || seconds > 99 * 86400.0) return "> 99 days";
+  long long t = static_cast<long long>(std::max(seconds, 0.0) + 0.5);
+  char text[48];
+  if (t < 60) std::snprintf(text, sizeof text, "%llds", t);
+  else if (t < 3600) std::snprintf(text, sizeof text, "%lldm%02llds", t / 60, t % 60);
+  else std::snprintf(text, sizeof text, "%lldh%02lldm", t / 3600, t / 60 % 60);
   return text;
+}
+
+// A number for a JSON line: JSON has no NaN or infinity, so those are null.
+std::string json_number(double v) { return std::isfinite(v) ? nn::exact_number(v) : "null"; }
+
+// The first free name among base.safetensors, base-2.safetensors, ...
+std::string fresh_name(const std::string& base) {
+  for (int i = 1; i < 10000; ++i) {
+    std::string name = i == 1 ? base + ".safetensors" : cat(base, "-", i, ".safetensors");
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(name, ec))) return name;
+  }
+  throw Error(cat("no free name ", base, "-N.safetensors: give one with --save FILE"));
+}
+
+// Creates a file's missing parent folders (as qkv attention does for --out).
+void make_parents(const std::string& path, const char* flag) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  QKV_CHECK(!ec, "cannot create the folder of ", flag, " ", printable(path), ": ", ec.message());
 }
 
 // A float64 copy of the model checked on a small batch, dropout replayed.
@@ -58,42 +104,45 @@ bool check_gradients(Runner& runner, Generator& data, const char* when) {
 }  // namespace
 
 int train(int argc, char** argv) {
-  cxxopts::Options options("qkv train", "Train a model on a task and save a checkpoint.");
-  options.add_options()
-    ("task", "copy | reverse | sort | add | text", cxxopts::value<std::string>()->default_value("reverse"))
-    ("data", "text file for --task text (default: the bundled text)", cxxopts::value<std::string>()->default_value(""))
-    ("model", "gpt | seq2seq", cxxopts::value<std::string>()->default_value("gpt"))
-    ("max-len", "longest input for copy/reverse/sort", cxxopts::value<int64_t>()->default_value("8"))
-    ("digits", "operand digits for add", cxxopts::value<int64_t>()->default_value("3"))
-    ("layers", "transformer layers (per side for seq2seq)", cxxopts::value<int64_t>()->default_value("2"))
-    ("heads", "attention heads", cxxopts::value<int64_t>()->default_value("4"))
-    ("dim", "model width", cxxopts::value<int64_t>()->default_value("64"))
-    ("attention", "full | window:W (each token sees W before it; O(n·W)) | linear (O(n), no weight matrix)",
-     cxxopts::value<std::string>()->default_value("full"))
-    ("context", "context length (default: what the task needs; 64 for text)", cxxopts::value<int64_t>()->default_value("0"))
+  cxxopts::Options options("qkv train", "Train a model on a task and save a checkpoint.\n"
+                           "The progress line's loss is an exponential moving average over about 20 steps "
+                           "(the --log file has each step's own loss).");
+  options.add_options("model and task (fixed by the checkpoint on --resume)")
+    ("task", "copy | reverse | sort | add | text (default reverse)", cxxopts::value<std::string>(), "NAME")
+    ("data", "the text for --task text (default: the bundled text)", cxxopts::value<std::string>(), "FILE")
+    ("model", "gpt | seq2seq (default gpt)", cxxopts::value<std::string>(), "KIND")
+    ("max-len", "longest input for copy, reverse and sort (default 8)", cxxopts::value<int64_t>(), "N")
+    ("digits", "operand digits for add (default 3)", cxxopts::value<int64_t>(), "N")
+    ("layers", "transformer layers, per side for seq2seq (default 2)", cxxopts::value<int64_t>(), "N")
+    ("heads", "attention heads (default 4)", cxxopts::value<int64_t>(), "N")
+    ("dim", "model width (default 64)", cxxopts::value<int64_t>(), "N")
+    ("attention", "full | window:W (a token sees the W before it) | linear (default full)", cxxopts::value<std::string>(), "KIND")
+    ("context", "context length (default: what the task needs; 64 for text)", cxxopts::value<int64_t>(), "N")
+    ("dropout", "dropout probability (default 0; 0.2 for text)", cxxopts::value<double>(), "P");
+  options.add_options("training (fixed by the checkpoint on --resume)")
     ("batch", "examples per step (default 64; 32 for text); under mpirun the global batch, split into contiguous "
-              "slices, one per rank", cxxopts::value<int64_t>()->default_value("64"))
-    ("steps", "step budget, counting resumed steps (default 4000; 800 for text)", cxxopts::value<int64_t>()->default_value("4000"))
-    ("lr", "peak learning rate (default 0.001; 0.003 for text)", cxxopts::value<double>()->default_value("0.001"))
-    ("optimizer", "adamw | adam | sgd", cxxopts::value<std::string>()->default_value("adamw"))
-    ("schedule", "constant | cosine", cxxopts::value<std::string>()->default_value("cosine"))
-    ("warmup", "warm-up steps", cxxopts::value<int64_t>()->default_value("100"))
-    ("weight-decay", "weight decay", cxxopts::value<double>()->default_value("0.01"))
-    ("clip", "gradient norm limit (0: off)", cxxopts::value<double>()->default_value("1.0"))
-    ("dropout", "dropout probability (default 0; 0.2 for text)", cxxopts::value<double>()->default_value("0"))
-    ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("1"))
-    ("threads", "threads per process (0: one per idle core, shared among the ranks on this machine)",
-     cxxopts::value<int>()->default_value("0"))
-    ("eval-every", "steps between evaluations (default 250; 100 for text)", cxxopts::value<int64_t>()->default_value("250"))
-    ("target", "stop when held-out exact match reaches this", cxxopts::value<double>()->default_value("0.99"))
-    ("save", "checkpoint file (default: <task>.safetensors)", cxxopts::value<std::string>()->default_value(""))
-    ("save-every", "also save every N steps (0: only at the end)", cxxopts::value<int64_t>()->default_value("0"))
-    ("resume", "continue from a checkpoint", cxxopts::value<std::string>()->default_value(""))
-    ("log", "write step, loss, lr, grad norm, tokens/s, eval metrics (.csv, else JSON lines)",
-     cxxopts::value<std::string>()->default_value(""))
-    ("attn-entropy", "add this x the mean attention entropy (every layer and head) to the loss; < 0 spreads attention",
-     cxxopts::value<double>()->default_value("0"))
-    ("checkpoint-activations", "keep only each block's input and recompute the block in backward (less memory, more time)")
+              "slices, one per rank", cxxopts::value<int64_t>(), "N")
+    ("lr", "peak learning rate (default 0.001; 0.003 for text)", cxxopts::value<double>(), "LR")
+    ("optimizer", "adamw | adam | sgd (default adamw)", cxxopts::value<std::string>(), "NAME")
+    ("schedule", "constant | cosine (default cosine)", cxxopts::value<std::string>(), "NAME")
+    ("warmup", "warm-up steps (default 100)", cxxopts::value<int64_t>(), "N")
+    ("weight-decay", "weight decay (default 0.01)", cxxopts::value<double>(), "W")
+    ("clip", "gradient norm limit, 0 for none (default 1)", cxxopts::value<double>(), "NORM")
+    ("seed", "random seed (default 1)", cxxopts::value<uint64_t>(), "N")
+    ("target", "tasks: stop when held-out exact match reaches this (default 0.99)", cxxopts::value<double>(), "FRACTION")
+    ("attn-entropy", "add this x the mean attention entropy to the loss; < 0 spreads attention (default 0)",
+     cxxopts::value<double>(), "LAMBDA")
+    ("checkpoint-activations", "recompute each block in backward: less memory, more time");
+  options.add_options("the run (may change on --resume)")
+    ("steps", "step budget, counting resumed steps (default 4000; 800 for text)", cxxopts::value<int64_t>(), "N")
+    ("save", "checkpoint file (default: the resumed file, else a new <task>[-N].safetensors)", cxxopts::value<std::string>(), "FILE")
+    ("force", "let --save and --log replace files of another run")
+    ("save-every", "also save every N steps (default 0: at the end only)", cxxopts::value<int64_t>(), "N")
+    ("eval-every", "steps between evaluations (default 250; 100 for text)", cxxopts::value<int64_t>(), "N")
+    ("resume", "continue the run saved in a checkpoint, with its settings", cxxopts::value<std::string>(), "FILE")
+    ("log", "per-step log: CSV if FILE ends in .csv, else JSON lines (appended to on --resume)", cxxopts::value<std::string>(), "FILE")
+    ("threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
+     cxxopts::value<int>(), "N")
     ("check-grads", "gradient-check a float64 copy of the model before the first step and at the end")
     ("h,help", "show this help");
   auto args = options.parse(argc, argv);
@@ -101,79 +150,188 @@ int train(int argc, char** argv) {
     std::puts(options.help().c_str());
     return 0;
   }
+  QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]), "' (flags start with --)");
+  const bool resuming = args.count("resume") > 0;
+  const std::string resume = resuming ? args["resume"].as<std::string>() : "";
+  QKV_CHECK(!resuming || !resume.empty(), "--resume needs a checkpoint file");
+
+  // On --resume the checkpoint holds the model, the task and the training
+  // settings; only the run's own flags may change.
+  nn::TensorFile resumed;
+  std::map<std::string, std::string> saved;  // the checkpoint's training settings
+  if (resuming) {
+    static const std::set<std::string> may_change{"resume", "steps", "save", "force", "save-every", "eval-every",
+                                                  "log", "threads", "check-grads", "data"};
+    for (const auto& kv : args.arguments())
+      QKV_CHECK(may_change.count(kv.key()), "--", kv.key(), " cannot change on --resume: the checkpoint holds the run's "
+                "settings (--resume takes --steps --save --force --save-every --eval-every --log --threads --check-grads, "
+                "and --data for text)");
+    resumed = nn::load_safetensors(resume);
+    if (resumed.metadata.count("qkv.train")) saved = nn::parse_json_object(resumed.metadata.at("qkv.train"));
+  }
+  ModelSpec spec;
+  if (resuming) {
+    spec = ModelSpec::from_metadata(resumed.metadata, resume);
+    spec.check_tensors(resumed, resume);  // before the model is built
+    // A text run resumes on the text named here, or on the bundled text if it
+    // trained on that: qkv never opens a path read from a checkpoint.
+    if (spec.task == "text") {
+      QKV_CHECK(args.count("data") || spec.data.empty(), printable(resume), " trained on '", printable(spec.data),
+                "': give the text again with --data FILE");
+      if (args.count("data")) spec.data = args["data"].as<std::string>();
+    } else {
+      QKV_CHECK(!args.count("data"), "--data is for text models; ", printable(resume), " is a ", spec.task, " model");
+    }
+  } else {
+    auto str = [&](const char* name, const char* fallback) {
+      return args.count(name) ? args[name].as<std::string>() : std::string(fallback);
+    };
+    auto num = [&](const char* name, int64_t fallback) { return args.count(name) ? args[name].as<int64_t>() : fallback; };
+    spec.task = str("task", "reverse");
+    spec.model = str("model", "gpt");
+    const bool is_text = spec.task == "text";
+    // Flags that the chosen task does not use are mistakes, not no-ops.
+    QKV_CHECK(is_text || !args.count("data"), "--data is for --task text");
+    QKV_CHECK(!args.count("max-len") || spec.task == "copy" || spec.task == "reverse" || spec.task == "sort",
+              "--max-len is for --task copy, reverse or sort");
+    QKV_CHECK(!args.count("digits") || spec.task == "add", "--digits is for --task add");
+    QKV_CHECK(!is_text || !args.count("target"), "--target (exact match) is for the sequence tasks, not text");
+    spec.data = str("data", "");  // "": the bundled text
+    QKV_CHECK(!is_text || !args.count("data") || !spec.data.empty(), "--data needs a file name");
+    spec.max_len = num("max-len", 8);
+    spec.digits = num("digits", 3);
+    spec.layers = num("layers", 2);
+    spec.heads = num("heads", 4);
+    spec.width = num("dim", 64);
+    spec.context = num("context", 0);
+    QKV_CHECK(!args.count("context") || spec.context > 0, "--context must be positive, got ", spec.context);
+    spec.dropout = args.count("dropout") ? args["dropout"].as<double>() : is_text ? 0.2 : 0.0;
+    // Below 1e-6 a probability is a typo (and 1e-320 once wrote a checkpoint qkv could not read).
+    QKV_CHECK(spec.dropout == 0 || (spec.dropout >= 1e-6 && spec.dropout < 1), "--dropout must be 0 or in [1e-6, 1), got ",
+              spec.dropout);
+    spec.attention = nn::AttentionKind::parse(str("attention", "full")).str();
+  }
+  const bool text = spec.task == "text";
+
+  // Training settings: the flag, else the checkpoint's, else the default.
+  std::map<std::string, std::string> settings;
+  auto setting = [&](const char* name, const std::string& flag_value, const std::string& fallback) {
+    std::string v = args.count(name) ? flag_value : saved.count(name) ? saved.at(name) : fallback;
+    settings[name] = v;
+    return v;
+  };
+  auto int_setting = [&](const char* name, int64_t fallback) {
+    std::string v = setting(name, args.count(name) ? std::to_string(args[name].as<int64_t>()) : "", std::to_string(fallback));
+    size_t used = 0;
+    int64_t out = 0;
+    try {
+      out = std::stoll(v, &used);
+    } catch (const std::exception&) {
+    }
+    QKV_CHECK(used == v.size() && used > 0, printable(resume), ": bad training setting ", name, " = '", printable(v), "'");
+    return out;
+  };
+  auto real_setting = [&](const char* name, double fallback) {
+    return nn::parse_number(setting(name, args.count(name) ? nn::exact_number(args[name].as<double>()) : "",
+                                    nn::exact_number(fallback)), cat("--", name));
+  };
+  auto word_setting = [&](const char* name, const char* fallback) {
+    return setting(name, args.count(name) ? args[name].as<std::string>() : "", fallback);
+  };
   // The bundled text is small (28 KB): fewer, smaller steps and dropout keep
   // the held-out loss falling instead of memorising the training part.
-  bool text = args["task"].as<std::string>() == "text";
-  auto integer = [&](const char* name, int64_t text_default) {
-    return text && !args.count(name) ? text_default : args[name].as<int64_t>();
-  };
-  const int64_t batch = integer("batch", 32), eval_every = integer("eval-every", 100), total = integer("steps", 800);
-  const double dropout = text && !args.count("dropout") ? 0.2 : args["dropout"].as<double>();
+  const int64_t batch = int_setting("batch", text ? 32 : 64), eval_every = int_setting("eval-every", text ? 100 : 250);
+  const int64_t total = int_setting("steps", text ? 800 : 4000), save_every = int_setting("save-every", 0);
+  const int64_t warmup_setting = int_setting("warmup", 100);
+  // 3e-3 on add stalls at ~10% in some runs (a carry plateau); 1e-3 reached the
+  // target in every task and seed tried. Text keeps 3e-3 for its short schedule.
+  const double lr = real_setting("lr", text ? 0.003 : 0.001), weight_decay = real_setting("weight-decay", 0.01);
+  const double clip = real_setting("clip", 1.0), target = real_setting("target", 0.99);
+  const double entropy_weight = real_setting("attn-entropy", 0);
+  const std::string kind = word_setting("optimizer", "adamw"), schedule_kind = word_setting("schedule", "cosine");
+  uint64_t seed = 1;
+  if (args.count("seed")) {
+    seed = args["seed"].as<uint64_t>();
+  } else if (saved.count("seed")) {
+    const std::string& v = saved.at("seed");
+    QKV_CHECK(!v.empty() && v.size() <= 20 && v.find_first_not_of("0123456789") == std::string::npos, printable(resume),
+              ": bad training setting seed = '", printable(v), "'");
+    seed = std::stoull(v);
+  }
+  settings["seed"] = std::to_string(seed);
+  const bool recompute = args.count("checkpoint-activations") > 0 || (saved.count("checkpoint-activations") && saved.at("checkpoint-activations") == "1");
+  settings["checkpoint-activations"] = recompute ? "1" : "0";
   QKV_CHECK(batch > 0, "--batch must be positive, got ", batch);
+  QKV_CHECK(eval_every > 0, "--eval-every must be positive, got ", eval_every);
+  QKV_CHECK(total >= 0, "--steps must be >= 0, got ", total);
+  QKV_CHECK(warmup_setting >= 0, "--warmup must be >= 0, got ", warmup_setting);
+  QKV_CHECK(save_every >= 0, "--save-every must be >= 0, got ", save_every);
+  QKV_CHECK(std::isfinite(lr) && lr > 0, "--lr must be positive and finite, got ", lr);
+  QKV_CHECK(clip >= 0, "--clip must be >= 0, got ", clip);
+  QKV_CHECK(std::isfinite(entropy_weight), "--attn-entropy must be finite");
   // Data parallel under mpirun: rank r trains on slice r of every global batch.
   const int ranks = dist::world_size(), me = dist::rank();
   const bool lead = me == 0;  // prints, logs, evaluates and saves
   QKV_CHECK(batch >= ranks, "--batch ", batch, " is the global batch: it needs at least one example for each of the ",
             ranks, " ranks");
   const dist::Slice mine = dist::slice_of(batch, me, ranks);
-  QKV_CHECK(eval_every > 0, "--eval-every must be positive, got ", eval_every);
-  QKV_CHECK(total >= 0, "--steps must be >= 0, got ", total);
-  for (const char* non_negative : {"warmup", "save-every"})
-    QKV_CHECK(args[non_negative].as<int64_t>() >= 0, "--", non_negative, " must be >= 0, got ", args[non_negative].as<int64_t>());
-  set_threads_option(args["threads"].as<int>());
+  set_threads_option(args.count("threads") ? args["threads"].as<int>() : 0);
 
-  ModelSpec spec;
-  std::string resume = args["resume"].as<std::string>();
-  if (!resume.empty()) {
-    spec = ModelSpec::from_metadata(nn::load_safetensors(resume).metadata, resume);
-  } else {
-    spec.model = args["model"].as<std::string>();
-    spec.task = args["task"].as<std::string>();
-    spec.data = args["data"].as<std::string>().empty() && spec.task == "text" ? default_text_path() : args["data"].as<std::string>();
-    spec.max_len = args["max-len"].as<int64_t>();
-    spec.digits = args["digits"].as<int64_t>();
-    spec.layers = args["layers"].as<int64_t>();
-    spec.heads = args["heads"].as<int64_t>();
-    spec.width = args["dim"].as<int64_t>();
-    spec.context = args["context"].as<int64_t>();
-    spec.dropout = dropout;
-    spec.attention = nn::AttentionKind::parse(args["attention"].as<std::string>()).str();
-    QKV_CHECK(spec.context >= 0, "--context must be >= 0");
-    QKV_CHECK(spec.dropout >= 0 && spec.dropout < 1, "--dropout must be in [0, 1), got ", spec.dropout);
+  // Where the work goes, checked before the first step: a run must not train
+  // for an hour and then find it cannot save, or replace another run's file.
+  const bool force = args.count("force") > 0;
+  std::string save = args.count("save") ? args["save"].as<std::string>() : resuming ? resume : fresh_name(spec.task);
+  QKV_CHECK(!save.empty(), "--save needs a file name");
+  if (lead) {
+    std::error_code ec;
+    bool exists = std::filesystem::exists(std::filesystem::symlink_status(save, ec));
+    bool continuing = resuming && std::filesystem::exists(resume) && std::filesystem::equivalent(save, resume, ec);
+    QKV_CHECK(!exists || continuing || force, printable(save), " already exists: choose another --save, continue its run "
+              "with --resume ", printable(save), ", or replace it with --force");
+    make_parents(save, "--save");
+    nn::check_writable_target(save);
   }
-  uint64_t seed = args["seed"].as<uint64_t>();
+  const std::string log_path = args.count("log") ? args["log"].as<std::string>() : "";
+  std::ofstream log;
+  const bool csv = log_path.size() >= 4 && log_path.compare(log_path.size() - 4, 4, ".csv") == 0;
+  if (lead && !log_path.empty()) {
+    std::error_code ec;
+    bool exists = std::filesystem::exists(std::filesystem::symlink_status(log_path, ec));
+    // Resuming continues its log; a fresh run never mixes itself into an old one.
+    QKV_CHECK(!exists || resuming || force, "--log ", printable(log_path), " already exists: choose another file, "
+              "or replace it with --force");
+    make_parents(log_path, "--log");
+    nn::check_writable_target(log_path, /*probe=*/false);
+    log.open(log_path, resuming ? std::ios::app : std::ios::trunc);
+    QKV_CHECK(static_cast<bool>(log), "cannot write --log file '", printable(log_path), "'");
+  }
+
   manual_seed(seed);
   Runner runner(spec);
   const ModelSpec& s = runner.spec();
-  const double entropy_weight = args["attn-entropy"].as<double>();
-  QKV_CHECK(std::isfinite(entropy_weight), "--attn-entropy must be finite");
   runner.set_attention_entropy(entropy_weight);
-  runner.set_recompute(args.count("checkpoint-activations") > 0);
+  runner.set_recompute(recompute);
   Generator data(seed ^ 0x5eedda7aULL);
 
   // Optimizer and schedule.
-  int64_t warmup = std::min(args["warmup"].as<int64_t>(), total);
-  // 3e-3 on add stalls at ~10% in some runs (a carry plateau); 1e-3 reached the
-  // target in every task and seed tried. Text keeps 3e-3 for its short schedule.
-  double lr = text && !args.count("lr") ? 0.003 : args["lr"].as<double>();
-  std::string kind = args["optimizer"].as<std::string>(), schedule_kind = args["schedule"].as<std::string>();
+  const int64_t warmup = std::min(warmup_setting, total);
   std::unique_ptr<optim::Optimizer> opt;
   auto params = runner.module().named_parameters();
   if (kind == "sgd") {
-    opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{lr, 0.9, 0, args["weight-decay"].as<double>(), true});
+    opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{lr, 0.9, 0, weight_decay, true});
   } else {
-    QKV_CHECK(kind == "adamw" || kind == "adam", "unknown --optimizer '", kind, "' (adamw, adam, sgd)");
+    QKV_CHECK(kind == "adamw" || kind == "adam", "unknown --optimizer '", printable(kind), "' (adamw, adam, sgd)");
     optim::AdamOptions o;
-    o.lr = lr, o.weight_decay = args["weight-decay"].as<double>();
+    o.lr = lr, o.weight_decay = weight_decay;
     if (kind == "adamw") opt = std::make_unique<optim::AdamW>(params, o);
     else opt = std::make_unique<optim::Adam>(params, o);
   }
   std::unique_ptr<optim::Schedule> schedule;
   if (schedule_kind == "cosine") schedule = std::make_unique<optim::CosineLR>(lr, warmup, std::max(total, warmup), lr * 0.1);
   else if (schedule_kind == "constant") schedule = std::make_unique<optim::ConstantLR>(lr);
-  else throw Error(cat("unknown --schedule '", schedule_kind, "' (constant, cosine)"));
+  else throw Error(cat("unknown --schedule '", printable(schedule_kind), "' (constant, cosine)"));
   optim::NamedGenerators generators{{"default", &default_generator()}, {"data", &data}};
-  if (!resume.empty()) optim::load_training_checkpoint(resume, runner.module(), opt.get(), generators);
+  if (resuming) optim::load_training_checkpoint(resume, runner.module(), opt.get(), generators);
   std::vector<Tensor> parameters = runner.module().parameters();
   if (ranks > 1) {
     dist::broadcast(parameters);  // rank 0's, whatever the others built or loaded
@@ -183,40 +341,30 @@ int train(int argc, char** argv) {
     default_generator().manual_seed(state[0] ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me)));
   }
 
-  std::string save = args["save"].as<std::string>();
-  if (save.empty()) save = s.task + ".safetensors";
+  std::map<std::string, std::string> metadata = s.metadata();
+  metadata["qkv.train"] = nn::json_object(settings);
+  int64_t saved_step = resuming ? opt->steps() : -1;
   auto save_now = [&] {
-    if (lead) optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, s.metadata());
+    if (lead) optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, metadata);
+    saved_step = opt->steps();
   };
-  int64_t save_every = args["save-every"].as<int64_t>();
-  double clip = args["clip"].as<double>(), target = args["target"].as<double>();
 
   if (lead)
     std::printf("qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d threads%s\n",
-                s.model.c_str(), s.task == "text" ? ("text " + s.data).c_str() : s.task.c_str(),
+                s.model.c_str(), s.task == "text" ? ("text " + (s.data.empty() ? std::string("(bundled)") : printable(s.data))).c_str() : s.task.c_str(),
                 static_cast<long long>(runner.module().num_parameters()), static_cast<long long>(s.width),
                 static_cast<long long>(s.layers), static_cast<long long>(s.heads), static_cast<long long>(s.context),
                 opt->name().c_str(), get_num_threads(),
                 ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", batch / ranks, batch % ranks ? "-" + std::to_string(batch / ranks + 1) : "",
                                 " examples each").c_str() : "");
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   bool grads_ok = true;
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "before training") && grads_ok;
-
-  std::string log_path = args["log"].as<std::string>();
-  std::ofstream log;
-  bool csv = log_path.size() >= 4 && log_path.compare(log_path.size() - 4, 4, ".csv") == 0;
-  if (lead && !log_path.empty()) {
-    log.open(log_path, std::ios::app);
-    QKV_CHECK(static_cast<bool>(log), "cannot write --log file '", log_path, "'");
-    if (csv && log.tellp() == 0)
-      log << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss" << (entropy_weight != 0 ? ",attn_entropy" : "") << "\n";
-  }
+  if (csv && log.is_open() && log.tellp() == 0)
+    log << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss" << (entropy_weight != 0 ? ",attn_entropy" : "") << "\n";
 
   // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
   bool tty = lead && !dist::active() && isatty(fileno(stdout));
-  // mpirun passes Ctrl-C on to its ranks as SIGTERM.
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
   auto started = std::chrono::steady_clock::now();
   int64_t first_step = opt->steps(), tokens = 0;
   double last_metric = -1, smoothed = 0;
@@ -254,15 +402,25 @@ int train(int argc, char** argv) {
     } else {
       loss.backward();
     }
-    double norm = clip > 0 ? optim::clip_grad_norm(opt->params(), clip) : 0.0;
-    opt->step();
-    tokens += step_tokens;
+    // The norm before clipping, logged also without clipping (--clip 0).
+    double norm = optim::clip_grad_norm(opt->params(), clip > 0 ? clip : INFINITY);
     // One all-reduce agrees on the global loss and on stopping: a signal
     // reaches the ranks at different moments, and all must stop at one step.
     std::vector<double> shared{loss.item() * share, interrupted ? 1.0 : 0.0};
     dist::sum(shared);
     double value = shared[0];
     stop = shared[1] > 0;
+    if (!std::isfinite(value) || !std::isfinite(norm)) {
+      // Stepping on would fill the model with NaN; saving would replace the last good checkpoint with it.
+      if (tty) std::printf("\n");
+      std::fflush(stdout);
+      throw Error(cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ", std::isfinite(value) ? norm : value,
+                      " at step ", step + 1, " (lr ", opt->lr(), "): training stopped without saving; ",
+                      saved_step >= 0 ? cat(printable(save), " still holds step ", saved_step) : std::string("nothing was saved"),
+                      ". Try a lower --lr or a --clip limit"));
+    }
+    opt->step();
+    tokens += step_tokens;
     smoothed = step == first_step ? value : 0.95 * smoothed + 0.05 * value;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     double rate = tokens / std::max(elapsed, 1e-9);
@@ -284,29 +442,32 @@ int train(int argc, char** argv) {
         reached = last_metric >= target;
       } else {
         last_metric = runner.held_out_loss(64, held_out);
-        char text[64];
-        std::snprintf(text, sizeof text, "held-out loss %.3f (%.3f bits/byte)", last_metric, last_metric / std::log(2.0));
-        metric = text;
+        char text_metric[64];
+        std::snprintf(text_metric, sizeof text_metric, "held-out loss %.3f (%.3f bits/byte)", last_metric, last_metric / std::log(2.0));
+        metric = text_metric;
       }
     }
     if (evaluate && ranks > 1) reached = dist::broadcast_value(reached) != 0;  // rank 0 evaluated
     if (log.is_open()) {
-      std::string acc = evaluate && runner.task() ? std::to_string(last_metric) : "";
-      std::string held = evaluate && !runner.task() ? std::to_string(last_metric) : "";
+      std::string acc = evaluate && runner.task() ? json_number(last_metric) : "";
+      std::string held = evaluate && !runner.task() ? json_number(last_metric) : "";
       // the loss includes the entropy term; the term itself is logged apart
-      std::string entropy = entropy_weight != 0 ? std::to_string(runner.last_entropy()) : "";
+      std::string entropy = entropy_weight != 0 ? json_number(runner.last_entropy()) : "";
       if (csv)
-        log << done << "," << value << "," << opt->lr() << "," << norm << "," << rate << "," << acc << "," << held
-            << (entropy.empty() ? "" : "," + entropy) << "\n";
-      else log << "{\"step\":" << done << ",\"loss\":" << value << ",\"lr\":" << opt->lr() << ",\"grad_norm\":" << norm
-               << ",\"tokens_per_s\":" << rate << (acc.empty() ? "" : ",\"eval_accuracy\":" + acc)
-               << (held.empty() ? "" : ",\"eval_loss\":" + held) << (entropy.empty() ? "" : ",\"attn_entropy\":" + entropy)
-               << "}\n";
+        log << done << "," << json_number(value) << "," << json_number(opt->lr()) << "," << json_number(norm) << ","
+            << json_number(rate) << "," << acc << "," << held << (entropy.empty() ? "" : "," + entropy) << "\n";
+      else log << "{\"step\":" << done << ",\"loss\":" << json_number(value) << ",\"lr\":" << json_number(opt->lr())
+               << ",\"grad_norm\":" << json_number(norm) << ",\"tokens_per_s\":" << json_number(rate)
+               << (acc.empty() ? "" : ",\"eval_accuracy\":" + acc) << (held.empty() ? "" : ",\"eval_loss\":" + held)
+               << (entropy.empty() ? "" : ",\"attn_entropy\":" + entropy) << "}\n";
+      log.flush();
+      QKV_CHECK(static_cast<bool>(log), "cannot write --log file '", printable(log_path), "' (disk full?)");
     }
+    // Tasks stop at their target, so their ETA is an upper bound.
     char line[256];
-    std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  %s elapsed  ETA %s",
+    std::snprintf(line, sizeof line, "step %lld/%lld  avg loss %.4f  lr %.2e  %.0f tok/s  %s elapsed  ETA %s%s",
                   static_cast<long long>(done), static_cast<long long>(total), smoothed, opt->lr(), rate,
-                  duration(elapsed).c_str(), duration(eta).c_str());
+                  duration(elapsed).c_str(), runner.task() && target <= 1 ? "≤ " : "", duration(eta).c_str());
     if (tty) std::printf("\r\033[K%s", line);
     if (evaluate && lead) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line, metric.c_str());
     std::fflush(stdout);
@@ -315,14 +476,28 @@ int train(int argc, char** argv) {
   if (tty) std::printf("\n");
   save_now();
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  auto finish = [&](int code) {
+    // A full disk or a closed pipe must not end in exit 0.
+    QKV_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout), "cannot write the output: ", std::strerror(errno));
+    if (log.is_open()) {
+      log.close();
+      QKV_CHECK(!log.fail(), "cannot write --log file '", printable(log_path), "'");
+    }
+    return code;
+  };
   if (stop) {
-    if (lead) std::printf("interrupted at step %lld: saved %s\n", static_cast<long long>(opt->steps()), save.c_str());
-    return 130;
+    if (lead) std::printf("interrupted at step %lld: saved %s\n", static_cast<long long>(opt->steps()), printable(save).c_str());
+    return finish(130);
   }
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "after training") && grads_ok;
-  if (lead) std::printf("%s after %lld steps in %s: saved %s\n", reached ? "reached the target" : "finished",
-              static_cast<long long>(opt->steps()), duration(elapsed).c_str(), save.c_str());
-  return grads_ok ? 0 : 1;
+  if (lead) {
+    std::printf("%s after %lld steps in %s: saved %s\n", reached ? "reached the target" : "finished",
+                static_cast<long long>(opt->steps()), duration(elapsed).c_str(), printable(save).c_str());
+    if (last_metric >= 0)
+      std::printf("last held-out %s: %.4f%s%s\n", runner.task() ? "exact match" : "loss (nats/byte)", last_metric,
+                  log_path.empty() ? "" : "; log: ", printable(log_path).c_str());
+  }
+  return finish(grads_ok ? 0 : 1);
 }
 
 }  // namespace qkv::cli

@@ -1,0 +1,25 @@
+// Checkpoint metadata: flat {"key": "value"} objects as JSON text inside a
+// safetensors header's string values, and numbers that read back exactly.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace qkv::nn {
+
+/// A double as text that reads back to the same value (17 significant
+/// digits; subnormals included).
+std::string exact_number(double value);
+/// The inverse of exact_number(): the whole of `text` must be one finite
+/// number. Throws qkv::Error naming `what` otherwise.
+double parse_number(std::string_view text, std::string_view what);
+
+/// A flat object of strings, e.g. {"width":"128"}. Throws qkv::Error when a
+/// key or value is not valid UTF-8.
+std::string json_object(const std::map<std::string, std::string>& fields);
+/// The inverse of json_object(): strict JSON (nlohmann-json; repeated keys,
+/// deep nesting and invalid UTF-8 refused), every value a string.
+std::map<std::string, std::string> parse_json_object(std::string_view text);
+
+}  // namespace qkv::nn

@@ -1,0 +1,46 @@
+// hostile_files SOURCE TEXT_SOURCE DIR: from real qkv checkpoints (a task
+// model and a text model), writes the files a
+// hostile-input campaign found that cost time or memory to reject:
+//   keys160k.safetensors   a 160,000-tensor header (once quadratic to parse)
+//   layers1e8.safetensors  the source's tensors, metadata claiming 10^8 layers
+//   layersmax.safetensors  layers = INT64_MAX; width1m: width 1048576; context1m: context 1000000
+//   devzero.safetensors    the text model, its metadata naming /dev/zero as its data
+// tests/cli/trust.sh then checks each is rejected fast within 1 GB.
+#include <cstdio>
+#include <string>
+
+#include "nn/checkpoint.h"
+#include "nn/metadata.h"
+
+using namespace qkv;
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: hostile_files SOURCE TEXT_SOURCE DIR\n");
+    return 2;
+  }
+  try {
+    const std::string dir = argv[3];
+    nn::TensorFile source = nn::load_safetensors(argv[1]), text = nn::load_safetensors(argv[2]);
+    auto with = [&](const char* name, const char* field, const char* section, const std::string& value) {
+      auto meta = source.metadata;
+      auto object = nn::parse_json_object(meta.at(section));
+      object[field] = value;
+      meta[section] = nn::json_object(object);
+      nn::save_safetensors(dir + "/" + name, source.tensors, meta);
+    };
+    with("layers1e8.safetensors", "layers", "qkv.config", "100000000");
+    with("layersmax.safetensors", "layers", "qkv.config", "9223372036854775807");
+    with("width1m.safetensors", "width", "qkv.config", "1048576");
+    with("context1m.safetensors", "context", "qkv.config", "1000000");
+    source = text;
+    with("devzero.safetensors", "data", "qkv.task", "/dev/zero");
+    nn::NamedTensors many;
+    for (int i = 0; i < 160000; ++i) many.emplace_back("tensor." + std::to_string(i), Tensor::zeros({1}));
+    nn::save_safetensors(dir + "/keys160k.safetensors", many, source.metadata);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hostile_files: %s\n", e.what());
+    return 1;
+  }
+}

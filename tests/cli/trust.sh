@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Runs a user can trust (issue 12): each case reproduces a way qkv used to
+# lose work, ignore what it was told or trust a hostile file, and checks the
+# new behaviour. usage: trust.sh QKV HOSTILE_FILES WORKDIR
+set -u
+qkv=$1 hostile=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+ok() { echo "ok: $*"; }
+small=(--dim 32 --layers 1 --heads 2 --batch 8 --eval-every 5 --threads 1)
+one_line_error() {  # one_line_error FILE: a single stderr line
+  [ "$(wc -l <"$1")" -eq 1 ] || { cat "$1"; fail "expected a one-line error"; }
+}
+
+# -- No lost work --------------------------------------------------------
+# The save path is checked (and its folder created) before the first step.
+"$qkv" train "${small[@]}" --steps 3 --save runs/exp1/a.safetensors >out.txt 2>&1 || { cat out.txt; fail "--save into a new folder"; }
+[ -f runs/exp1/a.safetensors ] || fail "no checkpoint in the created folder"
+: >plainfile
+for bad in plainfile/x.safetensors /proc/qkv-no/x.safetensors; do
+  "$qkv" train "${small[@]}" --steps 1000000 --save "$bad" >out.txt 2>err.txt && fail "--save $bad was accepted"
+  grep -q "step " out.txt && fail "--save $bad: training started before the path was checked"
+  one_line_error err.txt
+done
+ok "an unwritable --save fails before the first step"
+
+# Never over another run's checkpoint without --force; a fresh run gets a new name.
+"$qkv" train "${small[@]}" --steps 2 >/dev/null 2>&1 || fail "default save"
+"$qkv" train "${small[@]}" --steps 2 >/dev/null 2>&1 || fail "second default save"
+[ -f reverse.safetensors ] && [ -f reverse-2.safetensors ] || fail "the second run did not get a new name"
+cp reverse.safetensors keep.safetensors
+"$qkv" train "${small[@]}" --steps 2 --save reverse.safetensors >/dev/null 2>err.txt && fail "overwrote an existing checkpoint"
+grep -q -- "--force" err.txt || fail "the refusal does not mention --force"
+cmp -s reverse.safetensors keep.safetensors || fail "the refused run changed the file"
+"$qkv" train "${small[@]}" --steps 2 --save reverse.safetensors --force >/dev/null 2>&1 || fail "--force"
+ok "existing checkpoints are kept unless --force"
+
+# --resume continues into the resumed file, with the run's own settings.
+"$qkv" train --dim 32 --layers 1 --heads 2 --batch 12 --lr 0.002 --schedule constant --threads 1 --steps 10 --save full.safetensors >/dev/null 2>&1 || fail "full run"
+"$qkv" train --dim 32 --layers 1 --heads 2 --batch 12 --lr 0.002 --schedule constant --threads 1 --steps 5 --save half.safetensors >/dev/null 2>&1 || fail "half run"
+"$qkv" train --resume half.safetensors --steps 10 >/dev/null 2>&1 || fail "resume"
+cmp -s full.safetensors half.safetensors || fail "resuming without flags did not restore the run's settings (or did not save into the resumed file)"
+ok "resume restores batch, lr and schedule and continues into its own file (bit-identical)"
+for flag in "--lr 0.1" "--dim 64" "--task sort" "--batch 4" "--dropout 0.1"; do
+  "$qkv" train --resume half.safetensors $flag >/dev/null 2>err.txt && fail "resume accepted $flag"
+  grep -q -- "${flag%% *} cannot change" err.txt || { cat err.txt; fail "resume: the error does not name ${flag%% *}"; }
+  one_line_error err.txt
+done
+ok "a conflicting flag on --resume exits non-zero naming it"
+
+# A non-finite loss stops training, keeps the last checkpoint, exits non-zero; the log holds no NaN.
+"$qkv" train "${small[@]}" --lr 1e30 --clip 0 --steps 1 --save nan.safetensors >/dev/null 2>&1 || fail "one step at lr 1e30"
+cp nan.safetensors nan_before.safetensors
+"$qkv" train --resume nan.safetensors --steps 100 --log nan.jsonl >out.txt 2>err.txt && fail "a diverged run exited 0"
+grep -q "training stopped without saving" err.txt || { cat err.txt; fail "no clear message for a non-finite loss"; }
+cmp -s nan.safetensors nan_before.safetensors || fail "the last good checkpoint changed"
+grep -qi "nan\|inf" nan.jsonl && fail "the log holds a non-finite number"
+ok "a diverging run stops, exits non-zero and leaves the checkpoint byte-identical"
+
+# SIGTERM (and SIGHUP) save like Ctrl-C; the checkpoint resumes bit-identically.
+for sig in TERM HUP; do
+  "$qkv" train "${small[@]}" --schedule constant --steps 1000000 --target 2 --save sig$sig.safetensors >sig.txt 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do grep -q "step 5/" sig.txt && break; sleep 0.1; done
+  kill -$sig $pid
+  wait $pid
+  rc=$?
+  [ $rc -eq 130 ] || { cat sig.txt; fail "SIG$sig: exit $rc, expected 130"; }
+  at=$(grep -o "interrupted at step [0-9]*" sig.txt | grep -o "[0-9]*$")
+  [ -n "$at" ] || fail "SIG$sig: no save message"
+done
+"$qkv" train --resume sigTERM.safetensors --steps $((at + 5)) >/dev/null 2>&1 || true
+"$qkv" train --resume sigTERM.safetensors --steps $((at + 5)) >/dev/null 2>err.txt || { cat err.txt; fail "resuming the SIGTERM checkpoint"; }
+"$qkv" train "${small[@]}" --schedule constant --target 2 --steps $((at + 5)) --save straight.safetensors >/dev/null 2>&1 || fail "straight run"
+cmp -s sigTERM.safetensors straight.safetensors || fail "SIGTERM checkpoint + resume differs from a straight run"
+ok "SIGTERM and SIGHUP save; the SIGTERM checkpoint resumes bit-identically"
+
+# A second signal a second later exits at once, without saving (a step of
+# this size takes seconds, so both signals land inside the first step).
+"$qkv" train --dim 256 --layers 4 --heads 4 --batch 2048 --threads 1 --steps 5 --save second.safetensors >second.txt 2>&1 &
+pid=$!
+for _ in $(seq 300); do grep -q "^qkv train" second.txt && break; sleep 0.1; done
+kill -TERM $pid
+sleep 1.2
+kill -TERM $pid
+wait $pid
+rc=$?
+grep -q "second signal" second.txt || { cat second.txt; fail "no force-quit on a second signal"; }
+[ $rc -eq 130 ] || fail "second signal: exit $rc"
+ok "a second signal exits at once"
+
+# --log: a fresh run never appends to an old log.
+"$qkv" train "${small[@]}" --steps 2 --save l1.safetensors --log run.csv >/dev/null 2>&1 || fail "log"
+"$qkv" train "${small[@]}" --steps 2 --save l2.safetensors --log run.csv >/dev/null 2>err.txt && fail "appended a new run to an old log"
+"$qkv" train --resume l1.safetensors --steps 4 --log run.csv >/dev/null 2>&1 || fail "resume with its log"
+[ "$(cut -d, -f1 run.csv | tr '\n' ' ')" = "step 1 2 3 4 " ] || { cat run.csv; fail "the resumed log does not continue the steps"; }
+ok "logs are not mixed across runs; resuming continues its log"
+
+# -- A text checkpoint does not follow its data path ---------------------
+head -c 20000 /dev/urandom | base64 >mytext.txt
+"$qkv" train --task text --data mytext.txt "${small[@]}" --steps 2 --save text.safetensors >/dev/null 2>&1 || fail "text run"
+mkdir elsewhere && cd elsewhere
+"$qkv" sample --checkpoint ../text.safetensors --prompt "ab" --max-new 5 >/dev/null 2>err.txt || { cat err.txt; fail "sample needs the data file"; }
+"$qkv" eval --checkpoint ../text.safetensors >/dev/null 2>err.txt && fail "eval read a data path from the checkpoint"
+grep -q -- "--data" err.txt || fail "eval does not say it needs --data"
+"$qkv" eval --checkpoint ../text.safetensors --data ../mytext.txt --examples 4 >/dev/null 2>&1 || fail "eval --data"
+cd ..
+ok "text checkpoints sample anywhere; eval reads only the --data file it is given"
+
+# -- Strict flags ---------------------------------------------------------
+for args in "train stray" "train --data x.txt" "train --task text --max-len 5" "train --task text --target 0.5" \
+            "train --task reverse --digits 4" "train --context 0" "sample --checkpoint full.safetensors --prompt 12 --top-k 3"; do
+  "$qkv" $args >/dev/null 2>err.txt && fail "accepted: qkv $args"
+  one_line_error err.txt
+done
+"$qkv" --version | grep -q "^qkv [0-9]" || fail "qkv --version"
+ok "stray words and flags that do not apply are errors"
+
+# -- Hostile files: rejected in under a second within 1 GB ---------------
+"$hostile" full.safetensors text.safetensors . || fail "making the hostile files"
+timed() {  # timed CMD...: runs qkv within 1 GB and 10 s; sets rc and ms
+  local start
+  start=$(date +%s%N)
+  ( ulimit -v 1048576; timeout 10 "$qkv" "$@" ) >/dev/null 2>err.txt
+  rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+}
+for f in keys160k layers1e8 layersmax width1m context1m devzero; do
+  for cmd in "eval --checkpoint" "train --resume"; do
+    timed $cmd $f.safetensors
+    [ $rc -ne 0 ] && [ $rc -lt 124 ] || { cat err.txt; fail "$f ($cmd): exit $rc"; }
+    [ $ms -lt 1000 ] || fail "$f ($cmd): took $ms ms"
+    one_line_error err.txt
+  done
+  ok "$f: rejected in $ms ms within 1 GB: $(cat err.txt)"
+done
+# The /dev/zero text model still samples: sampling reads no data at all.
+timed sample --checkpoint devzero.safetensors --prompt ab --max-new 5
+[ $rc -eq 0 ] && [ $ms -lt 1000 ] || { cat err.txt; fail "sampling the /dev/zero model: exit $rc, $ms ms"; }
+# --save refuses anything but a regular file.
+ln -s full.safetensors link.safetensors
+for target in /dev/null link.safetensors; do
+  "$qkv" train "${small[@]}" --steps 1 --save $target --force >/dev/null 2>err.txt && fail "--save $target was replaced"
+  one_line_error err.txt
+done
+[ -c /dev/null ] || fail "/dev/null is no longer a device"
+ls *.tmp* 2>/dev/null && fail "a temporary file was left behind"
+ok "--save refuses symlinks and devices; no temporary is left behind"
