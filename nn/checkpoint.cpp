@@ -285,7 +285,7 @@ void load_into(Module& module, const TensorFile& file, const std::string& path,
           " ", shape_str(t.shape()), " but the model expects ", dtype_name(p.dtype()), " ", shape_str(p.shape()));
   }
   for (const auto& [name, t] : file.tensors)
-    QKV_CHECK(expected.count(name) || ignored(name), path, ": unexpected tensor '", name, "'");
+    QKV_CHECK(expected.count(name) || ignored(name), path, ": unexpected tensor '", printable(name), "'");
   for (const auto& [name, p] : params) p.assign_(file.get(name));
 }
 

@@ -1,6 +1,7 @@
 #include "nn/metadata.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -84,10 +85,10 @@ nlohmann::json parse_strict_json(std::string_view text) {
 }  // namespace detail
 
 std::string exact_number(double value) {
-  std::ostringstream out;
-  out.precision(17);
-  out << value;
-  return out.str();
+  // The shortest text that reads back to the same double: 0.99, not 0.98999999999999999.
+  char text[32];
+  auto [end, error] = std::to_chars(text, text + sizeof text, value);
+  return error == std::errc() ? std::string(text, end) : "nan";
 }
 
 double parse_number(std::string_view text, std::string_view what) {

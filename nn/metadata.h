@@ -8,8 +8,8 @@
 
 namespace qkv::nn {
 
-/// A double as text that reads back to the same value (17 significant
-/// digits; subnormals included).
+/// A double as the shortest text that reads back to the same value
+/// (subnormals included).
 std::string exact_number(double value);
 /// The inverse of exact_number(): the whole of `text` must be one finite
 /// number. Throws qkv::Error naming `what` otherwise.

@@ -52,14 +52,14 @@ std::map<std::string, std::string> load_training_checkpoint(const std::string& p
   nn::NamedTensors state;
   if (optimizer) {
     QKV_CHECK(meta.count("qkv.optimizer"), path, ": holds no optimizer state to resume from");
-    QKV_CHECK(meta["qkv.optimizer"] == optimizer->name(), path, ": trained with ", meta["qkv.optimizer"],
+    QKV_CHECK(meta["qkv.optimizer"] == optimizer->name(), path, ": trained with ", printable(meta["qkv.optimizer"]),
           ", cannot resume with ", optimizer->name());
     try {
       size_t used = 0;
       steps = std::stoll(meta["qkv.step"], &used);
       QKV_CHECK(used == meta["qkv.step"].size() && steps >= 0, "");
     } catch (const std::exception&) {
-      throw Error(cat(path, ": bad qkv.step '", meta["qkv.step"], "'"));
+      throw Error(cat(path, ": bad qkv.step '", printable(meta["qkv.step"]), "'"));
     }
     for (const auto& [name, t] : file.tensors)
       if (name.compare(0, kOptimizerPrefix.size(), kOptimizerPrefix) == 0)

@@ -12,6 +12,8 @@
 #include <cxxopts.hpp>
 
 #include "commands.h"
+#include "heatmaps.h"
+#include "nn/metadata.h"
 #include "autograd/ops/attention.h"
 #include "autograd/simd.h"
 #include "dist/dist.h"
@@ -54,41 +56,6 @@ std::unique_ptr<Runner> load_runner(const std::string& path) {
   nn::load_into(runner->module(), file, path, {"optimizer."});
   runner->module().eval();
   return runner;
-}
-
-std::string escape_xml(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else if (static_cast<unsigned char>(c) < 0x20) out += "\\u00" + std::to_string(static_cast<int>(c));
-    else out += c;
-  }
-  return out;
-}
-
-// One attention map as SVG: queries down, keys across, darker = more weight.
-std::string heatmap_svg(const std::vector<double>& w, int64_t n, const std::vector<std::string>& labels,
-                        const std::string& title) {
-  const int cell = 28, margin = 40, top = 56;
-  int size = margin + cell * static_cast<int>(n) + 10;
-  std::string svg = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", size, "\" height=\"", size + top - margin,
-                        "\" font-family=\"monospace\" font-size=\"13\">\n<text x=\"4\" y=\"16\">", escape_xml(title),
-                        "</text>\n<text x=\"4\" y=\"32\" font-size=\"10\">rows: queries, columns: keys</text>\n");
-  for (int64_t j = 0; j < n; ++j)
-    svg += cat("<text x=\"", margin + cell * j + cell / 2 - 4, "\" y=\"", top - 6, "\">", escape_xml(labels[j]), "</text>\n");
-  for (int64_t i = 0; i < n; ++i) {
-    svg += cat("<text x=\"", margin - 16, "\" y=\"", top + cell * i + cell / 2 + 4, "\">", escape_xml(labels[i]), "</text>\n");
-    for (int64_t j = 0; j < n; ++j) {
-      int shade = 255 - static_cast<int>(std::clamp(w[i * n + j], 0.0, 1.0) * 255);
-      svg += cat("<rect x=\"", margin + cell * j, "\" y=\"", top + cell * i, "\" width=\"", cell, "\" height=\"", cell,
-                 "\" fill=\"rgb(", shade, ",", shade, ",255)\" stroke=\"#ddd\"><title>", labels[i], " -> ", labels[j], ": ",
-                 w[i * n + j], "</title></rect>\n");
-    }
-  }
-  return svg + "</svg>\n";
 }
 
 }  // namespace
@@ -164,36 +131,58 @@ int sample(int argc, char** argv) {
 
 int attention(int argc, char** argv) {
   cxxopts::Options options("qkv attention", "Draw every layer's and head's attention for a prompt.");
-  options.add_options()("checkpoint", "GPT checkpoint file", cxxopts::value<std::string>())(
-      "prompt", "the prompt (a task input is shown with the model's answer)", cxxopts::value<std::string>())(
-      "out", "output folder", cxxopts::value<std::string>());
+  options.add_options()("checkpoint", "GPT checkpoint file", cxxopts::value<std::string>(), "FILE")(
+      "prompt", "the prompt (a task input is shown with the model's answer)", cxxopts::value<std::string>(), "TEXT")(
+      "out", "output folder (created)", cxxopts::value<std::string>(), "FOLDER");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt"), out = required(args, "out");
   auto runner = load_runner(path);
   std::vector<std::string> labels;
-  std::vector<Tensor> weights = runner->attention(prompt, labels);
+  int64_t split = -1;
+  std::vector<Tensor> weights = runner->attention(prompt, labels, &split);
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
-  QKV_CHECK(!ec, "cannot create --out folder '", out, "': ", ec.message());
+  QKV_CHECK(!ec, "cannot create --out folder '", printable(out), "': ", ec.message());
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::string file = out + "/" + name;
+    std::ofstream f(file, std::ios::binary);
+    f << text;
+    f.close();
+    QKV_CHECK(!f.fail(), "cannot write ", printable(file), " (is --out writable?)");
+  };
   int64_t n = static_cast<int64_t>(labels.size()), heads = runner->spec().heads;
-  std::string index = cat("<!doctype html><meta charset=\"utf-8\"><title>qkv attention</title>\n<h1>", escape_xml(prompt),
-                          "</h1>\n<p>", escape_xml(path), ": ", weights.size(), " layers x ", heads,
-                          " heads. Rows are queries, columns keys; darker is more weight.</p>\n");
+  // Each SVG on its own, and all of them inline in index.html, where hovering a
+  // cell shows its query, key and weight (an <img> would show nothing).
+  // Well-formed XML as well as HTML, so that a test can check it with an XML parser.
+  std::string index = cat("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"><head><meta charset=\"utf-8\"/>"
+                          "<title>qkv attention</title>"
+                          "<style>body{font-family:sans-serif} .maps{display:flex;flex-wrap:wrap;gap:12px}</style></head>"
+                          "<body>\n<h1>", xml_text(prompt), "</h1>\n<p>", xml_text(path), ": ", weights.size(), " layers x ",
+                          heads, " heads, ", n, " tokens. Rows are queries, columns keys; darker is more weight",
+                          split > 0 ? "; the red lines mark where the model's answer starts" : "",
+                          ". The last map of each layer averages its heads.</p>\n");
   for (size_t layer = 0; layer < weights.size(); ++layer) {
-    index += cat("<h2>layer ", layer, "</h2>\n");
-    std::vector<double> all = weights[layer].to_vector();
-    for (int64_t h = 0; h < heads; ++h) {
-      std::vector<double> w(all.begin() + h * n * n, all.begin() + (h + 1) * n * n);
-      std::string name = cat("layer", layer, "_head", h, ".svg");
-      std::ofstream(out + "/" + name) << heatmap_svg(w, n, labels, cat("layer ", layer, ", head ", h));
-      index += cat("<img src=\"", name, "\" alt=\"layer ", layer, " head ", h, "\">\n");
+    index += cat("<h2>layer ", layer, "</h2>\n<div class=\"maps\">\n");
+    std::vector<double> all = weights[layer].to_vector(), mean(n * n, 0.0);
+    for (int64_t h = 0; h <= heads; ++h) {
+      bool average = h == heads;
+      std::vector<double> w = average ? mean : std::vector<double>(all.begin() + h * n * n, all.begin() + (h + 1) * n * n);
+      if (!average)
+        for (int64_t k = 0; k < n * n; ++k) mean[k] += w[k] / static_cast<double>(heads);
+      if (average) w = mean;
+      std::string name = average ? cat("layer", layer, "_mean.svg") : cat("layer", layer, "_head", h, ".svg");
+      std::string svg = heatmap_svg(w, n, n, labels, labels,
+                                    average ? cat("layer ", layer, ", mean of ", heads, " heads") : cat("layer ", layer, ", head ", h), split);
+      write(name, svg);
+      index += svg;
     }
+    index += "</div>\n";
   }
-  std::ofstream(out + "/index.html") << index;
-  std::printf("wrote %zu heatmaps (%zu layers x %lld heads, %lld tokens) and index.html to %s\n",
-              weights.size() * static_cast<size_t>(heads), weights.size(), static_cast<long long>(heads),
-              static_cast<long long>(n), out.c_str());
+  write("index.html", index + "</body></html>\n");
+  std::printf("wrote %zu heatmaps (%zu layers x %lld heads, and each layer's mean) and index.html to %s\n",
+              weights.size() * static_cast<size_t>(heads + 1), weights.size(), static_cast<long long>(heads),
+              printable(out).c_str());
   return 0;
 }
 
@@ -301,6 +290,45 @@ double sgemm_gflops(int64_t n, int64_t k, int64_t m) {
   return 2.0 * n * m * k / median_of(times) / 1e9;
 }
 }  // namespace
+
+int info(int argc, char** argv) {
+  cxxopts::Options options("qkv info", "What a checkpoint holds: model, task, training settings, step, parameters.");
+  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE");
+  options.parse_positional({"checkpoint"});
+  cxxopts::ParseResult args;
+  if (!parse(options, argc, argv, args)) return 0;
+  std::string path = required(args, "checkpoint");
+  nn::TensorFile file = nn::load_safetensors(path);
+  ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
+  spec.check_tensors(file, path);  // the model is described, never built
+  auto meta = [&](const char* key) { return file.metadata.count(key) ? printable(file.metadata.at(key)) : std::string("-"); };
+  std::printf("%s\n", printable(path).c_str());
+  std::printf("  model      %s, %lld parameters: width %lld, %lld layers%s, %lld heads, context %lld, vocab %lld, %s attention%s, dropout %g\n",
+              spec.model.c_str(), static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
+              static_cast<long long>(spec.layers), spec.model == "seq2seq" ? " per side" : "", static_cast<long long>(spec.heads),
+              static_cast<long long>(spec.context), static_cast<long long>(spec.vocab), spec.attention.c_str(),
+              spec.post_ln ? ", post-LN" : "", spec.dropout);
+  if (spec.task == "text")
+    std::printf("  task       text, trained on %s\n", spec.data.empty() ? "the bundled text" : ("'" + printable(spec.data) + "'").c_str());
+  else if (spec.task == "add")
+    std::printf("  task       add, %lld-digit operands\n", static_cast<long long>(spec.digits));
+  else
+    std::printf("  task       %s, inputs up to %lld digits\n", spec.task.c_str(), static_cast<long long>(spec.max_len));
+  std::printf("  step       %s\n  optimizer  %s %s\n", meta("qkv.step").c_str(), meta("qkv.optimizer").c_str(),
+              meta("qkv.optimizer.hyperparameters").c_str());
+  if (file.metadata.count("qkv.train")) {
+    std::string settings;
+    for (const auto& [k, v] : nn::parse_json_object(file.metadata.at("qkv.train")))
+      settings += (settings.empty() ? "" : " ") + ("--" + k + " " + printable(v));
+    std::printf("  settings   %s\n", settings.c_str());
+  } else {
+    std::printf("  settings   not recorded (a checkpoint from before qkv.train)\n");
+  }
+  int64_t tensors = 0, bytes = 0;
+  for (const auto& [name, t] : file.tensors) ++tensors, bytes += t.numel() * static_cast<int64_t>(element_size(t.dtype()));
+  std::printf("  file       %lld tensors, %.2f MB of data (parameters and optimizer state)\n", static_cast<long long>(tensors), bytes / 1e6);
+  return 0;
+}
 
 int bench(int argc, char** argv) {
   cxxopts::Options options("qkv bench", "Time full training steps (forward, loss, backward, clip, AdamW) on random bytes.");

@@ -13,6 +13,7 @@ int sample(int argc, char** argv);
 int attention(int argc, char** argv);
 int gradcheck(int argc, char** argv);
 int grads(int argc, char** argv);
+int info(int argc, char** argv);
 int bench(int argc, char** argv);
 
 }  // namespace qkv::cli

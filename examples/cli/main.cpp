@@ -1,6 +1,7 @@
 // qkv: train, evaluate, sample and inspect small attention models.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,7 @@ commands:
   attention   draw every layer's and head's attention for a prompt (SVG)
   gradcheck   compare every parameter's gradient with finite differences
   grads       write a text checkpoint's loss and gradients to a safetensors file
+  info        what a checkpoint holds: model, task, training settings, step
   bench       time full training steps of a standard configuration
 )";
 
@@ -47,7 +49,8 @@ int run(const std::string& command, int argc, char** argv) {
     if (command == "gradcheck") return gradcheck(argc - 1, argv + 1);
     if (command == "grads") return grads(argc - 1, argv + 1);
     if (command == "bench") return bench(argc - 1, argv + 1);
-    std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, bench; see qkv --help)\n",
+    if (command == "info") return info(argc - 1, argv + 1);
+    std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, info, bench; see qkv --help)\n",
                  command.c_str());
     return 2;
   } catch (const cxxopts::exceptions::exception& e) {
@@ -86,6 +89,11 @@ int main(int argc, char** argv) {
   // Under mpirun, train and bench run data parallel (dist/dist.h).
   if (command == "train" || command == "bench") qkv::dist::init(&argc, &argv);
   int code = run(command, argc, argv);
+  // A full disk or a closed pipe must not end in exit 0.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "qkv %s: cannot write the output: %s\n", command.c_str(), std::strerror(errno));
+    code = code == 0 ? 1 : code;
+  }
   qkv::dist::finalize();
   return code;
 }

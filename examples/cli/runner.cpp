@@ -374,7 +374,7 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
   return out;
 }
 
-std::vector<Tensor> Runner::attention(const std::string& prompt, std::vector<std::string>& labels) {
+std::vector<Tensor> Runner::attention(const std::string& prompt, std::vector<std::string>& labels, int64_t* answer_start) {
   NoGradGuard no_grad;
   module().eval();
   QKV_CHECK(gpt_ != nullptr, "attention maps are drawn for GPT checkpoints");
@@ -385,6 +385,7 @@ std::vector<Tensor> Runner::attention(const std::string& prompt, std::vector<std
     ids = task_->encode(prompt);
     ids.push_back(kSep);
     std::vector<int64_t> answer = this->answer({task_->encode(prompt)}).front();
+    if (answer_start) *answer_start = static_cast<int64_t>(ids.size());
     ids.insert(ids.end(), answer.begin(), answer.end());
     for (int64_t id : ids) labels.push_back(task_->token_text(id));
   } else {

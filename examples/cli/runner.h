@@ -91,7 +91,8 @@ class Runner {
   bool uses_cache() const;
 
   /// Attention weights of every layer for a prompt, with the token labels.
-  std::vector<Tensor> attention(const std::string& prompt, std::vector<std::string>& labels);
+  /// For a task model, `answer_start` (if given) receives the answer's first position.
+  std::vector<Tensor> attention(const std::string& prompt, std::vector<std::string>& labels, int64_t* answer_start = nullptr);
 
  private:
   Tensor with_entropy(const Tensor& loss, const std::vector<Tensor>& weights);

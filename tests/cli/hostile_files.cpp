@@ -4,6 +4,7 @@
 //   keys160k.safetensors   a 160,000-tensor header (once quadratic to parse)
 //   layers1e8.safetensors  the source's tensors, metadata claiming 10^8 layers
 //   layersmax.safetensors  layers = INT64_MAX; width1m: width 1048576; context1m: context 1000000
+//   evil.safetensors       a task name with a newline and a terminal escape sequence
 //   devzero.safetensors    the text model, its metadata naming /dev/zero as its data
 // tests/cli/trust.sh then checks each is rejected fast within 1 GB.
 #include <cstdio>
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
     with("layersmax.safetensors", "layers", "qkv.config", "9223372036854775807");
     with("width1m.safetensors", "width", "qkv.config", "1048576");
     with("context1m.safetensors", "context", "qkv.config", "1000000");
+    // Newlines and terminal escapes in a string the error message quotes.
+    with("evil.safetensors", "name", "qkv.task", "rev\nqkv: all ok\x1b[2J");
     source = text;
     with("devzero.safetensors", "data", "qkv.task", "/dev/zero");
     nn::NamedTensors many;

@@ -70,8 +70,9 @@ for sig in TERM HUP; do
   [ $rc -eq 130 ] || { cat sig.txt; fail "SIG$sig: exit $rc, expected 130"; }
   at=$(grep -o "interrupted at step [0-9]*" sig.txt | grep -o "[0-9]*$")
   [ -n "$at" ] || fail "SIG$sig: no save message"
+  [ $sig = TERM ] && at_term=$at
 done
-"$qkv" train --resume sigTERM.safetensors --steps $((at + 5)) >/dev/null 2>&1 || true
+at=$at_term
 "$qkv" train --resume sigTERM.safetensors --steps $((at + 5)) >/dev/null 2>err.txt || { cat err.txt; fail "resuming the SIGTERM checkpoint"; }
 "$qkv" train "${small[@]}" --schedule constant --target 2 --steps $((at + 5)) --save straight.safetensors >/dev/null 2>&1 || fail "straight run"
 cmp -s sigTERM.safetensors straight.safetensors || fail "SIGTERM checkpoint + resume differs from a straight run"
@@ -118,6 +119,25 @@ done
 "$qkv" --version | grep -q "^qkv [0-9]" || fail "qkv --version"
 ok "stray words and flags that do not apply are errors"
 
+# -- A checkpoint describes its run: qkv info ---------------------------
+"$qkv" info full.safetensors >info.txt 2>&1 || { cat info.txt; fail "qkv info"; }
+for want in "gpt, 13760 parameters" "reverse" "step       10" "--batch 12" "--lr 0.002" "--schedule constant"; do
+  grep -q -- "$want" info.txt || { cat info.txt; fail "qkv info does not show '$want'"; }
+done
+ok "qkv info shows the model, task, step and settings"
+
+# -- Errors on output, folders given as files ----------------------------
+if [ -w /dev/full ]; then
+  "$qkv" sample --checkpoint full.safetensors --prompt 12 >/dev/full 2>err.txt && fail "a write error on stdout exited 0"
+  grep -q "cannot write the output" err.txt || { cat err.txt; fail "no message for the write error"; }
+  "$qkv" train "${small[@]}" --steps 2 --save full2.safetensors >/dev/full 2>err.txt && fail "train: a write error on stdout exited 0"
+fi
+mkdir -p afolder
+"$qkv" eval --checkpoint afolder >/dev/null 2>err.txt && fail "a folder loaded as a checkpoint"
+grep -q "is a folder" err.txt || { cat err.txt; fail "a folder as a checkpoint: unclear error"; }
+one_line_error err.txt
+ok "write errors on stdout exit non-zero; a folder given as a file is named as one"
+
 # -- Hostile files: rejected in under a second within 1 GB ---------------
 "$hostile" full.safetensors text.safetensors . || fail "making the hostile files"
 timed() {  # timed CMD...: runs qkv within 1 GB and 10 s; sets rc and ms
@@ -136,6 +156,12 @@ for f in keys160k layers1e8 layersmax width1m context1m devzero; do
   done
   ok "$f: rejected in $ms ms within 1 GB: $(cat err.txt)"
 done
+# Strings from a file are escaped: no forged line, no escape byte reaches the terminal.
+"$qkv" eval --checkpoint evil.safetensors >/dev/null 2>err.txt && fail "a bad task name was accepted"
+one_line_error err.txt
+grep -q $'\x1b' err.txt && fail "an escape sequence from the file reached stderr"
+grep -q 'rev\\nqkv: all ok\\x1b' err.txt || { cat err.txt; fail "the bad name is not shown escaped"; }
+ok "strings from a file are printed escaped: $(cat err.txt)"
 # The /dev/zero text model still samples: sampling reads no data at all.
 timed sample --checkpoint devzero.safetensors --prompt ab --max-new 5
 [ $rc -eq 0 ] && [ $ms -lt 1000 ] || { cat err.txt; fail "sampling the /dev/zero model: exit $rc, $ms ms"; }

@@ -1,0 +1,24 @@
+// Attention maps as SVG, inlined in one HTML page: hover a cell for its
+// query, key and weight. Every label goes through xml_text(), so any byte
+// string (markup characters, UTF-8, raw bytes) gives well-formed XML.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace qkv::cli {
+
+/// Text safe inside XML character data and attribute values: & < > " '
+/// as entities; control bytes, invalid UTF-8 and the non-characters XML
+/// forbids (U+FFFE, U+FFFF) as visible escapes such as \x1b.
+std::string xml_text(std::string_view text);
+
+/// One attention map: w is [rows, cols] row-major (queries down, keys
+/// across). `split` > 0 marks where the answer starts (a line before that
+/// row and column). Includes a colour bar and position indices.
+std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols, const std::vector<std::string>& row_labels,
+                        const std::vector<std::string>& col_labels, const std::string& title, int64_t split = -1);
+
+}  // namespace qkv::cli

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# qkv attention: any prompt (markup characters, UTF-8, raw bytes) gives
+# well-formed SVG (checked with xmllint), inlined in index.html with hover
+# titles; task maps mark where the answer starts; an unwritable --out fails.
+# usage: attention_maps.sh QKV WORKDIR
+set -u
+qkv=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+"$qkv" train --task text --dim 32 --layers 1 --heads 2 --batch 4 --steps 1 --threads 1 --save text.safetensors >/dev/null 2>&1 || fail "text model"
+"$qkv" train --dim 32 --layers 2 --heads 2 --steps 0 --save reverse.safetensors >/dev/null 2>&1 || fail "reverse model"
+i=0
+for prompt in "<&>\"' a</svg>" "héllo ✓ 日本" $'raw \x01\x1b\xff\xfe\xef\xbf\xbe bytes' ']]> <!-- x'; do
+  i=$((i + 1))
+  "$qkv" attention --checkpoint text.safetensors --prompt "$prompt" --out maps$i >out.txt 2>&1 || { cat out.txt; fail "prompt $i"; }
+  n=0
+  for svg in maps$i/*.svg; do
+    xmllint --noout "$svg" 2>err.txt || { cat err.txt; fail "prompt $i: $svg is not well-formed XML"; }
+    n=$((n + 1))
+  done
+  [ $n -eq 3 ] || fail "prompt $i: $n SVG files, expected 2 heads + the mean"
+  [ "$(grep -c "<svg" maps$i/index.html)" -eq 3 ] || fail "prompt $i: the maps are not inline in index.html"
+  grep -q "<title>query 0 " maps$i/layer0_head0.svg || fail "prompt $i: no hover titles"
+  xmllint --noout maps$i/index.html 2>err.txt || { cat err.txt; fail "prompt $i: index.html is not well-formed"; }
+done
+echo "ok: markup, UTF-8 and raw-byte prompts give well-formed SVG, inline in index.html"
+"$qkv" attention --checkpoint reverse.safetensors --prompt 1234 --out task >/dev/null || fail "task maps"
+grep -q "answer starts" task/layer1_head0.svg || fail "the answer is not marked"
+for svg in task/*.svg; do xmllint --noout "$svg" || fail "$svg"; done
+echo "ok: task maps mark where the answer starts"
+"$qkv" attention --checkpoint reverse.safetensors --prompt 12 --out /proc/qkv-maps >/dev/null 2>err.txt && fail "an unwritable --out succeeded"
+[ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "not a one-line error"; }
+echo "ok: an unwritable --out exits non-zero: $(cat err.txt)"
