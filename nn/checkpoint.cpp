@@ -89,6 +89,34 @@ void check_writable_target(const std::string& path, bool probe) {
   std::remove(tmp.c_str());
 }
 
+std::string read_regular_file(const std::string& path, int64_t max_bytes, const char* what) {
+  const std::string shown = printable(path);
+  // Only a regular file: a FIFO would block, /dev/zero would never end.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  QKV_CHECK(fd >= 0, shown, ": cannot open: ", std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int error = errno;
+    ::close(fd);
+    throw Error(cat(shown, ": cannot read: ", std::strerror(error)));
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size > max_bytes) ::close(fd);
+  QKV_CHECK(!S_ISDIR(st.st_mode), shown, ": is a folder, not a ", what, " file");
+  QKV_CHECK(S_ISREG(st.st_mode), shown, ": is not a regular file (a ", what, " must be one)");
+  QKV_CHECK(st.st_size <= max_bytes, shown, ": holds ", st.st_size, " bytes; a ", what, " may hold at most ", max_bytes);
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(got);  // a file that shrank while being read is judged by what was read
+  return bytes;
+}
+
 Tensor TensorFile::get(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return t;
@@ -154,24 +182,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 
 TensorFile load_safetensors(const std::string& path) {
   auto fail = [&](const std::string& what) { return Error(cat(printable(path), ": ", what)); };
-  // Only a regular file: a FIFO would block, /dev/zero would never end.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw fail(cat("cannot open: ", std::strerror(errno)));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw fail(S_ISDIR(st.st_mode) ? "is a folder, not a checkpoint file" : "is not a regular file");
-  }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');  // its size on disk: the user's own file
-  size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  bytes.resize(got);  // a file that shrank while being read is judged by what was read
+  std::string bytes = read_regular_file(path, INT64_MAX, "checkpoint");  // its size on disk: the user's own file
   if (bytes.size() < 8) throw fail(cat("truncated: ", bytes.size(), " bytes, a safetensors file has at least 8"));
   uint64_t length;
   std::memcpy(&length, bytes.data(), 8);

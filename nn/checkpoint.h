@@ -31,6 +31,11 @@ struct TensorFile {
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+/// The bytes of an untrusted file: a regular file only (a pipe would block,
+/// a device never end) of at most `max_bytes`; one-line errors name the file
+/// and call it a `what` ("checkpoint", "--data file").
+std::string read_regular_file(const std::string& path, int64_t max_bytes, const char* what);
+
 /// Throws qkv::Error unless `path` is a new name or a regular file (not a
 /// symlink, folder, device or pipe) and, with `probe`, its folder lets this
 /// process create the temporary a save needs. Run it before long work.

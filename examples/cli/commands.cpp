@@ -239,31 +239,86 @@ int gradcheck(int argc, char** argv) {
   return r.ok ? 0 : 1;
 }
 
+namespace {
+// The norm of rows [r0, r1) and columns [c0, c1) of a 2-D gradient.
+double block_norm(const Tensor& g, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  std::vector<double> v = g.to_vector();
+  int64_t cols = g.size(1);
+  double sq = 0;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t c = c0; c < c1; ++c) sq += v[r * cols + c] * v[r * cols + c];
+  return std::sqrt(sq);
+}
+}  // namespace
+
 int grads(int argc, char** argv) {
-  cxxopts::Options options("qkv grads", "Loss and every parameter's gradient on a text, to a safetensors file.");
-  options.add_options()("checkpoint", "text checkpoint file", cxxopts::value<std::string>())(
-      "text", "the text (up to the context length + 1 bytes are used)", cxxopts::value<std::string>())(
-      "out", "output safetensors file", cxxopts::value<std::string>());
+  cxxopts::Options options("qkv grads", "Loss and every parameter's gradient on one input: a table of norms (per head for "
+                           "attention) and a safetensors file to compare with another framework.");
+  options.add_options()("checkpoint", "checkpoint file (any model kind)", cxxopts::value<std::string>(), "FILE")(
+      "text", "text models: the text (up to context + 1 bytes); task models: an input, answered correctly",
+      cxxopts::value<std::string>(), "TEXT")(
+      "out", "output safetensors file (loss and grad.<name>)", cxxopts::value<std::string>(), "FILE")(
+      "force", "replace an existing --out");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), text = required(args, "text"), out = required(args, "out");
   auto runner = load_runner(path);
-  QKV_CHECK(runner->spec().task == "text", path, " is a ", runner->spec().task, " checkpoint; grads needs a text checkpoint");
-  QKV_CHECK(text.size() >= 2, "--text needs at least 2 bytes (one prediction)");
-  int64_t T = std::min<int64_t>(static_cast<int64_t>(text.size()) - 1, runner->spec().context);
-  std::vector<int64_t> x(T), y(T);
-  for (int64_t t = 0; t < T; ++t) {
-    x[t] = static_cast<unsigned char>(text[t]);
-    y[t] = static_cast<unsigned char>(text[t + 1]);
-  }
+  const ModelSpec& spec = runner->spec();
+  std::error_code ec;
+  QKV_CHECK(args.count("force") || !std::filesystem::exists(std::filesystem::symlink_status(out, ec)), printable(out),
+            " already exists: choose another --out, or replace it with --force");
+  nn::check_writable_target(out);
   runner->module().eval();
-  Tensor loss = nn::cross_entropy(runner->forward_gpt(Tensor::from_vector(x, {1, T})), Tensor::from_vector(y, {1, T}));
+  Tensor loss;
+  std::string what;
+  if (spec.task == "text") {
+    QKV_CHECK(text.size() >= 2, "--text needs at least 2 bytes (one prediction)");
+    int64_t T = std::min<int64_t>(static_cast<int64_t>(text.size()) - 1, spec.context);
+    std::vector<int64_t> x(T), y(T);
+    for (int64_t t = 0; t < T; ++t) {
+      x[t] = static_cast<unsigned char>(text[t]);
+      y[t] = static_cast<unsigned char>(text[t + 1]);
+    }
+    loss = nn::cross_entropy(runner->forward_gpt(Tensor::from_vector(x, {1, T})), Tensor::from_vector(y, {1, T}));
+    what = cat("mean next-byte cross-entropy over ", T, " predictions");
+  } else {
+    // A task model: the loss of the correct answer to the input (teacher forcing).
+    Example e;
+    e.input = runner->task()->encode(text);
+    QKV_CHECK(static_cast<int64_t>(e.input.size()) <= runner->task()->max_input(), "--text has ", e.input.size(),
+              " symbols; this model reads at most ", runner->task()->max_input());
+    e.answer = runner->task()->solve(e.input);
+    loss = runner->loss({e});
+    what = cat("cross-entropy of the answer ", printable(runner->task()->answer_text(e.answer)), " (", e.answer.size() + 1,
+               " tokens with the end mark)");
+  }
   loss.backward();
   nn::NamedTensors tensors{{"loss", loss.detach()}};
-  for (const auto& [name, p] : runner->module().named_parameters()) tensors.emplace_back("grad." + name, p.grad().defined() ? p.grad() : Tensor::zeros(p.shape(), p.dtype()));
-  nn::save_safetensors(out, tensors, {{"qkv.checkpoint", path}, {"qkv.tokens", std::to_string(T)}});
-  std::printf("mean next-byte cross-entropy over %lld predictions: %.6f; wrote loss and %zu gradients to %s\n",
-              static_cast<long long>(T), loss.item(), tensors.size() - 1, out.c_str());
+  std::printf("%s: %.6f\n\n%-36s %-12s %12s  %s\n", what.c_str(), loss.item(), "parameter", "shape", "grad norm",
+              "per head (attention projections)");
+  const int64_t heads = spec.heads, d = spec.width / spec.heads;
+  for (const auto& [name, p] : runner->module().named_parameters()) {
+    Tensor g = p.grad().defined() ? p.grad() : Tensor::zeros(p.shape(), p.dtype());
+    tensors.emplace_back("grad." + name, g);
+    std::string per_head;
+    bool attention = name.find("attn.") != std::string::npos && g.dim() == 2 && g.size(0) == spec.width &&
+                     g.size(1) == spec.width;
+    if (attention) {
+      // q/k/v projections: head h owns output rows [h·d, (h+1)·d); out_proj: input columns.
+      bool out_proj = name.find("out_proj") != std::string::npos;
+      for (int64_t h = 0; h < heads; ++h) {
+        double n = out_proj ? block_norm(g, 0, spec.width, h * d, (h + 1) * d) : block_norm(g, h * d, (h + 1) * d, 0, spec.width);
+        char cell[24];
+        std::snprintf(cell, sizeof cell, "%s%.3e", h ? " " : "", n);
+        per_head += cell;
+      }
+    }
+    std::printf("%-36s %-12s %12.4e  %s\n", name.c_str(), shape_str(p.shape()).c_str(),
+                block_norm(reshape(g, {1, g.numel()}), 0, 1, 0, g.numel()), per_head.c_str());
+  }
+  nn::save_safetensors(out, tensors, {{"qkv.checkpoint", printable(path)}, {"qkv.input", printable(text)}});
+  std::printf("\nwrote loss and %zu gradients to %s (compare them with examples/compare_grads.py)\n", tensors.size() - 1,
+              printable(out).c_str());
   return 0;
 }
 

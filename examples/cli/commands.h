@@ -14,6 +14,8 @@ int attention(int argc, char** argv);
 int gradcheck(int argc, char** argv);
 int grads(int argc, char** argv);
 int info(int argc, char** argv);
+/// qkv plot (examples/cli/report.cpp): a --log file as HTML charts.
+int plot(int argc, char** argv);
 int bench(int argc, char** argv);
 
 }  // namespace qkv::cli

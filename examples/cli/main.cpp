@@ -25,6 +25,7 @@ commands:
   gradcheck   compare every parameter's gradient with finite differences
   grads       write a text checkpoint's loss and gradients to a safetensors file
   info        what a checkpoint holds: model, task, training settings, step
+  plot        a --log file as an HTML page of charts
   bench       time full training steps of a standard configuration
 )";
 
@@ -50,7 +51,8 @@ int run(const std::string& command, int argc, char** argv) {
     if (command == "grads") return grads(argc - 1, argv + 1);
     if (command == "bench") return bench(argc - 1, argv + 1);
     if (command == "info") return info(argc - 1, argv + 1);
-    std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, info, bench; see qkv --help)\n",
+    if (command == "plot") return plot(argc - 1, argv + 1);
+    std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, info, plot, bench; see qkv --help)\n",
                  command.c_str());
     return 2;
   } catch (const cxxopts::exceptions::exception& e) {

@@ -1,9 +1,5 @@
 #include "tasks.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -11,6 +7,7 @@
 #include <sstream>
 
 #include "autograd/error.h"
+#include "nn/checkpoint.h"
 
 namespace qkv::cli {
 
@@ -116,26 +113,7 @@ std::string SequenceTask::answer_text(const std::vector<int64_t>& answer) const 
 }
 
 TextTask::TextTask(const std::string& path) : path_(path) {
-  // A regular file of bounded size: a named pipe would block, /dev/zero never end.
-  const std::string shown = printable(path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  QKV_CHECK(fd >= 0, "cannot read --data file '", shown, "': ", std::strerror(errno));
-  struct stat st;
-  bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (!regular || st.st_size > kMaxTextBytes) ::close(fd);
-  QKV_CHECK(regular, "--data file '", shown, "' is not a regular file");
-  QKV_CHECK(st.st_size <= kMaxTextBytes, "--data file '", shown, "' holds ", st.st_size, " bytes; qkv reads at most ",
-            kMaxTextBytes, " (it keeps the whole text in memory)");
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  text.resize(got);
+  std::string text = nn::read_regular_file(path, kMaxTextBytes, "--data file");  // it keeps the whole text in memory
   QKV_CHECK(text.size() >= 64, "--data file '", path, "' holds ", text.size(), " bytes; text training needs at least 64");
   size_t split = text.size() * 9 / 10;
   train_ = text.substr(0, split);

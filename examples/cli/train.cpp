@@ -3,10 +3,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -59,6 +61,35 @@ std::string duration(double seconds) {
   else std::snprintf(text, sizeof text, "%lldh%02lldm", t / 3600, t / 60 % 60);
   return text;
 }
+
+// Gradient flow per layer for the log: parameters grouped by block
+// ("blocks.3", "encoder.0", ...; embeddings and final norms are "other").
+struct LayerGroups {
+  std::vector<std::string> names;  // in first-seen order
+  std::vector<size_t> of;          // group of each parameter
+  explicit LayerGroups(const nn::NamedTensors& params) {
+    for (const auto& [name, p] : params) {
+      std::string group = "other";
+      for (const char* prefix : {"blocks.", "encoder.", "decoder."})
+        if (name.rfind(prefix, 0) == 0) group = name.substr(0, name.find('.', std::strlen(prefix)));
+      auto it = std::find(names.begin(), names.end(), group);
+      of.push_back(static_cast<size_t>(it - names.begin()));
+      if (it == names.end()) names.push_back(group);
+    }
+  }
+  // Per group: sqrt of the summed squares of f(parameter index) over its tensors.
+  template <class F>
+  std::vector<double> norms(size_t count, F&& tensor) const {
+    std::vector<double> sq(names.size(), 0.0);
+    for (size_t i = 0; i < count; ++i) {
+      Tensor t = tensor(i);
+      if (!t.defined()) continue;
+      for (double v : t.to_vector()) sq[of[i]] += v * v;
+    }
+    for (double& v : sq) v = std::sqrt(v);
+    return sq;
+  }
+};
 
 // A number for a JSON line: JSON has no NaN or infinity, so those are null.
 std::string json_number(double v) { return std::isfinite(v) ? nn::exact_number(v) : "null"; }
@@ -360,14 +391,19 @@ int train(int argc, char** argv) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   bool grads_ok = true;
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "before training") && grads_ok;
-  if (csv && log.is_open() && log.tellp() == 0)
-    log << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss" << (entropy_weight != 0 ? ",attn_entropy" : "") << "\n";
+  const LayerGroups groups(params);
+  if (csv && log.is_open() && log.tellp() == 0) {
+    log << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss" << (entropy_weight != 0 ? ",attn_entropy" : "");
+    for (const std::string& g : groups.names) log << ",grad_norm." << g << ",update_ratio." << g;
+    log << "\n";
+  }
 
   // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
   bool tty = lead && !dist::active() && isatty(fileno(stdout));
   auto started = std::chrono::steady_clock::now();
   int64_t first_step = opt->steps(), tokens = 0;
-  double last_metric = -1, smoothed = 0;
+  double last_metric = -1, best_metric = NAN, smoothed = 0;
+  int64_t best_step = 0;
   bool reached = false, stop = false;
   while (opt->steps() < total && !stop && !reached) {
     int64_t step = opt->steps();
@@ -403,6 +439,13 @@ int train(int argc, char** argv) {
       loss.backward();
     }
     // The norm before clipping, logged also without clipping (--clip 0).
+    // With a log: each layer's gradient norm (before clipping) and parameters before the step.
+    std::vector<double> layer_grad;
+    std::vector<Tensor> before;
+    if (log.is_open()) {
+      layer_grad = groups.norms(params.size(), [&](size_t i) { return params[i].second.grad(); });
+      for (const auto& [name, p] : params) before.push_back(p.detach().clone());
+    }
     double norm = optim::clip_grad_norm(opt->params(), clip > 0 ? clip : INFINITY);
     // One all-reduce agrees on the global loss and on stopping: a signal
     // reaches the ranks at different moments, and all must stop at one step.
@@ -440,8 +483,10 @@ int train(int argc, char** argv) {
         last_metric = runner.accuracy(500, held_out);
         metric = cat("held-out exact match ", std::to_string(100 * last_metric).substr(0, 5), "%");
         reached = last_metric >= target;
+        if (!(last_metric <= best_metric)) best_metric = last_metric, best_step = done;  // higher is better
       } else {
         last_metric = runner.held_out_loss(64, held_out);
+        if (!(last_metric >= best_metric)) best_metric = last_metric, best_step = done;  // lower is better
         char text_metric[64];
         std::snprintf(text_metric, sizeof text_metric, "held-out loss %.3f (%.3f bits/byte)", last_metric, last_metric / std::log(2.0));
         metric = text_metric;
@@ -449,17 +494,27 @@ int train(int argc, char** argv) {
     }
     if (evaluate && ranks > 1) reached = dist::broadcast_value(reached) != 0;  // rank 0 evaluated
     if (log.is_open()) {
+      // ||Δθ|| / ||θ|| per layer: how far this step moved each layer, relative to its size.
+      std::vector<double> moved = groups.norms(params.size(), [&](size_t i) { return params[i].second.detach() - before[i]; });
+      std::vector<double> size = groups.norms(params.size(), [&](size_t i) { return before[i]; });
+      std::string layers_csv, layers_json;
+      for (size_t g = 0; g < groups.names.size(); ++g) {
+        double ratio = size[g] > 0 ? moved[g] / size[g] : 0.0;
+        layers_csv += "," + json_number(layer_grad[g]) + "," + json_number(ratio);
+        layers_json += ",\"grad_norm." + groups.names[g] + "\":" + json_number(layer_grad[g]) + ",\"update_ratio." +
+                       groups.names[g] + "\":" + json_number(ratio);
+      }
       std::string acc = evaluate && runner.task() ? json_number(last_metric) : "";
       std::string held = evaluate && !runner.task() ? json_number(last_metric) : "";
       // the loss includes the entropy term; the term itself is logged apart
       std::string entropy = entropy_weight != 0 ? json_number(runner.last_entropy()) : "";
       if (csv)
         log << done << "," << json_number(value) << "," << json_number(opt->lr()) << "," << json_number(norm) << ","
-            << json_number(rate) << "," << acc << "," << held << (entropy.empty() ? "" : "," + entropy) << "\n";
+            << json_number(rate) << "," << acc << "," << held << (entropy.empty() ? "" : "," + entropy) << layers_csv << "\n";
       else log << "{\"step\":" << done << ",\"loss\":" << json_number(value) << ",\"lr\":" << json_number(opt->lr())
                << ",\"grad_norm\":" << json_number(norm) << ",\"tokens_per_s\":" << json_number(rate)
                << (acc.empty() ? "" : ",\"eval_accuracy\":" + acc) << (held.empty() ? "" : ",\"eval_loss\":" + held)
-               << (entropy.empty() ? "" : ",\"attn_entropy\":" + entropy) << "}\n";
+               << (entropy.empty() ? "" : ",\"attn_entropy\":" + entropy) << layers_json << "}\n";
       log.flush();
       QKV_CHECK(static_cast<bool>(log), "cannot write --log file '", printable(log_path), "' (disk full?)");
     }
@@ -493,9 +548,11 @@ int train(int argc, char** argv) {
   if (lead) {
     std::printf("%s after %lld steps in %s: saved %s\n", reached ? "reached the target" : "finished",
                 static_cast<long long>(opt->steps()), duration(elapsed).c_str(), printable(save).c_str());
-    if (last_metric >= 0)
-      std::printf("last held-out %s: %.4f%s%s\n", runner.task() ? "exact match" : "loss (nats/byte)", last_metric,
-                  log_path.empty() ? "" : "; log: ", printable(log_path).c_str());
+    // The run in brief: where its work is and how good it got.
+    if (!std::isnan(best_metric))
+      std::printf("best held-out %s %.4f at step %lld (last %.4f)\n", runner.task() ? "exact match" : "loss (nats/byte)",
+                  best_metric, static_cast<long long>(best_step), last_metric);
+    if (!log_path.empty()) std::printf("log: %s (draw it: qkv plot %s)\n", printable(log_path).c_str(), printable(log_path).c_str());
   }
   return finish(grads_ok ? 0 : 1);
 }

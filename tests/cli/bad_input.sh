@@ -57,7 +57,7 @@ expect_error "prompt too long" sample --checkpoint reverse.safetensors --prompt 
 expect_error "empty prompt" sample --checkpoint reverse.safetensors --prompt ""
 expect_error "negative temperature" sample --checkpoint reverse.safetensors --prompt 12 --temperature -1
 expect_error "another model kind: attention on seq2seq" attention --checkpoint sort.safetensors --prompt 12 --out maps
-expect_error "another model kind: grads on a task model" grads --checkpoint reverse.safetensors --text hello --out g.safetensors
+expect_error "grads: an input outside the task alphabet" grads --checkpoint reverse.safetensors --text hello --out g.safetensors
 expect_error "a valid safetensors file that is no qkv model" eval --checkpoint plain.safetensors
 expect_error "resume with another optimizer" train --resume reverse.safetensors --optimizer sgd --steps 1
 expect_error "empty --data" train --task text --data empty.txt

@@ -125,6 +125,13 @@ for want in "gpt, 13760 parameters" "reverse" "step       10" "--batch 12" "--lr
   grep -q -- "$want" info.txt || { cat info.txt; fail "qkv info does not show '$want'"; }
 done
 ok "qkv info shows the model, task, step and settings"
+# The size check's parameter formula agrees with the models as built.
+for model in gpt seq2seq; do
+  "$qkv" train --model $model --task sort --dim 48 --layers 3 --heads 4 --steps 0 --save pc_$model.safetensors >banner.txt 2>&1 || fail "$model"
+  built=$(grep -o "[0-9]* parameters" banner.txt | head -1)
+  "$qkv" info pc_$model.safetensors | grep -q "$model, $built" || { "$qkv" info pc_$model.safetensors; fail "$model: formula and model disagree ($built built)"; }
+done
+ok "the parameter-count formula matches the built GPT and Seq2Seq"
 
 # -- Errors on output, folders given as files ----------------------------
 if [ -w /dev/full ]; then
