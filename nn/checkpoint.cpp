@@ -147,7 +147,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
   uint64_t length = header.size();
 
-  check_writable_target(path);
+  check_writable_target(path, /*probe=*/false);  // the temporary below is the probe
   // A temporary of this process's own, created new (never an existing file
   // or a symlink planted there), then renamed over the target.
   std::string tmp = cat(path, ".tmp.", ::getpid());

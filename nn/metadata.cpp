@@ -102,6 +102,17 @@ double parse_number(std::string_view text, std::string_view what) {
   return v;
 }
 
+bool parse_integer(std::string_view text, int64_t& out) {
+  std::string s(text);
+  size_t used = 0;
+  try {
+    out = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return used > 0 && used == s.size();
+}
+
 std::string json_object(const std::map<std::string, std::string>& fields) {
   nlohmann::json object = nlohmann::json::object();
   for (const auto& [k, v] : fields) object[k] = v;

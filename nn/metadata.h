@@ -2,6 +2,7 @@
 // safetensors header's string values, and numbers that read back exactly.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -14,6 +15,10 @@ std::string exact_number(double value);
 /// The inverse of exact_number(): the whole of `text` must be one finite
 /// number. Throws qkv::Error naming `what` otherwise.
 double parse_number(std::string_view text, std::string_view what);
+
+/// The whole of `text` as an int64 (std::stoll's syntax); false when it is
+/// not one, out of range, or followed by anything. Callers say what was bad.
+bool parse_integer(std::string_view text, int64_t& out);
 
 /// A flat object of strings, e.g. {"width":"128"}. Throws qkv::Error when a
 /// key or value is not valid UTF-8.

@@ -43,7 +43,11 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model, 
 
 std::map<std::string, std::string> load_training_checkpoint(const std::string& path, nn::Module& model,
                                                             Optimizer* optimizer, const NamedGenerators& generators) {
-  nn::TensorFile file = nn::load_safetensors(path);
+  return load_training_checkpoint(nn::load_safetensors(path), path, model, optimizer, generators);
+}
+
+std::map<std::string, std::string> load_training_checkpoint(nn::TensorFile file, const std::string& path, nn::Module& model,
+                                                            Optimizer* optimizer, const NamedGenerators& generators) {
   auto& meta = file.metadata;
   QKV_CHECK(meta.count("qkv.format") && meta["qkv.format"] == "1", path, ": not a qkv checkpoint (no qkv.format 1 in its metadata)");
 
@@ -54,13 +58,8 @@ std::map<std::string, std::string> load_training_checkpoint(const std::string& p
     QKV_CHECK(meta.count("qkv.optimizer"), path, ": holds no optimizer state to resume from");
     QKV_CHECK(meta["qkv.optimizer"] == optimizer->name(), path, ": trained with ", printable(meta["qkv.optimizer"]),
           ", cannot resume with ", optimizer->name());
-    try {
-      size_t used = 0;
-      steps = std::stoll(meta["qkv.step"], &used);
-      QKV_CHECK(used == meta["qkv.step"].size() && steps >= 0, "");
-    } catch (const std::exception&) {
-      throw Error(cat(path, ": bad qkv.step '", printable(meta["qkv.step"]), "'"));
-    }
+    QKV_CHECK(nn::parse_integer(meta["qkv.step"], steps) && steps >= 0, path, ": bad qkv.step '",
+              printable(meta["qkv.step"]), "'");
     for (const auto& [name, t] : file.tensors)
       if (name.compare(0, kOptimizerPrefix.size(), kOptimizerPrefix) == 0)
         state.emplace_back(name.substr(kOptimizerPrefix.size()), t);

@@ -240,10 +240,8 @@ int gradcheck(int argc, char** argv) {
 }
 
 namespace {
-// The norm of rows [r0, r1) and columns [c0, c1) of a 2-D gradient.
-double block_norm(const Tensor& g, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  std::vector<double> v = g.to_vector();
-  int64_t cols = g.size(1);
+// The norm of rows [r0, r1) and columns [c0, c1) of a row-major matrix v with `cols` columns.
+double block_norm(const std::vector<double>& v, int64_t cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   double sq = 0;
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t c = c0; c < c1; ++c) sq += v[r * cols + c] * v[r * cols + c];
@@ -300,6 +298,7 @@ int grads(int argc, char** argv) {
   for (const auto& [name, p] : runner->module().named_parameters()) {
     Tensor g = p.grad().defined() ? p.grad() : Tensor::zeros(p.shape(), p.dtype());
     tensors.emplace_back("grad." + name, g);
+    std::vector<double> values = g.to_vector();
     std::string per_head;
     bool attention = name.find("attn.") != std::string::npos && g.dim() == 2 && g.size(0) == spec.width &&
                      g.size(1) == spec.width;
@@ -307,14 +306,15 @@ int grads(int argc, char** argv) {
       // q/k/v projections: head h owns output rows [h·d, (h+1)·d); out_proj: input columns.
       bool out_proj = name.find("out_proj") != std::string::npos;
       for (int64_t h = 0; h < heads; ++h) {
-        double n = out_proj ? block_norm(g, 0, spec.width, h * d, (h + 1) * d) : block_norm(g, h * d, (h + 1) * d, 0, spec.width);
+        double n = out_proj ? block_norm(values, spec.width, 0, spec.width, h * d, (h + 1) * d)
+                            : block_norm(values, spec.width, h * d, (h + 1) * d, 0, spec.width);
         char cell[24];
         std::snprintf(cell, sizeof cell, "%s%.3e", h ? " " : "", n);
         per_head += cell;
       }
     }
     std::printf("%-36s %-12s %12.4e  %s\n", name.c_str(), shape_str(p.shape()).c_str(),
-                block_norm(reshape(g, {1, g.numel()}), 0, 1, 0, g.numel()), per_head.c_str());
+                block_norm(values, g.numel(), 0, 1, 0, g.numel()), per_head.c_str());
   }
   nn::save_safetensors(out, tensors, {{"qkv.checkpoint", printable(path)}, {"qkv.input", printable(text)}});
   std::printf("\nwrote loss and %zu gradients to %s (compare them with examples/compare_grads.py)\n", tensors.size() - 1,

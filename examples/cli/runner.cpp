@@ -47,13 +47,7 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
   auto integer = [&](const std::map<std::string, std::string>& object, const char* key, int64_t low, int64_t high) {
     const std::string& text = field(object, key);
     int64_t v = 0;
-    size_t used = 0;
-    try {
-      v = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    QKV_CHECK(used == text.size() && used > 0 && v >= low && v <= high, file, ": bad model description in its metadata (",
+    QKV_CHECK(nn::parse_integer(text, v) && v >= low && v <= high, file, ": bad model description in its metadata (",
               key, " = '", printable(text), "', expected an integer in [", low, ", ", high, "])");
     return v;
   };

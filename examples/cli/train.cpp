@@ -253,13 +253,8 @@ int train(int argc, char** argv) {
   };
   auto int_setting = [&](const char* name, int64_t fallback) {
     std::string v = setting(name, args.count(name) ? std::to_string(args[name].as<int64_t>()) : "", std::to_string(fallback));
-    size_t used = 0;
     int64_t out = 0;
-    try {
-      out = std::stoll(v, &used);
-    } catch (const std::exception&) {
-    }
-    QKV_CHECK(used == v.size() && used > 0, printable(resume), ": bad training setting ", name, " = '", printable(v), "'");
+    QKV_CHECK(nn::parse_integer(v, out), printable(resume), ": bad training setting ", name, " = '", printable(v), "'");
     return out;
   };
   auto real_setting = [&](const char* name, double fallback) {
@@ -362,7 +357,7 @@ int train(int argc, char** argv) {
   else if (schedule_kind == "constant") schedule = std::make_unique<optim::ConstantLR>(lr);
   else throw Error(cat("unknown --schedule '", printable(schedule_kind), "' (constant, cosine)"));
   optim::NamedGenerators generators{{"default", &default_generator()}, {"data", &data}};
-  if (resuming) optim::load_training_checkpoint(resume, runner.module(), opt.get(), generators);
+  if (resuming) optim::load_training_checkpoint(std::move(resumed), resume, runner.module(), opt.get(), generators);
   std::vector<Tensor> parameters = runner.module().parameters();
   if (ranks > 1) {
     dist::broadcast(parameters);  // rank 0's, whatever the others built or loaded
