@@ -137,6 +137,44 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   return attention(q, k, v, scaled_dot_score, mask, dropout_p, gen);
 }
 
+SingleHeadAttention::SingleHeadAttention(int64_t d_in, int64_t d_k, int64_t d_v, const SingleHeadConfig& config)
+    : dropout_(config.dropout), gen_(config.gen) {
+  int64_t kdim = config.kdim == 0 ? d_in : config.kdim, vdim = config.vdim == 0 ? d_in : config.vdim;
+  QKV_CHECK(d_in > 0 && d_k > 0 && d_v > 0 && kdim > 0 && vdim > 0, "SingleHeadAttention: widths d_in ", d_in, ", d_k ",
+            d_k, ", d_v ", d_v, ", kdim ", config.kdim, ", vdim ", config.vdim, " must be positive (kdim, vdim: or 0)");
+  QKV_CHECK(dropout_ >= 0 && dropout_ <= 1, "SingleHeadAttention: dropout must be in [0, 1], got ", dropout_);
+  q_proj = register_module("q_proj", std::make_shared<Linear>(d_in, d_k, config.bias, Init::Torch, gen_));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(kdim, d_k, config.bias, Init::Torch, gen_));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(vdim, d_v, config.bias, Init::Torch, gen_));
+}
+
+AttentionResult SingleHeadAttention::forward(const Tensor& x, const Tensor& mask) const {
+  return forward(x, x, x, mask);
+}
+
+AttentionResult SingleHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                             const Tensor& mask) const {
+  auto where = [&] {
+    return cat("SingleHeadAttention(d_in=", q_proj->in_features(), ", d_k=", q_proj->out_features(),
+               ", d_v=", v_proj->out_features(), "): ");
+  };
+  auto fits = [](const Tensor& t, int64_t width) { return t.dim() >= 2 && t.size(-1) == width; };
+  QKV_CHECK(fits(query, q_proj->in_features()), where(), "query ", shape_str(query.shape()), " must be [..., n_q, ",
+            q_proj->in_features(), "]");
+  QKV_CHECK(fits(key, k_proj->in_features()), where(), "key ", shape_str(key.shape()), " must be [..., n_k, ",
+            k_proj->in_features(), "]");
+  QKV_CHECK(fits(value, v_proj->in_features()) && value.size(-2) == key.size(-2), where(), "value ",
+            shape_str(value.shape()), " must be [..., ", key.size(-2), ", ", v_proj->in_features(), "]");
+  // The key bias shifts a query's whole row of scores, which softmax ignores (see MultiHeadAttention).
+  Tensor key_bias = k_proj->bias.defined() ? k_proj->bias.detach() : Tensor();
+  Tensor q = q_proj->forward(query), k = linear(key, k_proj->weight, key_bias), v = v_proj->forward(value);
+  try {
+    return attention(q, k, v, scaled_dot_score, mask, is_training() ? dropout_ : 0.0, gen_);
+  } catch (const Error& e) {
+    throw Error(where() + e.what());
+  }
+}
+
 Tensor attend(const Tensor& query, const Tensor& keys, const Tensor& values, const ScoreFn& score) {
   QKV_CHECK(query.dim() == 1 && keys.dim() == 2 && values.dim() == 2, "attend: query ", shape_str(query.shape()),
         ", keys ", shape_str(keys.shape()), ", values ", shape_str(values.shape()),

@@ -74,6 +74,38 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                                              const Tensor& mask = Tensor(), double dropout_p = 0,
                                              Generator* gen = nullptr);
 
+/// SingleHeadAttention's settings beyond its widths.
+struct SingleHeadConfig {
+  bool bias = false;         // biases on the three projections (the tutorials' qkv_bias)
+  double dropout = 0;        // inverted dropout on the weights, in training mode
+  int64_t kdim = 0;          // width of the key input; 0 means d_in
+  int64_t vdim = 0;          // width of the value input; 0 means d_in
+  Generator* gen = nullptr;  // initial weights (torch.nn.Linear's U(±1/√in)) and dropout masks
+};
+
+/// One attention head whose query/key width d_k and value width d_v differ
+/// (the tutorials' SelfAttention(d_in, d_k, d_v)): q = query·W_qᵀ, k = key·W_kᵀ,
+/// v = value·W_vᵀ, output softmax(q·kᵀ/√d_k + mask)·v, with no output
+/// projection. Parameters q_proj.weight [d_k, d_in], k_proj.weight [d_k, kdim],
+/// v_proj.weight [d_v, vdim] (and .bias when asked for); a tutorial's
+/// nn.Parameter(d_in, d_out) used as x @ W is this weight transposed. As in
+/// MultiHeadAttention, the key bias gets an exact zero gradient.
+class SingleHeadAttention : public Module {
+ public:
+  SingleHeadAttention(int64_t d_in, int64_t d_k, int64_t d_v, const SingleHeadConfig& config = {});
+  /// Self-attention: x [..., n, d_in] -> output [..., n, d_v], weights [..., n, n].
+  AttentionResult forward(const Tensor& x, const Tensor& mask = Tensor()) const;
+  /// query [..., n_q, d_in] over key [..., n_k, kdim] with values from value
+  /// [..., n_k, vdim]; mask (true = may attend, or added) broadcasts to [..., n_q, n_k].
+  AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                          const Tensor& mask = Tensor()) const;
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj;
+
+ private:
+  double dropout_;
+  Generator* gen_;
+};
+
 /// Single-query key-value attention att(q, (K, V)) = Σ_i softmax_i(score(q, k_i)) v_i:
 /// query [d_q], keys [n, d_k], values [n, d_v] -> [d_v].
 Tensor attend(const Tensor& query, const Tensor& keys, const Tensor& values, const ScoreFn& score = scaled_dot_score);

@@ -36,26 +36,44 @@ void use_fused_attention(bool on) { fused_enabled = on; }
 bool fused_attention_enabled() { return fused_enabled; }
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, double dropout, bool bias, Generator* gen)
-    : d_model_(d_model), heads_(num_heads), dropout_(dropout), gen_(gen) {
+    : MultiHeadAttention(d_model, num_heads, MhaConfig{dropout, bias, 0, 0, gen}) {}
+
+MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, const MhaConfig& config)
+    : d_model_(d_model),
+      heads_(num_heads),
+      kdim_(config.kdim == 0 ? d_model : config.kdim),
+      vdim_(config.vdim == 0 ? d_model : config.vdim),
+      dropout_(config.dropout),
+      gen_(config.gen) {
   QKV_CHECK(d_model > 0 && num_heads > 0, "MultiHeadAttention: d_model ", d_model, " and num_heads ", num_heads,
         " must be positive");
   QKV_CHECK(d_model % num_heads == 0, "MultiHeadAttention: d_model ", d_model, " is not divisible by num_heads ", num_heads);
-  QKV_CHECK(dropout >= 0 && dropout <= 1, "MultiHeadAttention: dropout must be in [0, 1], got ", dropout);
-  for (auto [name, proj] : {std::pair{"q_proj", &q_proj}, std::pair{"k_proj", &k_proj}, std::pair{"v_proj", &v_proj},
-                            std::pair{"out_proj", &out_proj}})
-    *proj = register_module(name, std::make_shared<Linear>(d_model, d_model, bias, Init::XavierUniform, gen));
+  QKV_CHECK(config.kdim >= 0 && config.vdim >= 0, "MultiHeadAttention: kdim ", config.kdim, " and vdim ", config.vdim,
+            " must be positive (or 0 for d_model)");
+  QKV_CHECK(dropout_ >= 0 && dropout_ <= 1, "MultiHeadAttention: dropout must be in [0, 1], got ", dropout_);
+  for (auto [name, proj, in] : {std::tuple{"q_proj", &q_proj, d_model}, std::tuple{"k_proj", &k_proj, kdim_},
+                                std::tuple{"v_proj", &v_proj, vdim_}, std::tuple{"out_proj", &out_proj, d_model}})
+    *proj = register_module(name, std::make_shared<Linear>(in, d_model, config.bias, Init::XavierUniform, config.gen));
 }
 
 AttentionResult MultiHeadAttention::forward(const Tensor& x, const MhaOptions& options) const {
-  return forward(x, x, options);
+  return forward(x, x, x, options);
 }
 
 AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const MhaOptions& options) const {
+  return forward(x, memory, memory, options);
+}
+
+AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& key, const Tensor& value,
+                                            const MhaOptions& options) const {
   auto where = [&] { return cat("MultiHeadAttention(d_model=", d_model_, ", heads=", heads_, "): "); };
   QKV_CHECK(x.dim() == 3 && x.size(-1) == d_model_, where(), "query ", shape_str(x.shape()), " must be [B, n, ", d_model_, "]");
-  QKV_CHECK(memory.dim() == 3 && memory.size(-1) == d_model_ && memory.size(0) == x.size(0), where(), "memory ",
-        shape_str(memory.shape()), " must be [", x.size(0), ", n_k, ", d_model_, "]");
-  int64_t B = x.size(0), nq = x.size(1), nk = memory.size(1), hd = d_model_ / heads_;
+  QKV_CHECK(key.dim() == 3 && key.size(-1) == kdim_ && key.size(0) == x.size(0), where(),
+            key.impl() == x.impl() ? "self-attention's key " : key.impl() == value.impl() ? "memory " : "key ", shape_str(key.shape()), " must be [", x.size(0), ", n_k, ",
+            kdim_, "]");
+  QKV_CHECK(value.dim() == 3 && value.size(-1) == vdim_ && value.size(0) == x.size(0) && value.size(1) == key.size(1),
+            where(), "value ", shape_str(value.shape()), " must be [", x.size(0), ", ", key.size(1), ", ", vdim_, "]");
+  int64_t B = x.size(0), nq = x.size(1), nk = key.size(1), hd = d_model_ / heads_;
 
   const Tensor& attn_mask = options.attn_mask;
   if (attn_mask.defined())
@@ -66,7 +84,8 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
               shape_str(options.key_padding_mask.shape()), " must be [", B, ", ", nk, "]");
   const AttentionKind& kind = options.kind;
   if (kind.type == AttentionKind::Linear) {  // no weight matrix: no weights to return, none to drop out
-    QKV_CHECK(x.impl() == memory.impl(), where(), "linear attention is self-attention only (no cross-attention)");
+    QKV_CHECK(x.impl() == key.impl() && x.impl() == value.impl(), where(),
+              "linear attention is self-attention only (no cross-attention)");
     QKV_CHECK(!options.need_weights, where(), "linear attention computes no attention weights (no n x n matrix exists)");
     QKV_CHECK(!attn_mask.defined(), where(), "linear attention takes no attn_mask (only causal and key padding)");
     Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k = reshape(k_proj->forward(x), {B, nk, heads_, hd}),
@@ -78,7 +97,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
   double p = is_training() ? dropout_ : 0.0;
   Tensor mask3 = attn_mask.defined() && attn_mask.dim() == 3 ? unsqueeze(attn_mask, 1) : attn_mask;  // [B, 1, n_q, n_k]
   bool fused = fused_enabled && p == 0 && !options.need_weights && !(attn_mask.defined() && attn_mask.requires_grad());
-  if (fused && x.impl() == memory.impl()) {
+  if (fused && x.impl() == key.impl() && x.impl() == value.impl()) {
     // Self-attention: one [3·d_model, d_model] projection (q, k, v weights stacked), its output read in place.
     try {
       Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
@@ -93,8 +112,8 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
   }
   // [B, n, d_model] is already [B, n, heads, head_dim] in memory: a reshape, no copy.
   Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}),
-         k = reshape(qkv::linear(memory, k_proj->weight, key_bias()), {B, nk, heads_, hd}),
-         v = reshape(v_proj->forward(memory), {B, nk, heads_, hd});
+         k = reshape(qkv::linear(key, k_proj->weight, key_bias()), {B, nk, heads_, hd}),
+         v = reshape(v_proj->forward(value), {B, nk, heads_, hd});
   try {
     if (fused) {
       AttentionMasks masks{mask3, options.key_padding_mask, options.causal, window};
@@ -127,6 +146,7 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, const Tensor& keys, c
             where(), "cache ", shape_str(keys.shape()), " does not fit input ", shape_str(x.shape()));
   QKV_CHECK(pos >= 0 && pos + t <= keys.size(1), where(), "positions ", pos, "..", pos + t, " exceed its ", keys.size(1));
   QKV_CHECK(options.kind.type != AttentionKind::Linear, where(), "linear attention keeps no keys and values to cache");
+  QKV_CHECK(kdim_ == d_model_ && vdim_ == d_model_, where(), "self-attention needs kdim and vdim equal to d_model");
   Tensor q = reshape(q_proj->forward(x), {B, t, heads_, hd});
   Tensor k = k_proj->forward(x), v = v_proj->forward(x);  // [B, t, C]: rows of the cache at pos
   int64_t C = d_model_, cap = keys.size(1);

@@ -39,18 +39,38 @@ struct MhaOptions {
 void use_fused_attention(bool on);
 bool fused_attention_enabled();
 
+/// MultiHeadAttention's settings beyond its width and head count (the
+/// keyword arguments of torch.nn.MultiheadAttention).
+struct MhaConfig {
+  double dropout = 0;        // on the attention weights, in training mode
+  bool bias = true;          // a bias on each of the four projections
+  int64_t kdim = 0;          // width of the key input; 0 means d_model
+  int64_t vdim = 0;          // width of the value input; 0 means d_model
+  Generator* gen = nullptr;  // draws the initial weights and dropout masks (default generator when null)
+};
+
 class MultiHeadAttention : public Module {
  public:
   /// d_model must divide by num_heads; dropout applies to the attention
   /// weights in training mode, with masks drawn from gen (default generator when null).
   MultiHeadAttention(int64_t d_model, int64_t num_heads, double dropout = 0, bool bias = true,
                      Generator* gen = nullptr);
+  /// With key and value inputs of other widths, e.g.
+  /// MultiHeadAttention(16, 4, {.kdim = 6, .vdim = 10}): k_proj.weight is
+  /// [d_model, kdim], v_proj.weight [d_model, vdim] (torch's kdim/vdim).
+  MultiHeadAttention(int64_t d_model, int64_t num_heads, const MhaConfig& config);
 
   /// Self-attention: x [B, n, d_model] attends to itself.
   AttentionResult forward(const Tensor& x, const MhaOptions& options = {}) const;
-  /// Cross-attention: x [B, n_q, d_model] attends to memory [B, n_k, d_model].
-  /// The result's weights are per head, [B, heads, n_q, n_k], when asked for.
+  /// Cross-attention with keys and values from one tensor: x [B, n_q, d_model]
+  /// attends to memory [B, n_k, kdim] (kdim must equal vdim).
   AttentionResult forward(const Tensor& x, const Tensor& memory, const MhaOptions& options = {}) const;
+  /// Attention of query [B, n_q, d_model] over key [B, n_k, kdim] with values
+  /// from value [B, n_k, vdim] (torch's forward(query, key, value)). The
+  /// result's weights are per head, [B, heads, n_q, n_k], when asked for
+  /// (torch's average_attn_weights=False).
+  AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                          const MhaOptions& options = {}) const;
 
   /// Self-attention of new tokens x [B, t, d_model] at positions pos .. pos+t-1
   /// over every earlier position: their keys and values are written into
@@ -62,6 +82,8 @@ class MultiHeadAttention : public Module {
 
   int64_t d_model() const { return d_model_; }
   int64_t num_heads() const { return heads_; }
+  int64_t kdim() const { return kdim_; }
+  int64_t vdim() const { return vdim_; }
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
 
  private:
@@ -72,7 +94,7 @@ class MultiHeadAttention : public Module {
   // (thread or process count). Detached, the gradient is the exact zero.
   // Linear attention is not shift-invariant and keeps k_proj's bias live.
   Tensor key_bias() const { return k_proj->bias.defined() ? k_proj->bias.detach() : Tensor(); }
-  int64_t d_model_, heads_;
+  int64_t d_model_, heads_, kdim_, vdim_;
   double dropout_;
   Generator* gen_;
 };

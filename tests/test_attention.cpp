@@ -275,3 +275,122 @@ TEST_CASE("MultiHeadAttention errors name the module and the shapes", "[attentio
   wrong_heads.attn_mask = Tensor::ones({2, 3, 5, 5}, DType::Bool);
   CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), wrong_heads), Contains("MultiHeadAttention") && Contains("[2, 3, 5, 5]"));
 }
+
+TEST_CASE("MultiHeadAttention with separate key and value inputs of widths kdim and vdim", "[attention][mha]") {
+  MultiHeadAttention mha(8, 2, {.kdim = 3, .vdim = 5});
+  CHECK(mha.k_proj->weight.shape() == Shape{8, 3});
+  CHECK(mha.v_proj->weight.shape() == Shape{8, 5});
+  CHECK(mha.q_proj->weight.shape() == Shape{8, 8});
+  Tensor x = Tensor::randn({2, 4, 8}), key = Tensor::randn({2, 6, 3}), value = Tensor::randn({2, 6, 5});
+  MhaOptions weights;
+  weights.need_weights = true;
+  AttentionResult r = mha.forward(x, key, value, weights);
+  CHECK(r.output.shape() == Shape{2, 4, 8});
+  CHECK(r.weights.shape() == Shape{2, 2, 4, 6});
+  // The fused kernel and the composed path agree; both equal the formula
+  // out_proj(concat_h softmax(q_h k_hᵀ/√d_h) v_h) written out here.
+  Tensor fused = mha.forward(x, key, value).output;
+  CHECK(testing::worst_difference(fused, r.output) < 1e-5);
+  auto heads = [](const Tensor& t, int64_t n) { return permute(reshape(t, {2, n, 2, 4}), {0, 2, 1, 3}); };
+  Tensor q = heads(mha.q_proj->forward(x), 4), k = heads(mha.k_proj->forward(key), 6), v = heads(mha.v_proj->forward(value), 6);
+  Tensor o = matmul(softmax(matmul(q, k, false, true) * 0.5, -1), v);
+  Tensor expected = mha.out_proj->forward(reshape(permute(o, {0, 2, 1, 3}), {2, 4, 8}));
+  CHECK(testing::worst_difference(expected, r.output) < 1e-5);
+  // Two-argument cross-attention is key = value = memory.
+  MultiHeadAttention same(8, 2);
+  Tensor memory = Tensor::randn({2, 6, 8});
+  CHECK(testing::worst_difference(same.forward(x, memory).output, same.forward(x, memory, memory).output) == 0);
+  // Self-attention through three arguments matches the one-argument call.
+  CHECK(testing::worst_difference(same.forward(x).output, same.forward(x, x, x).output) < 1e-6);
+}
+
+TEST_CASE("MultiHeadAttention's key, value and kdim/vdim errors name the shapes", "[attention][mha][errors]") {
+  MultiHeadAttention mha(8, 2, {.kdim = 3, .vdim = 5});
+  Tensor x = Tensor::ones({2, 4, 8});
+  CHECK_THROWS_WITH(mha.forward(x), Contains("self-attention's key [2, 4, 8] must be [2, n_k, 3]"));
+  CHECK_THROWS_WITH(mha.forward(x, Tensor::ones({2, 6, 3}), Tensor::ones({2, 6, 3})),
+                    Contains("value [2, 6, 3] must be [2, 6, 5]"));
+  CHECK_THROWS_WITH(mha.forward(x, Tensor::ones({2, 6, 3}), Tensor::ones({2, 5, 5})),
+                    Contains("value [2, 5, 5] must be [2, 6, 5]"));
+  CHECK_THROWS_WITH(MultiHeadAttention(8, 2, {.kdim = -1}), Contains("kdim -1"));
+  CHECK_THROWS_WITH(mha.forward_cached(x, Tensor::zeros({2, 8, 2, 4}), Tensor::zeros({2, 8, 2, 4}), 0, {}),
+                    Contains("kdim and vdim equal to d_model"));
+}
+
+TEST_CASE("MultiHeadAttention(query, key, value) with kdim/vdim, masks and dropout passes gradcheck",
+          "[attention][mha][gradcheck]") {
+  MultiHeadAttention mha(6, 2, {.dropout = 0.2, .kdim = 4, .vdim = 5});
+  mha.to(DType::Float64);
+  Tensor x = leaf64({2, 3, 6}), key = leaf64({2, 4, 4}), value = leaf64({2, 4, 5});
+  Tensor float_mask = leaf64({3, 4});  // a learned additive bias: its gradient is checked too
+  MhaOptions masked;
+  masked.key_padding_mask = key_padding_mask({4, 2}, 4);
+  masked.attn_mask = bools({1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 0}, {3, 4});
+  masked.need_weights = true;
+  GradcheckResult bool_masks = check_module(mha, {{"x", x}, {"key", key}, {"value", value}},
+                                            [&] { return mha.forward(x, key, value, masked).output; });
+  INFO("bool masks\n" << bool_masks.summary());
+  CHECK(bool_masks.ok);
+  MhaOptions float_masked;
+  float_masked.attn_mask = float_mask;
+  float_masked.key_padding_mask = key_padding_mask({3, 4}, 4);
+  GradcheckResult with_float = check_module(mha, {{"x", x}, {"key", key}, {"value", value}, {"float_mask", float_mask}},
+                                            [&] { return mha.forward(x, key, value, float_masked).output; });
+  INFO("float mask\n" << with_float.summary());
+  CHECK(with_float.ok);
+}
+
+TEST_CASE("SingleHeadAttention: d_k and d_v differ, the formula, masks", "[attention][single_head]") {
+  SingleHeadAttention head(4, 5, 3);
+  std::vector<std::string> names;
+  for (auto& [name, t] : head.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"q_proj.weight", "k_proj.weight", "v_proj.weight"});
+  CHECK(head.q_proj->weight.shape() == Shape{5, 4});
+  CHECK(head.v_proj->weight.shape() == Shape{3, 4});
+  Tensor x = Tensor::randn({3, 2, 4}, DType::Float64);
+  head.to(DType::Float64);
+  AttentionResult r = head.forward(x);
+  CHECK(r.output.shape() == Shape{3, 2, 3});
+  CHECK(r.weights.shape() == Shape{3, 2, 2});
+  Tensor q = matmul(x, head.q_proj->weight, false, true), k = matmul(x, head.k_proj->weight, false, true),
+         v = matmul(x, head.v_proj->weight, false, true);
+  Tensor expected = matmul(softmax(matmul(q, k, false, true) / std::sqrt(5.0), -1), v);
+  CHECK(testing::worst_difference(expected, r.output) < 1e-14);
+  // A padding mask [B, 1, n_k] (true = real token) zeroes the padded keys' weights.
+  Tensor pad = reshape(key_padding_mask({2, 1, 2}, 2), {3, 1, 2});
+  AttentionResult masked = head.forward(x, pad);
+  CHECK(masked.weights.at({1, 0, 1}) == 0);
+  CHECK(masked.weights.at({1, 1, 0}) == 1);
+  // Cross: keys and values from other tensors of other widths.
+  SingleHeadAttention cross(4, 2, 6, {.bias = true, .kdim = 3, .vdim = 7});
+  AttentionResult c = cross.forward(Tensor::randn({2, 5, 4}), Tensor::randn({2, 3, 3}), Tensor::randn({2, 3, 7}));
+  CHECK(c.output.shape() == Shape{2, 5, 6});
+  CHECK(c.weights.shape() == Shape{2, 5, 3});
+}
+
+TEST_CASE("SingleHeadAttention errors name the module and the shapes", "[attention][single_head][errors]") {
+  CHECK_THROWS_WITH(SingleHeadAttention(4, 0, 3), Contains("SingleHeadAttention: widths d_in 4, d_k 0"));
+  CHECK_THROWS_WITH(SingleHeadAttention(4, 2, 3, {.dropout = 2}), Contains("dropout must be in [0, 1]"));
+  SingleHeadAttention head(4, 5, 3, {.kdim = 2});
+  CHECK_THROWS_WITH(head.forward(Tensor::ones({3, 2, 5})),
+                    Contains("SingleHeadAttention(d_in=4, d_k=5, d_v=3): query [3, 2, 5] must be [..., n_q, 4]"));
+  CHECK_THROWS_WITH(head.forward(Tensor::ones({3, 2, 4})), Contains("key [3, 2, 4] must be [..., n_k, 2]"));
+  CHECK_THROWS_WITH(head.forward(Tensor::ones({3, 2, 4}), Tensor::ones({3, 6, 2}), Tensor::ones({3, 5, 4})),
+                    Contains("value [3, 5, 4] must be [..., 6, 4]"));
+  CHECK_THROWS_WITH(head.forward(Tensor::ones({3, 2, 4}), Tensor::ones({3, 6, 2}), Tensor::ones({3, 6, 4}),
+                                 Tensor::ones({3, 5}, DType::Bool)),
+                    Contains("SingleHeadAttention"));
+}
+
+TEST_CASE("SingleHeadAttention with a padding mask, bias and dropout passes gradcheck",
+          "[attention][single_head][gradcheck]") {
+  SingleHeadAttention head(3, 4, 2, {.bias = true, .dropout = 0.25, .kdim = 5, .vdim = 6});
+  head.to(DType::Float64);
+  Tensor query = leaf64({2, 3, 3}), key = leaf64({2, 4, 5}), value = leaf64({2, 4, 6});
+  Tensor pad = reshape(key_padding_mask({4, 2}, 4), {2, 1, 4});
+  GradcheckResult r = check_module(head, {{"query", query}, {"key", key}, {"value", value}},
+                                   [&] { return head.forward(query, key, value, pad).output; });
+  INFO(r.summary());
+  CHECK(r.ok);
+  CHECK_FALSE(head.k_proj->bias.grad().defined());  // the key bias: its exact zero gradient
+}
