@@ -145,8 +145,11 @@ struct Kernels {
     map2(acc, x, acc, n, [](B a, B b) { return a + b; });
   }
   static void softmax_backward_row(const float* y, const float* g, float* gx, int64_t n) {
-    float d = static_cast<float>(dot(g, y, n));
-    map2(y, g, gx, n, [d](B yv, B gv) { return yv * (gv - B(d)); });
+    // g − Σ g⊙y nearly cancels where y ≈ 1: subtract the sum as a float pair
+    // (hi + lo), so the difference keeps about double accuracy at float cost.
+    double d = dot(g, y, n);
+    float hi = static_cast<float>(d), lo = static_cast<float>(d - hi);
+    map2(y, g, gx, n, [hi, lo](B yv, B gv) { return yv * ((gv - B(hi)) - B(lo)); });
   }
   static void layer_norm_row(const float* x, float mu, float rstd, const float* w, const float* b, float* y, int64_t n) {
     int64_t i = 0;
