@@ -63,6 +63,25 @@ Node::~Node() {
   }  // each node dies here with no inputs left to recurse into
 }
 
+namespace {
+thread_local GraphRecording* active_recording = nullptr;
+thread_local std::shared_ptr<const std::string> current_scope;
+}  // namespace
+
+GraphRecording::GraphRecording() : previous_(active_recording) { active_recording = this; }
+GraphRecording::~GraphRecording() { active_recording = previous_; }
+bool graph_recording() { return active_recording != nullptr; }
+
+ScopeGuard::ScopeGuard(std::string path) : active_(true), previous_(current_scope) {
+  current_scope = std::make_shared<const std::string>(std::move(path));
+}
+ScopeGuard::ScopeGuard(ScopeGuard&& other) noexcept : active_(other.active_), previous_(std::move(other.previous_)) {
+  other.active_ = false;
+}
+ScopeGuard::~ScopeGuard() {
+  if (active_) current_scope = std::move(previous_);
+}
+
 void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward) {
   // An op that records without a declaration would escape the gradcheck registry.
   static thread_local std::unordered_set<const char*> known;
@@ -74,6 +93,10 @@ void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn 
   node->op = op;
   node->inputs = std::move(inputs);
   node->backward = std::move(backward);
+  if (active_recording) {
+    node->scope = current_scope;
+    ++active_recording->counts_[op];
+  }
   out.impl()->grad_fn = std::move(node);
   out.impl()->requires_grad = true;
 }
@@ -147,6 +170,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
       }
       continue;
     }
+    if (t->retains_grad) t->grad = g.clone().impl_ptr();  // its whole gradient: every consumer has added to g
     Node& node = *t->grad_fn;
     QKV_CHECK(!node.released, "backward: the graph through '", node.op,
           "' was already freed by an earlier backward(); pass retain_graph=true to the first call");

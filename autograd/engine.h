@@ -3,6 +3,8 @@
 
 #include <functional>
 #include <initializer_list>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,9 @@ struct Node {
   std::vector<Tensor> inputs;
   BackwardFn backward;
   bool released = false;
+  /// The module whose forward recorded this node ("blocks.0.attn"), kept
+  /// only while a GraphRecording is alive (for autograd/graph_dot.h).
+  std::shared_ptr<const std::string> scope;
   /// Frees the chain of nodes only this one kept alive without recursion, so
   /// a graph thousands of ops deep cannot overflow the stack.
   ~Node();
@@ -51,6 +56,45 @@ class GradModeGuard {
 
  private:
   bool previous_;
+};
+
+/// While alive on this thread, record() tags every node with the current
+/// ScopeGuard's module path and counts the ops recorded, by name: what a
+/// picture of the graph needs (autograd/graph_dot.h). Costs nothing otherwise.
+class GraphRecording {
+ public:
+  GraphRecording();
+  ~GraphRecording();
+  GraphRecording(const GraphRecording&) = delete;
+  GraphRecording& operator=(const GraphRecording&) = delete;
+  /// How many nodes each op recorded since this recording began.
+  const std::map<std::string, int64_t>& op_counts() const { return counts_; }
+
+ private:
+  friend void record(const char*, Tensor&, std::vector<Tensor>, BackwardFn);
+  std::map<std::string, int64_t> counts_;
+  GraphRecording* previous_;
+};
+
+/// True while a GraphRecording is alive on this thread.
+bool graph_recording();
+
+/// Names the module whose forward runs in its scope (nn::Module::scope()
+/// makes one); nodes recorded meanwhile carry the name when a
+/// GraphRecording is alive. A default-constructed guard does nothing.
+class ScopeGuard {
+ public:
+  ScopeGuard() = default;
+  explicit ScopeGuard(std::string path);
+  ~ScopeGuard();
+  ScopeGuard(ScopeGuard&& other) noexcept;
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(ScopeGuard&&) = delete;
+
+ private:
+  bool active_ = false;
+  std::shared_ptr<const std::string> previous_;
 };
 
 /// True when grad mode is on and some input requires grad: the op must record.

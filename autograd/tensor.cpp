@@ -298,6 +298,11 @@ bool Tensor::is_leaf() const { return checked().grad_fn == nullptr; }
 
 Tensor Tensor::grad() const { return Tensor(checked().grad); }
 
+void Tensor::retain_grad() const {
+  QKV_CHECK(requires_grad(), "retain_grad: the tensor does not require grad");
+  impl_->retains_grad = true;
+}
+
 void Tensor::zero_grad() const {
   checked();
   impl_->grad.reset();

@@ -31,7 +31,8 @@ struct TensorImpl {
   Shape shape;
   DType dtype = DType::Float32;
   bool requires_grad = false;
-  std::shared_ptr<TensorImpl> grad;  // accumulated by backward() on leaves
+  std::shared_ptr<TensorImpl> grad;  // accumulated by backward() on leaves (and on retain_grad() tensors)
+  bool retains_grad = false;         // a non-leaf that keeps its gradient (retain_grad())
   std::shared_ptr<Node> grad_fn;     // null for leaves
 };
 
@@ -108,8 +109,12 @@ class Tensor {
   /// Marks a leaf as a parameter whose gradient backward() accumulates.
   Tensor& requires_grad_(bool on = true);
   bool is_leaf() const;
-  /// The accumulated gradient of a leaf; undefined before any backward().
+  /// The accumulated gradient of a leaf (or of a retain_grad() tensor);
+  /// undefined before any backward().
   Tensor grad() const;
+  /// Keeps this non-leaf's gradient through the next backward() (as
+  /// torch.Tensor.retain_grad): how a graph picture shows every node's gradient.
+  void retain_grad() const;
   /// Drops the accumulated gradient (the next backward() starts from zero).
   void zero_grad() const;
   /// Back-propagates from this tensor. `grad` defaults to 1 for a one-element

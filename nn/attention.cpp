@@ -154,6 +154,7 @@ AttentionResult SingleHeadAttention::forward(const Tensor& x, const Tensor& mask
 
 AttentionResult SingleHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                              const Tensor& mask) const {
+  auto scope = this->scope();  // names this module in graph pictures
   auto where = [&] {
     return cat("SingleHeadAttention(d_in=", q_proj->in_features(), ", d_k=", q_proj->out_features(),
                ", d_v=", v_proj->out_features(), "): ");
@@ -167,7 +168,11 @@ AttentionResult SingleHeadAttention::forward(const Tensor& query, const Tensor& 
             shape_str(value.shape()), " must be [..., ", key.size(-2), ", ", v_proj->in_features(), "]");
   // The key bias shifts a query's whole row of scores, which softmax ignores (see MultiHeadAttention).
   Tensor key_bias = k_proj->bias.defined() ? k_proj->bias.detach() : Tensor();
-  Tensor q = q_proj->forward(query), k = linear(key, k_proj->weight, key_bias), v = v_proj->forward(value);
+  Tensor q = q_proj->forward(query), k, v = v_proj->forward(value);
+  {
+    auto projection = k_proj->scope();  // k_proj's own forward, but with the key bias detached
+    k = linear(key, k_proj->weight, key_bias);
+  }
   try {
     return attention(q, k, v, scaled_dot_score, mask, is_training() ? dropout_ : 0.0, gen_);
   } catch (const Error& e) {

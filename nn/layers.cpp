@@ -28,6 +28,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Init i
 }
 
 Tensor Linear::forward(const Tensor& x) const {
+  auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input ", shape_str(x.shape()),
         " does not end in ", in_, " features");
   return qkv::linear(x, weight, bias);  // x·Wᵀ + b in one op: no transpose copy, no separate bias pass
@@ -40,6 +41,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen, double
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {
+  auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(ids.dtype() == DType::Int64, "Embedding(", num_, ", ", dim_, "): ids must be int64, got ",
         dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   const int64_t* p = ids.data<int64_t>();

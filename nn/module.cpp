@@ -55,4 +55,10 @@ DType Module::dtype() const {
   return params.empty() ? DType::Float32 : params.front().dtype();
 }
 
+std::string Module::path() const {
+  std::string p = name_;
+  for (const Module* m = parent_; m && m->parent_; m = m->parent_) p = m->name_ + "." + p;
+  return p;
+}
+
 }  // namespace qkv::nn

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "autograd/tensor.h"
 
 namespace qkv::nn {
@@ -38,6 +39,14 @@ class Module {
   /// The dtype of the parameters (float32 when there are none).
   DType dtype() const;
 
+  /// This module's dotted path from the root it is registered under
+  /// ("blocks.0.attn"; "" for the root).
+  std::string path() const;
+  /// Names this module as the one running, for graph pictures: nodes
+  /// recorded in the guard's lifetime carry path() while a GraphRecording
+  /// is alive (autograd/graph_dot.h); otherwise it does nothing.
+  ScopeGuard scope() const { return graph_recording() ? ScopeGuard(path()) : ScopeGuard(); }
+
  protected:
   /// Adds a parameter (requires_grad is switched on) and returns it.
   Tensor register_parameter(const std::string& name, Tensor value);
@@ -45,6 +54,8 @@ class Module {
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
+    module->parent_ = this;
+    module->name_ = name;
     return module;
   }
 
@@ -53,6 +64,8 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  const Module* parent_ = nullptr;  // set by register_module (for path())
+  std::string name_;
 };
 
 /// An ordered list of sub-modules named 0, 1, 2, ... ("blocks.0.ln1.weight").

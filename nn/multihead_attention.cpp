@@ -66,6 +66,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memor
 
 AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& key, const Tensor& value,
                                             const MhaOptions& options) const {
+  auto scope = this->scope();  // names this module in graph pictures
   auto where = [&] { return cat("MultiHeadAttention(d_model=", d_model_, ", heads=", heads_, "): "); };
   QKV_CHECK(x.dim() == 3 && x.size(-1) == d_model_, where(), "query ", shape_str(x.shape()), " must be [B, n, ", d_model_, "]");
   QKV_CHECK(key.dim() == 3 && key.size(-1) == kdim_ && key.size(0) == x.size(0), where(),
@@ -111,9 +112,13 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& key, 
     }
   }
   // [B, n, d_model] is already [B, n, heads, head_dim] in memory: a reshape, no copy.
-  Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}),
-         k = reshape(qkv::linear(key, k_proj->weight, key_bias()), {B, nk, heads_, hd}),
-         v = reshape(v_proj->forward(value), {B, nk, heads_, hd});
+  Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k, v;
+  {
+    auto projection = k_proj->scope();  // k_proj's own forward, but with the key bias detached
+    k = qkv::linear(key, k_proj->weight, key_bias());
+  }
+  k = reshape(k, {B, nk, heads_, hd});
+  v = reshape(v_proj->forward(value), {B, nk, heads_, hd});
   try {
     if (fused) {
       AttentionMasks masks{mask3, options.key_padding_mask, options.causal, window};

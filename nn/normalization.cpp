@@ -131,6 +131,7 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : dim_(dim), eps_(eps
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
+  auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(x.dim() >= 1 && x.size(-1) == dim_, "LayerNorm(", dim_, "): input ", shape_str(x.shape()),
         " does not end in ", dim_);
   return layer_norm(x, weight, bias, eps_);

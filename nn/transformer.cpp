@@ -9,7 +9,10 @@ MLP::MLP(int64_t width, Generator* gen) {
   fc2 = register_module("fc2", std::make_shared<Linear>(4 * width, width, true, Init::Normal002, gen));
 }
 
-Tensor MLP::forward(const Tensor& x) const { return fc2->forward(gelu_tanh(fc1->forward(x))); }
+Tensor MLP::forward(const Tensor& x) const {
+  auto scope = this->scope();  // names this module in graph pictures
+  return fc2->forward(gelu_tanh(fc1->forward(x)));
+}
 
 TransformerBlock::TransformerBlock(const BlockConfig& config, Generator* gen) : config_(config), gen_(gen) {
   ln1 = register_module("ln1", std::make_shared<LayerNorm>(config.width));
@@ -25,6 +28,7 @@ TransformerBlock::TransformerBlock(const BlockConfig& config, Generator* gen) : 
 
 Tensor TransformerBlock::forward(const Tensor& x, const MhaOptions& self_options, const Tensor& memory,
                                  const MhaOptions& cross_options, std::vector<Tensor>* weights) const {
+  auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(!config_.cross_attention || memory.defined(), "TransformerBlock: a cross-attention block needs memory");
   double p = is_training() ? config_.dropout : 0.0;
   auto branch = [&](const Tensor& t) { return dropout(t, p, true, gen_); };

@@ -28,8 +28,6 @@ void set_threads_option(int n) {
   set_num_threads(n > 0 ? n : std::max(1, idle_threads() / dist::local_size()));
 }
 
-namespace {
-
 // Parses argv; prints help and returns false when --help was asked.
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args) {
   options.add_options()("h,help", "show this help");
@@ -58,7 +56,30 @@ std::unique_ptr<Runner> load_runner(const std::string& path) {
   return runner;
 }
 
-}  // namespace
+Tensor input_loss(Runner& runner, const std::string& text, std::string* what) {
+  const ModelSpec& spec = runner.spec();
+  if (spec.task == "text") {
+    QKV_CHECK(text.size() >= 2, "the text needs at least 2 bytes (one prediction)");
+    int64_t T = std::min<int64_t>(static_cast<int64_t>(text.size()) - 1, spec.context);
+    std::vector<int64_t> x(T), y(T);
+    for (int64_t t = 0; t < T; ++t) {
+      x[t] = static_cast<unsigned char>(text[t]);
+      y[t] = static_cast<unsigned char>(text[t + 1]);
+    }
+    if (what) *what = cat("mean next-byte cross-entropy over ", T, " predictions");
+    return nn::cross_entropy(runner.forward_gpt(Tensor::from_vector(x, {1, T})), Tensor::from_vector(y, {1, T}));
+  }
+  // A task model: the loss of the correct answer to the input (teacher forcing).
+  Example e;
+  e.input = runner.task()->encode(text);
+  QKV_CHECK(static_cast<int64_t>(e.input.size()) <= runner.task()->max_input(), "the input has ", e.input.size(),
+            " symbols; this model reads at most ", runner.task()->max_input());
+  e.answer = runner.task()->solve(e.input);
+  if (what)
+    *what = cat("cross-entropy of the answer ", printable(runner.task()->answer_text(e.answer)), " (", e.answer.size() + 1,
+                " tokens with the end mark)");
+  return runner.loss({e});
+}
 
 int eval(int argc, char** argv) {
   cxxopts::Options options("qkv eval", "Exact-match accuracy on fresh held-out examples, or held-out text loss.");
@@ -267,29 +288,8 @@ int grads(int argc, char** argv) {
             " already exists: choose another --out, or replace it with --force");
   nn::check_writable_target(out);
   runner->module().eval();
-  Tensor loss;
   std::string what;
-  if (spec.task == "text") {
-    QKV_CHECK(text.size() >= 2, "--text needs at least 2 bytes (one prediction)");
-    int64_t T = std::min<int64_t>(static_cast<int64_t>(text.size()) - 1, spec.context);
-    std::vector<int64_t> x(T), y(T);
-    for (int64_t t = 0; t < T; ++t) {
-      x[t] = static_cast<unsigned char>(text[t]);
-      y[t] = static_cast<unsigned char>(text[t + 1]);
-    }
-    loss = nn::cross_entropy(runner->forward_gpt(Tensor::from_vector(x, {1, T})), Tensor::from_vector(y, {1, T}));
-    what = cat("mean next-byte cross-entropy over ", T, " predictions");
-  } else {
-    // A task model: the loss of the correct answer to the input (teacher forcing).
-    Example e;
-    e.input = runner->task()->encode(text);
-    QKV_CHECK(static_cast<int64_t>(e.input.size()) <= runner->task()->max_input(), "--text has ", e.input.size(),
-              " symbols; this model reads at most ", runner->task()->max_input());
-    e.answer = runner->task()->solve(e.input);
-    loss = runner->loss({e});
-    what = cat("cross-entropy of the answer ", printable(runner->task()->answer_text(e.answer)), " (", e.answer.size() + 1,
-               " tokens with the end mark)");
-  }
+  Tensor loss = input_loss(*runner, text, &what);
   loss.backward();
   nn::NamedTensors tensors{{"loss", loss.detach()}};
   std::printf("%s: %.6f\n\n%-36s %-12s %12s  %s\n", what.c_str(), loss.item(), "parameter", "shape", "grad norm",

@@ -1,7 +1,29 @@
 // The qkv program's commands; each returns the process exit code.
 #pragma once
 
+#include <memory>
+#include <string>
+
+#include <cxxopts.hpp>
+
+#include "runner.h"
+
 namespace qkv::cli {
+
+// ---- what the commands share ----
+
+/// Parses argv (adding --help); prints the help and returns false when it was asked for.
+bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args);
+/// The value of a string flag that must be given.
+std::string required(const cxxopts::ParseResult& args, const char* name);
+/// A checkpoint's model with its parameters loaded, in eval mode (optimizer state ignored).
+std::unique_ptr<Runner> load_runner(const std::string& path);
+/// The loss of one input: for a text model the next-byte cross-entropy of
+/// `text` (2 bytes or more), for a task model the cross-entropy of the
+/// correct answer to the input `text`. `what` receives a description.
+Tensor input_loss(Runner& runner, const std::string& text, std::string* what = nullptr);
+
+// ---- the commands ----
 
 /// --threads: n > 0 threads, or 0 for as many as there are idle cores now
 /// (all of them on a quiet machine; fewer beside a busy process).
@@ -13,6 +35,8 @@ int sample(int argc, char** argv);
 int attention(int argc, char** argv);
 int gradcheck(int argc, char** argv);
 int grads(int argc, char** argv);
+/// qkv graph (examples/cli/graph.cpp): the autograd graph of one forward and backward, as DOT and SVG.
+int graph(int argc, char** argv);
 int info(int argc, char** argv);
 /// qkv plot (examples/cli/report.cpp): a --log file as HTML charts.
 int plot(int argc, char** argv);

@@ -23,7 +23,8 @@ commands:
   sample      answer a prompt, or continue text, with a checkpoint
   attention   draw every layer's and head's attention for a prompt (SVG)
   gradcheck   compare every parameter's gradient with finite differences
-  grads       write a text checkpoint's loss and gradients to a safetensors file
+  grads       a checkpoint's gradient norms (per head) on one input, and a safetensors file of them
+  graph       draw the autograd graph of one forward and backward (Graphviz DOT and SVG)
   info        what a checkpoint holds: model, task, training settings, step
   plot        a --log file as an HTML page of charts
   bench       time full training steps of a standard configuration
@@ -49,10 +50,11 @@ int run(const std::string& command, int argc, char** argv) {
     if (command == "attention") return attention(argc - 1, argv + 1);
     if (command == "gradcheck") return gradcheck(argc - 1, argv + 1);
     if (command == "grads") return grads(argc - 1, argv + 1);
+    if (command == "graph") return graph(argc - 1, argv + 1);
     if (command == "bench") return bench(argc - 1, argv + 1);
     if (command == "info") return info(argc - 1, argv + 1);
     if (command == "plot") return plot(argc - 1, argv + 1);
-    std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, info, plot, bench; see qkv --help)\n",
+    std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, graph, info, plot, bench; see qkv --help)\n",
                  command.c_str());
     return 2;
   } catch (const cxxopts::exceptions::exception& e) {

@@ -1,0 +1,159 @@
+// qkv graph: the autograd graph of one forward and backward, drawn from the
+// engine's own recorded nodes (autograd/graph_dot.h) as Graphviz DOT, and as
+// SVG when Graphviz's `dot` is installed.
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "autograd/graph_dot.h"
+#include "commands.h"
+
+extern char** environ;
+
+namespace qkv::cli {
+
+namespace {
+
+// The first attention module (a scope ending in "attn") in data-flow order;
+// "" when the model is one attention layer itself.
+std::string first_attention(const Graph& graph) {
+  for (const GraphNode& node : graph.nodes) {
+    const std::string& s = node.scope;
+    size_t dot = s.rfind('.');
+    std::string last = dot == std::string::npos ? s : s.substr(dot + 1);
+    if (last == "attn" || last == "cross_attn") return s;
+  }
+  return "";
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  QKV_CHECK(!f.fail(), "cannot write ", printable(path));
+}
+
+// Runs `dot -Tsvg dot_path -o svg_path` without a shell (no file name is
+// ever interpreted). Returns false when Graphviz is not installed.
+bool render_svg(const std::string& dot_path, const std::string& svg_path) {
+  std::vector<std::string> words{"dot", "-Tsvg", dot_path, "-o", svg_path};
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  int err = posix_spawnp(&pid, "dot", nullptr, nullptr, argv.data(), environ);
+  if (err == ENOENT) return false;
+  QKV_CHECK(err == 0, "cannot run Graphviz's dot: ", std::strerror(err));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return false;  // a shell wrapper found no dot
+  QKV_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "Graphviz's dot failed on ", printable(dot_path),
+            WIFEXITED(status) ? cat(" (exit ", WEXITSTATUS(status), ")") : std::string(" (killed by a signal)"));
+  return true;
+}
+
+}  // namespace
+
+int graph(int argc, char** argv) {
+  cxxopts::Options options("qkv graph",
+                           "Draw the autograd graph of one forward and backward pass: one node per recorded op (its "
+                           "output shape and gradient norm), parameters by name, one box per module.");
+  options.add_options("model")("model", "a small fresh model: mha | gpt | seq2seq",
+                               cxxopts::value<std::string>()->default_value("mha"), "KIND")(
+      "checkpoint", "draw this trained model instead (with --prompt)", cxxopts::value<std::string>(), "FILE")(
+      "prompt", "with --checkpoint: the input (a task's question, answered correctly; or text)",
+      cxxopts::value<std::string>(), "TEXT");
+  options.add_options("drawing")("focus",
+                                 "draw one module in full: 'attention' (the first attention layer) or a module path "
+                                 "such as blocks.1.attn (default: everything)",
+                                 cxxopts::value<std::string>()->default_value(""), "MODULE")(
+      "fused", "draw the fused attention kernel training runs, not attention's separate steps")(
+      "out", "DOT file to write; the SVG goes beside it (.svg)", cxxopts::value<std::string>()->default_value("graph.dot"),
+      "FILE");
+  cxxopts::ParseResult args;
+  if (!parse(options, argc, argv, args)) return 0;
+  std::string path = args.count("checkpoint") ? args["checkpoint"].as<std::string>() : "";
+  std::string kind = args["model"].as<std::string>(), out = args["out"].as<std::string>();
+  QKV_CHECK(path.empty() || !args.count("model"), "--model draws a fresh model; --checkpoint a trained one: give one");
+  QKV_CHECK(path.empty() == !args.count("prompt"), "--prompt goes with --checkpoint (a fresh --model has its own input)");
+  QKV_CHECK(kind == "mha" || kind == "gpt" || kind == "seq2seq", "--model must be mha, gpt or seq2seq, got '",
+            printable(kind), "'");
+  QKV_CHECK(!out.empty(), "--out is empty");
+  std::string svg = out.size() > 4 && out.substr(out.size() - 4) == ".dot" ? out.substr(0, out.size() - 4) + ".svg"
+                                                                           : out + ".svg";
+  std::filesystem::path folder = std::filesystem::path(out).parent_path();
+  std::error_code ec;
+  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+  QKV_CHECK(!ec, "cannot create the folder of --out ", printable(out), ": ", ec.message());
+  nn::check_writable_target(out);
+  nn::check_writable_target(svg);
+  nn::use_fused_attention(args.count("fused") > 0);  // by default attention shows each of its steps
+
+  Generator gen(1);
+  manual_seed(1);
+  std::unique_ptr<Runner> runner;
+  std::unique_ptr<nn::MultiHeadAttention> mha;
+  Tensor x, loss;
+  std::string title;
+  GraphRecording recording;  // nodes get their module's name; the engine counts what it records
+  if (!path.empty()) {
+    runner = load_runner(path);
+    std::string what;
+    loss = input_loss(*runner, args["prompt"].as<std::string>(), &what);
+    title = cat(printable(path), ": ", what);
+  } else if (kind == "mha") {
+    mha = std::make_unique<nn::MultiHeadAttention>(8, 2, 0.0, true, &gen);
+    x = Tensor::randn({1, 4, 8}, DType::Float32, &gen).requires_grad_();
+    nn::MhaOptions causal;
+    causal.causal = true;
+    Tensor y = mha->forward(x, causal).output;
+    loss = mean(mul(y, y));
+    title = "MultiHeadAttention(d_model=8, heads=2), causal, on x [1, 4, 8]; loss = mean(output²)";
+  } else {
+    ModelSpec spec;
+    spec.model = kind, spec.task = "reverse", spec.max_len = 4, spec.width = 8, spec.heads = 2, spec.layers = 2;
+    runner = std::make_unique<Runner>(spec, &gen);
+    runner->module().eval();
+    loss = runner->fixed_batch_loss(1, gen)();
+    title = cat(kind == "gpt" ? "GPT" : "Seq2Seq", " (width 8, 2 heads, 2 layers", kind == "gpt" ? "" : " per side",
+                ") on one reverse example; loss = cross-entropy of the answer");
+  }
+  auto names = runner ? runner->module().named_parameters() : mha->named_parameters();
+  if (x.defined()) names.emplace_back("x", x);
+  Graph graph = trace_graph(loss, names);
+  graph.retain_grads();
+  loss.backward();
+
+  std::string focus = args["focus"].as<std::string>();
+  if (focus == "attention") focus = first_attention(graph);
+  if (!focus.empty()) title += cat(" — ", focus, " only");
+  std::string dot = graph_dot(graph, {title, focus});
+  write_file(out, dot);
+  bool rendered = render_svg(out, svg);
+
+  std::string ops;
+  int64_t recorded = 0;
+  for (const auto& [op, count] : recording.op_counts()) {
+    ops += cat(ops.empty() ? "" : ", ", op, " ", count);
+    recorded += count;
+  }
+  std::printf("%zu nodes: %zu ops and %zu leaves; loss %.6f\n", graph.nodes.size(), graph.op_count(),
+              graph.nodes.size() - graph.op_count(), loss.item());
+  std::printf("the engine recorded %lld ops: %s\n", static_cast<long long>(recorded), ops.c_str());
+  if (rendered) {
+    std::printf("wrote %s and %s\n", printable(out).c_str(), printable(svg).c_str());
+  } else {
+    std::printf("wrote %s; Graphviz's dot is not installed (Debian: apt-get install graphviz), so render it with\n"
+                "  dot -Tsvg %s -o %s\n",
+                printable(out).c_str(), printable(out).c_str(), printable(svg).c_str());
+  }
+  return 0;
+}
+
+}  // namespace qkv::cli
