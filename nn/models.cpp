@@ -100,7 +100,7 @@ Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config),
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
 }
 
-Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_lengths) const {
+Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_lengths, std::vector<Tensor>* weights) const {
   Tensor x = token_and_position("Seq2Seq encoder", *tok_emb, *pos_emb, config_.context, src);
   QKV_CHECK(static_cast<int64_t>(src_lengths.size()) == src.size(0), "Seq2Seq: ", src_lengths.size(),
         " source lengths for a batch of ", src.size(0));
@@ -108,9 +108,9 @@ Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_length
   padding.key_padding_mask = key_padding_mask(src_lengths, src.size(1));
   padding.kind = config_.attention;
   for (const auto& block : *encoder)
-    x = config_.recompute && grad_enabled()
+    x = config_.recompute && !weights && grad_enabled()
             ? recompute([block, padding](const std::vector<Tensor>& in) { return block->forward(in[0], padding); }, {x}, gen_)
-            : block->forward(x, padding);
+            : block->forward(x, padding, Tensor(), {}, weights);
   return encoder_ln->forward(x);
 }
 

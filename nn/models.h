@@ -63,8 +63,11 @@ class Seq2Seq : public Module {
  public:
   explicit Seq2Seq(const Seq2SeqConfig& config, Generator* gen = nullptr);
   /// src int64 [B, S] with the true lengths per row -> memory [B, S, width].
-  Tensor encode(const Tensor& src, const std::vector<int64_t>& src_lengths) const;
+  /// `weights`, when given, receives each layer's self-attention weights [B, heads, S, S].
+  Tensor encode(const Tensor& src, const std::vector<int64_t>& src_lengths, std::vector<Tensor>* weights = nullptr) const;
   /// tgt int64 [B, T] -> logits [B, T, vocab], attending to `memory`.
+  /// `weights`, when given, receives per layer the self-attention weights
+  /// [B, heads, T, T], then the cross-attention weights [B, heads, T, S].
   Tensor decode(const Tensor& tgt, const Tensor& memory, const std::vector<int64_t>& src_lengths,
                 std::vector<Tensor>* weights = nullptr) const;
   Tensor forward(const Tensor& src, const std::vector<int64_t>& src_lengths, const Tensor& tgt) const;

@@ -152,16 +152,14 @@ int sample(int argc, char** argv) {
 
 int attention(int argc, char** argv) {
   cxxopts::Options options("qkv attention", "Draw every layer's and head's attention for a prompt.");
-  options.add_options()("checkpoint", "GPT checkpoint file", cxxopts::value<std::string>(), "FILE")(
+  options.add_options()("checkpoint", "checkpoint file (GPT or Seq2Seq)", cxxopts::value<std::string>(), "FILE")(
       "prompt", "the prompt (a task input is shown with the model's answer)", cxxopts::value<std::string>(), "TEXT")(
       "out", "output folder (created)", cxxopts::value<std::string>(), "FOLDER");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt"), out = required(args, "out");
   auto runner = load_runner(path);
-  std::vector<std::string> labels;
-  int64_t split = -1;
-  std::vector<Tensor> weights = runner->attention(prompt, labels, &split);
+  std::vector<AttentionMap> maps = runner->attention(prompt);
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   QKV_CHECK(!ec, "cannot create --out folder '", printable(out), "': ", ec.message());
@@ -172,37 +170,40 @@ int attention(int argc, char** argv) {
     f.close();
     QKV_CHECK(!f.fail(), "cannot write ", printable(file), " (is --out writable?)");
   };
-  int64_t n = static_cast<int64_t>(labels.size()), heads = runner->spec().heads;
+  const int64_t heads = runner->spec().heads;
+  bool split = maps.front().split > 0, seq2seq = runner->spec().model == "seq2seq";
   // Each SVG on its own, and all of them inline in index.html, where hovering a
   // cell shows its query, key and weight (an <img> would show nothing).
   // Well-formed XML as well as HTML, so that a test can check it with an XML parser.
   std::string index = cat("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"><head><meta charset=\"utf-8\"/>"
                           "<title>qkv attention</title>"
                           "<style>body{font-family:sans-serif} .maps{display:flex;flex-wrap:wrap;gap:12px}</style></head>"
-                          "<body>\n<h1>", xml_text(prompt), "</h1>\n<p>", xml_text(path), ": ", weights.size(), " layers x ",
-                          heads, " heads, ", n, " tokens. Rows are queries, columns keys; darker is more weight",
-                          split > 0 ? "; the red lines mark where the model's answer starts" : "",
-                          ". The last map of each layer averages its heads.</p>\n");
-  for (size_t layer = 0; layer < weights.size(); ++layer) {
-    index += cat("<h2>layer ", layer, "</h2>\n<div class=\"maps\">\n");
-    std::vector<double> all = weights[layer].to_vector(), mean(n * n, 0.0);
+                          "<body>\n<h1>", xml_text(prompt), "</h1>\n<p>", xml_text(path), ": ", maps.size(), " maps x ",
+                          heads, " heads. Rows are queries, columns keys; darker is more weight",
+                          split ? "; the red lines mark where the model's answer starts" : "",
+                          seq2seq ? "; cross-attention rows are the decoder's tokens (its start mark, then the answer), "
+                                    "columns the input's" : "",
+                          ". The last map of each row averages its heads.</p>\n");
+  for (const AttentionMap& map : maps) {
+    const int64_t rows = static_cast<int64_t>(map.rows.size()), cols = static_cast<int64_t>(map.cols.size());
+    index += cat("<h2>", xml_text(map.name), "</h2>\n<div class=\"maps\">\n");
+    std::vector<double> all = map.weights.to_vector(), mean(rows * cols, 0.0);
     for (int64_t h = 0; h <= heads; ++h) {
       bool average = h == heads;
-      std::vector<double> w = average ? mean : std::vector<double>(all.begin() + h * n * n, all.begin() + (h + 1) * n * n);
+      std::vector<double> w = average ? mean : std::vector<double>(all.begin() + h * rows * cols, all.begin() + (h + 1) * rows * cols);
       if (!average)
-        for (int64_t k = 0; k < n * n; ++k) mean[k] += w[k] / static_cast<double>(heads);
-      if (average) w = mean;
-      std::string name = average ? cat("layer", layer, "_mean.svg") : cat("layer", layer, "_head", h, ".svg");
-      std::string svg = heatmap_svg(w, n, n, labels, labels,
-                                    average ? cat("layer ", layer, ", mean of ", heads, " heads") : cat("layer ", layer, ", head ", h), split);
+        for (int64_t k = 0; k < rows * cols; ++k) mean[k] += w[k] / static_cast<double>(heads);
+      std::string name = average ? cat(map.file, "_mean.svg") : cat(map.file, "_head", h, ".svg");
+      std::string svg = heatmap_svg(w, rows, cols, map.rows, map.cols,
+                                    average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h), map.split);
       write(name, svg);
       index += svg;
     }
     index += "</div>\n";
   }
   write("index.html", index + "</body></html>\n");
-  std::printf("wrote %zu heatmaps (%zu layers x %lld heads, and each layer's mean) and index.html to %s\n",
-              weights.size() * static_cast<size_t>(heads + 1), weights.size(), static_cast<long long>(heads),
+  std::printf("wrote %zu heatmaps (%zu maps x %lld heads, and each map's mean) and index.html to %s\n",
+              maps.size() * static_cast<size_t>(heads + 1), maps.size(), static_cast<long long>(heads),
               printable(out).c_str());
   return 0;
 }

@@ -368,18 +368,46 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
   return out;
 }
 
-std::vector<Tensor> Runner::attention(const std::string& prompt, std::vector<std::string>& labels, int64_t* answer_start) {
+std::vector<AttentionMap> Runner::attention(const std::string& prompt) {
   NoGradGuard no_grad;
   module().eval();
-  QKV_CHECK(gpt_ != nullptr, "attention maps are drawn for GPT checkpoints");
   QKV_CHECK(spec_.attention != "linear", "this model uses linear attention, which never forms the n x n weight "
             "matrix a map would show (train with --attention full or window:W for maps)");
+  auto first = [](const Tensor& w) { return squeeze(w, 0); };  // [1, heads, rows, cols] -> [heads, rows, cols]
+  std::vector<AttentionMap> maps;
+  if (seq2seq_) {
+    // The source, then the decoder's input: the start mark and the model's answer.
+    std::vector<int64_t> src = task_->encode(prompt);
+    QKV_CHECK(static_cast<int64_t>(src.size()) <= task_->max_input(), "the prompt has ", src.size(),
+              " symbols; this model reads at most ", task_->max_input());
+    std::vector<int64_t> tgt{kSep}, answer = this->answer({src}).front();
+    tgt.insert(tgt.end(), answer.begin(), answer.end());
+    if (static_cast<int64_t>(tgt.size()) > spec_.context) tgt.resize(spec_.context);  // an answer that never ended
+    std::vector<std::string> src_labels, tgt_labels;
+    for (int64_t id : src) src_labels.push_back(task_->token_text(id));
+    for (int64_t id : tgt) tgt_labels.push_back(task_->token_text(id));
+    std::vector<int64_t> lengths{static_cast<int64_t>(src.size())};
+    std::vector<Tensor> enc, dec;
+    Tensor memory = seq2seq_->encode(Tensor::from_vector(src, {1, static_cast<int64_t>(src.size())}), lengths, &enc);
+    seq2seq_->decode(Tensor::from_vector(tgt, {1, static_cast<int64_t>(tgt.size())}), memory, lengths, &dec);
+    for (size_t l = 0; l < enc.size(); ++l)
+      maps.push_back({cat("encoder layer ", l), cat("encoder", l), first(enc[l]), src_labels, src_labels});
+    for (size_t l = 0; l < dec.size() / 2; ++l) {
+      maps.push_back({cat("decoder layer ", l, ", self-attention"), cat("decoder", l, "_self"), first(dec[2 * l]), tgt_labels,
+                      tgt_labels});
+      maps.push_back({cat("decoder layer ", l, ", cross-attention to the input"), cat("decoder", l, "_cross"),
+                      first(dec[2 * l + 1]), tgt_labels, src_labels});
+    }
+    return maps;
+  }
   std::vector<int64_t> ids;
+  std::vector<std::string> labels;
+  int64_t split = -1;
   if (task_) {
     ids = task_->encode(prompt);
     ids.push_back(kSep);
     std::vector<int64_t> answer = this->answer({task_->encode(prompt)}).front();
-    if (answer_start) *answer_start = static_cast<int64_t>(ids.size());
+    split = static_cast<int64_t>(ids.size());
     ids.insert(ids.end(), answer.begin(), answer.end());
     for (int64_t id : ids) labels.push_back(task_->token_text(id));
   } else {
@@ -392,7 +420,9 @@ std::vector<Tensor> Runner::attention(const std::string& prompt, std::vector<std
         spec_.context);
   std::vector<Tensor> weights;
   gpt_->forward(Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), &weights);
-  return weights;
+  for (size_t l = 0; l < weights.size(); ++l)
+    maps.push_back({cat("layer ", l), cat("layer", l), first(weights[l]), labels, labels, split});
+  return maps;
 }
 
 }  // namespace qkv::cli

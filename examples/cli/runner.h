@@ -41,6 +41,15 @@ struct ModelSpec {
   void check_tensors(const nn::TensorFile& file, const std::string& path) const;
 };
 
+/// One layer's attention weights for one input, ready to draw.
+struct AttentionMap {
+  std::string name;                    // "layer 0", "decoder layer 1, cross-attention", ...
+  std::string file;                    // a file-name stem: "layer0", "decoder1_cross"
+  Tensor weights;                      // [heads, rows, cols]
+  std::vector<std::string> rows, cols; // token labels: queries down, keys across
+  int64_t split = -1;                  // > 0: where the answer starts (on both axes)
+};
+
 class Runner {
  public:
   /// Builds the model the spec describes (task and sizes checked). A text
@@ -90,9 +99,11 @@ class Runner {
   void set_use_cache(bool on) { use_cache_ = on; }
   bool uses_cache() const;
 
-  /// Attention weights of every layer for a prompt, with the token labels.
-  /// For a task model, `answer_start` (if given) receives the answer's first position.
-  std::vector<Tensor> attention(const std::string& prompt, std::vector<std::string>& labels, int64_t* answer_start = nullptr);
+  /// Every attention map of the model on a prompt (for a task model: the
+  /// prompt and the model's own answer). A GPT gives one per layer; a
+  /// Seq2Seq the encoder's self-attention, the decoder's self-attention and
+  /// its cross-attention to the source, per layer.
+  std::vector<AttentionMap> attention(const std::string& prompt);
 
  private:
   Tensor with_entropy(const Tensor& loss, const std::vector<Tensor>& weights);

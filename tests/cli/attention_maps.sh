@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # qkv attention: any prompt (markup characters, UTF-8, raw bytes) gives
 # well-formed SVG (checked with xmllint), inlined in index.html with hover
-# titles; task maps mark where the answer starts; an unwritable --out fails.
+# titles; task maps mark where the answer starts; Seq2Seq checkpoints get
+# cross-attention maps; an unwritable --out fails.
 # usage: attention_maps.sh QKV WORKDIR
 set -u
 qkv=$1 work=$2
@@ -28,6 +29,23 @@ echo "ok: markup, UTF-8 and raw-byte prompts give well-formed SVG, inline in ind
 grep -q "answer starts" task/layer1_head0.svg || fail "the answer is not marked"
 for svg in task/*.svg; do xmllint --noout "$svg" || fail "$svg"; done
 echo "ok: task maps mark where the answer starts"
+# Seq2Seq: the encoder's self-attention, and per decoder layer its self-attention
+# and its cross-attention, whose rows are the decoder's tokens and columns the input's.
+"$qkv" train --model seq2seq --task sort --dim 32 --layers 2 --heads 2 --steps 0 --save s2s.safetensors >/dev/null 2>&1 || fail "seq2seq model"
+"$qkv" attention --checkpoint s2s.safetensors --prompt 3142 --out s2s >out.txt 2>&1 || { cat out.txt; fail "seq2seq maps"; }
+for layer in 0 1; do
+  for map in encoder$layer decoder${layer}_self decoder${layer}_cross; do
+    for part in head0 head1 mean; do
+      xmllint --noout "s2s/${map}_$part.svg" || fail "seq2seq: ${map}_$part.svg missing or not well-formed"
+    done
+  done
+done
+[ "$(grep -c "<svg" s2s/index.html)" -eq 18 ] || fail "seq2seq: index.html does not hold the 18 maps"
+cross=s2s/decoder1_cross_head0.svg
+grep -q "<title>query 0 = -&gt; key 3 2: " $cross || grep -q "<title>query 0 = -> key 3 2: " $cross || fail "seq2seq: the cross map's first row is not the start mark over the input 3142"
+grep -q "key 4 " $cross && fail "seq2seq: the cross map has more columns than the input's 4 symbols"
+grep -q "key 3 2: " s2s/encoder0_head0.svg || fail "seq2seq: the encoder map is not over the input"
+echo "ok: Seq2Seq checkpoints get encoder, decoder and cross-attention maps, the cross maps input-wide"
 "$qkv" attention --checkpoint reverse.safetensors --prompt 12 --out /proc/qkv-maps >/dev/null 2>err.txt && fail "an unwritable --out succeeded"
 [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "not a one-line error"; }
 echo "ok: an unwritable --out exits non-zero: $(cat err.txt)"
