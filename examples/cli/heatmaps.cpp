@@ -45,7 +45,12 @@ std::string fixed(double v, int digits) {
 std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols, const std::vector<std::string>& row_labels,
                         const std::vector<std::string>& col_labels, const std::string& title, int64_t split) {
   const int cell = 26, left = 70, top = 76, bar = 14;
-  const int width = left + cell * static_cast<int>(cols) + 70, height = top + cell * static_cast<int>(rows) + 16;
+  // Wide enough for the title (monospace 12 px: about 7.3 px a character) and the
+  // 38-character hint line (10 px), tall enough for the colour bar of a short map.
+  int64_t title_chars = 0;
+  for (unsigned char c : title) title_chars += (c & 0xc0) != 0x80;
+  const int width = std::max({left + cell * static_cast<int>(cols) + 70, 12 + static_cast<int>(title_chars * 15 / 2), 270});
+  const int height = top + std::max(cell * static_cast<int>(rows), 60) + 16;
   std::string svg = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width, "\" height=\"", height,
                         "\" font-family=\"monospace\" font-size=\"12\">\n<text x=\"4\" y=\"16\" font-weight=\"bold\">",
                         xml_text(title), "</text>\n<text x=\"4\" y=\"30\" font-size=\"10\">rows: queries, columns: keys; "
