@@ -317,54 +317,36 @@ TEST_CASE("fixtures: MultiHeadAttention self and cross with kdim/vdim matches to
           "[fixtures][mha]") {
   Fixture fx("mha");
   using In = const std::vector<Tensor>&;
+  // The output (through the fused kernel when it is on and allowed), then the
+  // per-head weights from a second call, which takes the composed path.
+  auto output_and_weights = [](const MultiHeadAttention& m, const Tensor& query, const Tensor& key, const Tensor& value,
+                               MhaOptions o) {
+    Tensor out = m.forward(query, key, value, o).output;
+    o.need_weights = true;
+    return std::vector<Tensor>{out, m.forward(query, key, value, o).weights};
+  };
   for (bool fused : {true, false}) {
     use_fused_attention(fused);
     for (DType dtype : {DType::Float64, DType::Float32}) {
-      MultiHeadAttention self_attn(8, 2);
       // PyTorch's masks say true = blocked; qkv's true = may attend: the fixture holds qkv's convention.
+      MultiHeadAttention self_attn(8, 2);
       run_case(fx, "mha_self_causal_padding", dtype,
-               [&](In x) {
-                 MhaOptions o;
-                 o.attn_mask = x[1];
-                 o.key_padding_mask = x[2];
-                 o.need_weights = !fused;
-                 AttentionResult r = self_attn.forward(x[0], o);
-                 if (fused) return std::vector<Tensor>{r.output, self_attn.forward(x[0], MhaOptions{x[1], x[2], false, true}).weights};
-                 return std::vector<Tensor>{r.output, r.weights};
-               },
+               [&](In x) { return output_and_weights(self_attn, x[0], x[0], x[0], MhaOptions{x[1], x[2]}); },
                &self_attn, {"k_proj.bias"});
       MultiHeadAttention cross(8, 2, {.kdim = 3, .vdim = 5});
       run_case(fx, "mha_cross_kdim_vdim_float_mask", dtype,
-               [&](In x) {
-                 MhaOptions o;
-                 o.attn_mask = x[3];
-                 o.key_padding_mask = x[4];
-                 o.need_weights = true;
-                 AttentionResult r = cross.forward(x[0], x[1], x[2], o);
-                 return std::vector<Tensor>{r.output, r.weights};
-               },
-               &cross, {"k_proj.bias"});
-      MultiHeadAttention no_bias(8, 4, 0, false);
+               [&](In x) { return output_and_weights(cross, x[0], x[1], x[2], MhaOptions{x[3], x[4]}); }, &cross,
+               {"k_proj.bias"});
+      MultiHeadAttention no_bias(8, 4, {.bias = false});
       run_case(fx, "mha_no_bias_cross", dtype,
-               [&](In x) {
-                 AttentionResult r = no_bias.forward(x[0], x[1], MhaOptions{{}, {}, false, true});
-                 return std::vector<Tensor>{r.output, r.weights};
-               },
-               &no_bias);
+               [&](In x) { return output_and_weights(no_bias, x[0], x[1], x[1], MhaOptions{}); }, &no_bias);
       // Documented difference: qkv adds a float attn_mask and a float
       // key_padding_mask; PyTorch 1.13 refuses the pair, so the fixture
       // holds its output for the summed mask given as one attn_mask.
       MultiHeadAttention summed(8, 2);
       run_case(fx, "mha_two_float_masks_summed", dtype,
-               [&](In x) {
-                 MhaOptions o;
-                 o.attn_mask = x[1];
-                 o.key_padding_mask = x[2];
-                 o.need_weights = true;
-                 AttentionResult r = summed.forward(x[0], o);
-                 return std::vector<Tensor>{r.output, r.weights};
-               },
-               &summed, {"k_proj.bias"});
+               [&](In x) { return output_and_weights(summed, x[0], x[0], x[0], MhaOptions{x[1], x[2]}); }, &summed,
+               {"k_proj.bias"});
     }
   }
   use_fused_attention(true);
