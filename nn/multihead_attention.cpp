@@ -69,9 +69,9 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& key, 
   auto scope = this->scope();  // names this module in graph pictures
   auto where = [&] { return cat("MultiHeadAttention(d_model=", d_model_, ", heads=", heads_, "): "); };
   QKV_CHECK(x.dim() == 3 && x.size(-1) == d_model_, where(), "query ", shape_str(x.shape()), " must be [B, n, ", d_model_, "]");
-  QKV_CHECK(key.dim() == 3 && key.size(-1) == kdim_ && key.size(0) == x.size(0), where(),
-            key.impl() == x.impl() ? "self-attention's key " : key.impl() == value.impl() ? "memory " : "key ", shape_str(key.shape()), " must be [", x.size(0), ", n_k, ",
-            kdim_, "]");
+  const char* key_name = key.impl() == x.impl() ? "self-attention's key " : key.impl() == value.impl() ? "memory " : "key ";
+  QKV_CHECK(key.dim() == 3 && key.size(-1) == kdim_ && key.size(0) == x.size(0), where(), key_name,
+            shape_str(key.shape()), " must be [", x.size(0), ", n_k, ", kdim_, "]");
   QKV_CHECK(value.dim() == 3 && value.size(-1) == vdim_ && value.size(0) == x.size(0) && value.size(1) == key.size(1),
             where(), "value ", shape_str(value.shape()), " must be [", x.size(0), ", ", key.size(1), ", ", vdim_, "]");
   int64_t B = x.size(0), nq = x.size(1), nk = key.size(1), hd = d_model_ / heads_;
