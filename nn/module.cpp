@@ -55,6 +55,14 @@ DType Module::dtype() const {
   return params.empty() ? DType::Float32 : params.front().dtype();
 }
 
+Module::~Module() {
+  for (auto& [name, child] : children_)
+    if (child->parent_ == this) {
+      child->parent_ = nullptr;
+      child->name_.clear();
+    }
+}
+
 std::string Module::path() const {
   std::string p = name_;
   for (const Module* m = parent_; m && m->parent_; m = m->parent_) p = m->name_ + "." + p;

@@ -15,7 +15,9 @@ namespace qkv::nn {
 
 class Module {
  public:
-  virtual ~Module() = default;
+  /// Detaches the sub-modules: a child kept alive elsewhere becomes a root
+  /// (path() ""), never reached through a freed parent.
+  virtual ~Module();
 
   /// Every parameter, depth first in registration order.
   std::vector<Tensor> parameters() const;

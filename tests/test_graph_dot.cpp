@@ -86,6 +86,20 @@ TEST_CASE("module scopes are recorded only while a GraphRecording is alive", "[g
     CHECK((scopes.count(s) == 1 ? "found" : s) == std::string("found"));  // names the missing scope
 }
 
+TEST_CASE("a module path runs through its parents, and a child outliving its parent becomes a root", "[graph]") {
+  std::shared_ptr<nn::MultiHeadAttention> attn;
+  {
+    nn::GPT gpt(nn::GPTConfig{16, 8, 8, 2, 2});
+    attn = gpt.blocks->operator[](1)->attn;
+    CHECK(attn->path() == "blocks.1.attn");
+    CHECK(attn->q_proj->path() == "blocks.1.attn.q_proj");
+    CHECK(gpt.path() == "");
+  }
+  // The GPT is gone; the path must not walk through it (ASan would see it).
+  CHECK(attn->path() == "");
+  CHECK(attn->q_proj->path() == "q_proj");
+}
+
 TEST_CASE("graph_dot draws every node, gradient norms, clusters, and escapes labels", "[graph]") {
   Tensor w = Tensor::from_vector<double>({3, 4}, {2}).requires_grad_();
   Tensor x = Tensor::from_vector<double>({1, 1}, {2}).requires_grad_();
