@@ -125,9 +125,11 @@ int sample(int argc, char** argv) {
       "top-k", "sample among the k likeliest (0: all)", cxxopts::value<int64_t>()->default_value("0"))(
       "max-new", "bytes to generate (text)", cxxopts::value<int64_t>()->default_value("200"))(
       "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"))(
-      "no-cache", "recompute the whole prefix for every token instead of keeping keys and values (GPT)");
+      "no-cache", "recompute the whole prefix for every token instead of keeping keys and values (GPT)")(
+      "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
+  set_threads_option(args["threads"].as<int>());
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
   double temperature = args["temperature"].as<double>();
   int64_t top_k = args["top-k"].as<int64_t>(), max_new = args["max-new"].as<int64_t>();

@@ -56,6 +56,7 @@ expect_error "prompt outside the vocabulary" sample --checkpoint reverse.safeten
 expect_error "prompt too long" sample --checkpoint reverse.safetensors --prompt 1234567890123
 expect_error "empty prompt" sample --checkpoint reverse.safetensors --prompt ""
 expect_error "negative temperature" sample --checkpoint reverse.safetensors --prompt 12 --temperature -1
+expect_error "negative thread count" sample --checkpoint reverse.safetensors --prompt 12 --threads -1
 expect_error "seq2seq attention: a prompt longer than the model reads" attention --checkpoint sort.safetensors --prompt 1234567890123 --out maps
 expect_error "grads: an input outside the task alphabet" grads --checkpoint reverse.safetensors --text hello --out g.safetensors
 expect_error "a valid safetensors file that is no qkv model" eval --checkpoint plain.safetensors
