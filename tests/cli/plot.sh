@@ -29,3 +29,14 @@ printf 'step,loss\n1,abc\n' >bad.csv
 "$qkv" plot bad.csv >/dev/null 2>err.txt && fail "a malformed log was drawn"
 [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "not a one-line error"; }
 echo "ok: a malformed log is a one-line error: $(cat err.txt)"
+
+# Hostile paths: a FIFO nobody writes (would block), /dev/zero (never ends), a
+# folder. Each is refused at once, in one line.
+mkfifo pipe.csv && mkdir folder.csv
+for path in pipe.csv /dev/zero folder.csv; do
+  timeout 10 "$qkv" plot "$path" >/dev/null 2>err.txt
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -lt 124 ] || fail "qkv plot $path: exit $rc (0 or a timeout)"
+  [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "qkv plot $path: not a one-line error"; }
+done
+echo "ok: a FIFO, /dev/zero and a folder are refused at once, in one line"
