@@ -15,7 +15,8 @@ cd "$(dirname "$(readlink -f "$0")")"
 PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libxml2-utils graphviz)
 JOBS="${QKV_JOBS:-$(nproc)}"
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Each step with the seconds since the start, so a slow step (and CI's time budget) shows in the log.
+log() { printf '\033[1m==> [%4d s] %s\033[0m\n' "$SECONDS" "$*" >&2; }
 
 install_packages() {
   local missing=()
