@@ -383,6 +383,7 @@ int train(int argc, char** argv) {
                 opt->name().c_str(), get_num_threads(),
                 ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", batch / ranks, batch % ranks ? "-" + std::to_string(batch / ranks + 1) : "",
                                 " examples each").c_str() : "");
+  std::fflush(stdout);  // the banner shows at once in a pipe or a file, before the first step's seconds
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   bool grads_ok = true;
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "before training") && grads_ok;

@@ -64,6 +64,7 @@ for sig in TERM HUP; do
   "$qkv" train "${small[@]}" --schedule constant --steps 1000000 --target 2 --save sig$sig.safetensors >sig.txt 2>&1 &
   pid=$!
   for _ in $(seq 300); do grep -q "step 5/" sig.txt && break; sleep 0.1; done
+  grep -q "step 5/" sig.txt || { cat sig.txt; fail "SIG$sig: no progress line within 30 s"; }
   kill -$sig $pid
   wait $pid
   rc=$?
@@ -83,6 +84,8 @@ ok "SIGTERM and SIGHUP save; the SIGTERM checkpoint resumes bit-identically"
 "$qkv" train --dim 256 --layers 4 --heads 4 --batch 2048 --threads 1 --steps 5 --save second.safetensors >second.txt 2>&1 &
 pid=$!
 for _ in $(seq 300); do grep -q "^qkv train" second.txt && break; sleep 0.1; done
+# The banner is flushed before the first step (it once waited in the buffer, and this test waited 30 s for it).
+grep -q "^qkv train" second.txt || { cat second.txt; fail "no banner within 30 s"; }
 kill -TERM $pid
 sleep 1.2
 kill -TERM $pid
