@@ -55,6 +55,7 @@ set -m
 "$mpiexec" -n 2 "$qkv" train --steps 1000000 --batch 16 --threads 1 --eval-every 1000 --target 2 --save stop.safetensors >stop.txt 2>&1 &
 job=$!
 for _ in $(seq 100); do grep -q "^qkv train" stop.txt && break; sleep 0.1; done
+grep -q "^qkv train" stop.txt || { kill -9 -- -$job; cat stop.txt; fail "no banner within 10 s"; }
 sleep 1
 kill -INT -- -$job
 for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
@@ -77,6 +78,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [ -n "$victim" ] || { kill -9 -- -$job; fail "rank 1 not found"; }
+grep -q "^qkv train" killed.txt || { kill -9 -- -$job; cat killed.txt; fail "no banner within 10 s"; }
 start=$(date +%s)
 kill -9 "$victim"
 for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
