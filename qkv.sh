@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 
-PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libxml2-utils graphviz)
+PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libxml2-utils graphviz qemu-user)
 JOBS="${QKV_JOBS:-$(nproc)}"
 
 # Each step with the seconds since the start, so a slow step (and CI's time budget) shows in the log.

@@ -1,296 +1,31 @@
-// The vector kernels of simd.h, written once over xsimd::batch<float, A> and
-// instantiated for each instruction set this build can emit. A row's tail
-// (n not a multiple of the lane count) goes through the same vector code on
-// a padded copy, so every element of a row is computed the same way.
+// Run-time dispatch of the vector kernels: one table per instruction set,
+// each built in its own translation unit (autograd/simd/), and the best one
+// this CPU runs chosen at first use, or the one QKV_SIMD names.
 #include "autograd/simd.h"
 
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
-
-#include <xsimd/xsimd.hpp>
+#include <string>
 
 #include "autograd/error.h"
+#include "autograd/simd/table.h"
 
 namespace qkv::simd {
 
+using detail::Table;
+
 namespace {
 
-constexpr float kGeluK = 0.7978845608028654f;  // √(2/π)
-constexpr float kGeluC = 0.044715f;
-
-template <class A>
-struct Kernels {
-  using B = xsimd::batch<float, A>;
-  static constexpr int64_t W = static_cast<int64_t>(B::size);
-
-  // Calls body(batch_of_x...) -> batch for every full vector and once for the
-  // padded tail; `pad` fills the unused tail lanes of inputs.
-  template <class F>
-  static void map1(const float* x, float* y, int64_t n, F f) {
-    int64_t i = 0;
-    for (; i + W <= n; i += W) f(B::load_unaligned(x + i)).store_unaligned(y + i);
-    if (i < n) {
-      alignas(64) float in[64] = {}, out[64];
-      std::memcpy(in, x + i, (n - i) * sizeof(float));
-      f(B::load_aligned(in)).store_aligned(out);
-      std::memcpy(y + i, out, (n - i) * sizeof(float));
-    }
-  }
-  template <class F>
-  static void map2(const float* x, const float* z, float* y, int64_t n, F f) {
-    int64_t i = 0;
-    for (; i + W <= n; i += W) f(B::load_unaligned(x + i), B::load_unaligned(z + i)).store_unaligned(y + i);
-    if (i < n) {
-      alignas(64) float a[64] = {}, b[64] = {}, out[64];
-      std::memcpy(a, x + i, (n - i) * sizeof(float));
-      std::memcpy(b, z + i, (n - i) * sizeof(float));
-      f(B::load_aligned(a), B::load_aligned(b)).store_aligned(out);
-      std::memcpy(y + i, out, (n - i) * sizeof(float));
-    }
-  }
-  // Sums f(x_i, z_i) in vector lanes; padded lanes contribute f(0, 0), which callers make 0.
-  template <class F>
-  static double reduce2(const float* x, const float* z, int64_t n, F f) {
-    B acc(0.0f);
-    int64_t i = 0;
-    for (; i + W <= n; i += W) acc += f(B::load_unaligned(x + i), B::load_unaligned(z + i));
-    if (i < n) {
-      alignas(64) float a[64] = {}, b[64] = {};
-      std::memcpy(a, x + i, (n - i) * sizeof(float));
-      std::memcpy(b, z + i, (n - i) * sizeof(float));
-      acc += f(B::load_aligned(a), B::load_aligned(b));
-    }
-    return static_cast<double>(xsimd::hadd(acc));
-  }
-
-  static B sigmoid_of(B x) { return B(1.0f) / (B(1.0f) + xsimd::exp(-x)); }
-
-  static void exp(const float* x, float* y, int64_t n) { map1(x, y, n, [](B v) { return xsimd::exp(v); }); }
-  static void tanh(const float* x, float* y, int64_t n) { map1(x, y, n, [](B v) { return xsimd::tanh(v); }); }
-  static void sigmoid(const float* x, float* y, int64_t n) { map1(x, y, n, sigmoid_of); }
-  static void gelu_tanh(const float* x, float* y, int64_t n) {
-    map1(x, y, n, [](B v) {
-      B u = B(kGeluK) * xsimd::fma(B(kGeluC) * v, v * v, v);
-      return v * sigmoid_of(B(2.0f) * u);
-    });
-  }
-  // 0.5(1 + t) = s and 1 − t² = 4s(1 − s) with s = σ(2u): the same derivative, no cosh.
-  static void gelu_tanh_backward(const float* x, const float* g, float* gx, int64_t n) {
-    map2(x, g, gx, n, [](B v, B gv) {
-      B v2 = v * v;
-      B u = B(kGeluK) * xsimd::fma(B(kGeluC) * v, v2, v);
-      B du = B(kGeluK) * xsimd::fma(B(3 * kGeluC), v2, B(1.0f));
-      B s = sigmoid_of(B(2.0f) * u);
-      B one_minus_t2 = B(4.0f) * s * (B(1.0f) - s);
-      return gv * xsimd::fma(B(0.5f) * v * one_minus_t2, du, s);
-    });
-  }
-
-  static double sum(const float* x, int64_t n) {
-    return reduce2(x, x, n, [](B a, B) { return a; });
-  }
-  static double dot(const float* a, const float* b, int64_t n) {
-    return reduce2(a, b, n, [](B u, B v) { return u * v; });
-  }
-  static float max(const float* x, int64_t n) {
-    if (n == 0) return -INFINITY;
-    B top(-INFINITY);
-    auto nan = xsimd::isnan(top);  // all false (and not `v != v`: xsimd 8.1's AVX != is false for NaN)
-    int64_t i = 0;
-    for (; i + W <= n; i += W) {
-      B v = B::load_unaligned(x + i);
-      nan = nan | xsimd::isnan(v);
-      top = xsimd::max(top, v);
-    }
-    alignas(64) float lanes[64];
-    top.store_aligned(lanes);
-    float best = -INFINITY;
-    for (int64_t j = 0; j < W; ++j) best = lanes[j] > best ? lanes[j] : best;
-    bool any_nan = xsimd::any(nan);
-    for (; i < n; ++i) {
-      any_nan = any_nan || std::isnan(x[i]);
-      best = x[i] > best ? x[i] : best;
-    }
-    return any_nan ? NAN : best;
-  }
-
-  static double exp_shifted_sum(const float* x, float shift, float* y, int64_t n) {
-    B acc(0.0f), sh(shift);
-    int64_t i = 0;
-    for (; i + W <= n; i += W) {
-      B e = xsimd::exp(B::load_unaligned(x + i) - sh);
-      e.store_unaligned(y + i);
-      acc += e;
-    }
-    double total = static_cast<double>(xsimd::hadd(acc));
-    if (i < n) {
-      alignas(64) float in[64], out[64];
-      for (int64_t j = 0; j < W; ++j) in[j] = -INFINITY;  // exp(-inf) = 0 in the padding
-      std::memcpy(in, x + i, (n - i) * sizeof(float));
-      B e = xsimd::exp(B::load_aligned(in) - sh);
-      e.store_aligned(out);
-      std::memcpy(y + i, out, (n - i) * sizeof(float));
-      total += static_cast<double>(xsimd::hadd(e));
-    }
-    return total;
-  }
-  static void exp_shifted_scaled(const float* x, float shift, float scale, float* y, int64_t n) {
-    map1(x, y, n, [shift, scale](B v) { return B(scale) * xsimd::exp(v - B(shift)); });
-  }
-  static void scale(float* y, float s, int64_t n) {
-    map1(y, y, n, [s](B v) { return v * B(s); });
-  }
-  static void add_inplace(float* acc, const float* x, int64_t n) {
-    map2(acc, x, acc, n, [](B a, B b) { return a + b; });
-  }
-  static void softmax_backward_row(const float* y, const float* g, float* gx, int64_t n) {
-    // g − Σ g⊙y nearly cancels where y ≈ 1: subtract the sum as a float pair
-    // (hi + lo), so the difference keeps about double accuracy at float cost.
-    double d = dot(g, y, n);
-    float hi = static_cast<float>(d), lo = static_cast<float>(d - hi);
-    map2(y, g, gx, n, [hi, lo](B yv, B gv) { return yv * ((gv - B(hi)) - B(lo)); });
-  }
-  static void layer_norm_row(const float* x, float mu, float rstd, const float* w, const float* b, float* y, int64_t n) {
-    int64_t i = 0;
-    B m(mu), r(rstd);
-    auto one = [&](B xv, B wv, B bv) { return xsimd::fma((xv - m) * r, wv, bv); };
-    for (; i + W <= n; i += W)
-      one(B::load_unaligned(x + i), w ? B::load_unaligned(w + i) : B(1.0f), b ? B::load_unaligned(b + i) : B(0.0f))
-          .store_unaligned(y + i);
-    for (; i < n; ++i) y[i] = ((x[i] - mu) * rstd) * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
-  }
-  static void row_moments(const float* x, int64_t n, double eps, double& mu, double& rstd) {
-    mu = sum(x, n) / static_cast<double>(n);
-    B m(static_cast<float>(mu)), acc(0.0f);
-    int64_t i = 0;
-    for (; i + W <= n; i += W) {
-      B d = B::load_unaligned(x + i) - m;
-      acc = xsimd::fma(d, d, acc);
-    }
-    double var = static_cast<double>(xsimd::hadd(acc));
-    for (; i < n; ++i) var += (static_cast<double>(x[i]) - mu) * (static_cast<double>(x[i]) - mu);
-    rstd = 1.0 / std::sqrt(var / static_cast<double>(n) + eps);
-  }
-  static void layer_norm_backward_row(const float* x, const float* g, const float* w, float mu, float rstd, float* gx,
-                                      int64_t n) {
-    B m(mu), r(rstd), sd(0.0f), sdx(0.0f);
-    int64_t i = 0;
-    for (; i + W <= n; i += W) {
-      B d = B::load_unaligned(g + i) * (w ? B::load_unaligned(w + i) : B(1.0f));
-      sd += d;
-      sdx = xsimd::fma(d, (B::load_unaligned(x + i) - m) * r, sdx);
-    }
-    double mean_d = xsimd::hadd(sd), mean_dx = xsimd::hadd(sdx);
-    for (int64_t j = i; j < n; ++j) {
-      double d = g[j] * (w ? w[j] : 1.0f);
-      mean_d += d;
-      mean_dx += d * (x[j] - mu) * rstd;
-    }
-    float md = static_cast<float>(mean_d / n), mdx = static_cast<float>(mean_dx / n);
-    i = 0;
-    for (; i + W <= n; i += W) {
-      B d = B::load_unaligned(g + i) * (w ? B::load_unaligned(w + i) : B(1.0f));
-      B xhat = (B::load_unaligned(x + i) - m) * r;
-      (r * (d - B(md) - xhat * B(mdx))).store_unaligned(gx + i);
-    }
-    for (; i < n; ++i) {
-      float d = g[i] * (w ? w[i] : 1.0f);
-      gx[i] = rstd * (d - md - (x[i] - mu) * rstd * mdx);
-    }
-  }
-  static void layer_norm_param_grads(const float* x, const float* g, float mu, float rstd, float* gw, float* gb, int64_t n) {
-    B m(mu), r(rstd);
-    int64_t i = 0;
-    for (; i + W <= n; i += W) {
-      B gv = B::load_unaligned(g + i);
-      if (gw) xsimd::fma(gv, (B::load_unaligned(x + i) - m) * r, B::load_unaligned(gw + i)).store_unaligned(gw + i);
-      if (gb) (B::load_unaligned(gb + i) + gv).store_unaligned(gb + i);
-    }
-    for (; i < n; ++i) {
-      if (gw) gw[i] += g[i] * ((x[i] - mu) * rstd);
-      if (gb) gb[i] += g[i];
-    }
-  }
-  static void adam(const AdamStep& s, float* p, const float* g, float* m, float* v, int64_t n) {
-    B b1(s.beta1), b2(s.beta2), c1(s.one_minus_beta1), c2(s.one_minus_beta2), l2(s.l2), shrink(s.shrink), lr(s.lr),
-        ib1(s.inv_bc1), ib2(s.inv_bc2), eps(s.eps);
-    auto one = [&](B pv, B gv, B& mv, B& vv) {
-      B d = xsimd::fma(l2, pv, gv);
-      mv = xsimd::fma(b1, mv, c1 * d);
-      vv = xsimd::fma(b2, vv, c2 * d * d);
-      return xsimd::fnma(lr, (mv * ib1) / (xsimd::sqrt(vv * ib2) + eps), pv * shrink);
-    };
-    int64_t i = 0;
-    for (; i + W <= n; i += W) {
-      B mv = B::load_unaligned(m + i), vv = B::load_unaligned(v + i);
-      B pv = one(B::load_unaligned(p + i), B::load_unaligned(g + i), mv, vv);
-      pv.store_unaligned(p + i);
-      mv.store_unaligned(m + i);
-      vv.store_unaligned(v + i);
-    }
-    if (i < n) {
-      alignas(64) float pp[64] = {}, gg[64] = {}, mm[64] = {}, vv2[64] = {};
-      int64_t k = n - i;
-      std::memcpy(pp, p + i, k * sizeof(float));
-      std::memcpy(gg, g + i, k * sizeof(float));
-      std::memcpy(mm, m + i, k * sizeof(float));
-      std::memcpy(vv2, v + i, k * sizeof(float));
-      B mv = B::load_aligned(mm), vv = B::load_aligned(vv2);
-      one(B::load_aligned(pp), B::load_aligned(gg), mv, vv).store_aligned(pp);
-      mv.store_aligned(mm);
-      vv.store_aligned(vv2);
-      std::memcpy(p + i, pp, k * sizeof(float));
-      std::memcpy(m + i, mm, k * sizeof(float));
-      std::memcpy(v + i, vv2, k * sizeof(float));
-    }
-  }
-};
-
-// One table of entry points per instruction set.
-struct Table {
-  Isa isa;
-  decltype(&Kernels<xsimd::default_arch>::exp) exp, tanh, sigmoid, gelu_tanh;
-  decltype(&Kernels<xsimd::default_arch>::gelu_tanh_backward) gelu_tanh_backward;
-  decltype(&Kernels<xsimd::default_arch>::sum) sum;
-  decltype(&Kernels<xsimd::default_arch>::dot) dot;
-  decltype(&Kernels<xsimd::default_arch>::max) max;
-  decltype(&Kernels<xsimd::default_arch>::exp_shifted_sum) exp_shifted_sum;
-  decltype(&Kernels<xsimd::default_arch>::exp_shifted_scaled) exp_shifted_scaled;
-  decltype(&Kernels<xsimd::default_arch>::scale) scale;
-  decltype(&Kernels<xsimd::default_arch>::add_inplace) add_inplace;
-  decltype(&Kernels<xsimd::default_arch>::softmax_backward_row) softmax_backward_row;
-  decltype(&Kernels<xsimd::default_arch>::layer_norm_row) layer_norm_row;
-  decltype(&Kernels<xsimd::default_arch>::row_moments) row_moments;
-  decltype(&Kernels<xsimd::default_arch>::layer_norm_backward_row) layer_norm_backward_row;
-  decltype(&Kernels<xsimd::default_arch>::layer_norm_param_grads) layer_norm_param_grads;
-  decltype(&Kernels<xsimd::default_arch>::adam) adam;
-};
-
-template <class A>
-Table table_for(Isa isa) {
-  using K = Kernels<A>;
-  return {isa, K::exp, K::tanh, K::sigmoid, K::gelu_tanh, K::gelu_tanh_backward, K::sum, K::dot, K::max,
-          K::exp_shifted_sum, K::exp_shifted_scaled, K::scale, K::add_inplace, K::softmax_backward_row,
-          K::layer_norm_row, K::row_moments, K::layer_norm_backward_row, K::layer_norm_param_grads, K::adam};
-}
-
-// Every instruction set compiled in (the build's -march decides which) and run by this CPU, lowest first.
+// Every level compiled in and run by this CPU, lowest first. Every x86-64
+// build carries all three; the CPU decides (GCC's cpuid test also checks that
+// the OS saves the AVX and AVX-512 registers).
 std::vector<Table> usable_tables() {
-  std::vector<Table> tables;
-  auto cpu = xsimd::available_architectures();
-  (void)cpu;
-#if XSIMD_WITH_SSE2
-  if (cpu.sse2) tables.push_back(table_for<xsimd::sse2>(Isa::SSE2));
-#endif
-#if XSIMD_WITH_AVX2 && XSIMD_WITH_FMA3_AVX2
-  if (cpu.avx2 && cpu.fma3_avx2) tables.push_back(table_for<xsimd::fma3<xsimd::avx2>>(Isa::AVX2));
-#endif
-#if XSIMD_WITH_AVX512F
-  if (cpu.avx512f) tables.push_back(table_for<xsimd::avx512f>(Isa::AVX512));
-#endif
-#if !XSIMD_WITH_SSE2
-  tables.push_back(table_for<xsimd::default_arch>(Isa::SSE2));  // non-x86: the build's own (e.g. NEON), named by level
+  std::vector<Table> tables{detail::baseline_table()};
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) tables.push_back(detail::avx2_table());
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
+    tables.push_back(detail::avx512_table());
 #endif
   return tables;
 }
@@ -306,14 +41,28 @@ const Table* select(Isa isa) {
   return nullptr;
 }
 
+// "sse2, avx2": the levels this CPU runs, for error messages.
+std::string cpu_levels() {
+  std::string out;
+  for (const Table& t : tables()) out += (out.empty() ? "" : ", ") + std::string(isa_name(t.isa));
+  return out;
+}
+
+// The best level, unless QKV_SIMD names one (a name that is not a level, or
+// a level this CPU lacks, is an error rather than a silent fallback).
 const Table* initial() {
-  const Table* best = &tables().back();
-  if (const char* env = std::getenv("QKV_SIMD"); env && *env) {
-    const Table* forced = select(parse_isa(env));
-    QKV_CHECK(forced, "QKV_SIMD=", env, ": that instruction set is not available on this CPU or build");
-    best = forced;
+  const char* env = std::getenv("QKV_SIMD");
+  if (!env || !*env) return &tables().back();
+  std::string name(env, strnlen(env, 16));
+  Isa isa{};
+  try {
+    isa = parse_isa(name);
+  } catch (const Error&) {
+    throw Error(cat("QKV_SIMD='", printable(name), "' is not an instruction set (sse2, avx2 or avx512; unset it for the best)"));
   }
-  return best;
+  const Table* forced = select(isa);
+  QKV_CHECK(forced, "QKV_SIMD=", name, ": this CPU lacks that instruction set (it has ", cpu_levels(), ")");
+  return forced;
 }
 
 const Table*& current() {
@@ -342,7 +91,7 @@ std::vector<Isa> available_isas() {
 
 void force_isa(Isa isa) {
   const Table* t = select(isa);
-  QKV_CHECK(t, "simd: instruction set ", isa_name(isa), " is not available on this CPU or build");
+  QKV_CHECK(t, "simd: this CPU lacks the instruction set ", isa_name(isa), " (it has ", cpu_levels(), ")");
   current() = t;
 }
 

@@ -3,12 +3,14 @@
 // machine). Elementwise functions: worst error in ULPs over a dense sweep.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "autograd/error.h"
@@ -96,13 +98,61 @@ void for_each_isa(const std::function<void(simd::Isa)>& check) {
 
 }  // namespace
 
-TEST_CASE("simd: the AVX2 level is available wherever the CPU has it, and the best level is the default") {
+TEST_CASE("simd: every level this CPU has is compiled in and executed, and the best level is the default") {
   std::vector<simd::Isa> isas = simd::available_isas();
   REQUIRE(!isas.empty());
+  CHECK(isas.front() == simd::Isa::SSE2);
   CHECK(simd::active_isa() == isas.back());
+  auto has = [&](simd::Isa isa) { return std::find(isas.begin(), isas.end(), isa) != isas.end(); };
+#if defined(__x86_64__)
+  // Whatever machine built the binary: a portable build carries every level.
+  __builtin_cpu_init();
+  CHECK(has(simd::Isa::AVX2) == (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")));
+  CHECK(has(simd::Isa::AVX512) ==
+        (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma")));
+#endif
   CHECK_THROWS_AS(simd::parse_isa("avx9"), Error);
   CHECK(simd::parse_isa("avx2") == simd::Isa::AVX2);
-  WARN("vector kernels: " << simd::isa_name(simd::active_isa()) << " (of " << isas.size() << " levels)");
+  std::string levels;
+  for (simd::Isa isa : isas) levels += std::string(" ") + simd::isa_name(isa);
+  WARN("vector kernels executed by this suite:" << levels << "; default " << simd::isa_name(simd::active_isa()));
+}
+
+// AVX2 and AVX-512 run the same xsimd code with the same fused multiply-adds,
+// lane for lane, so every elementwise kernel must give the same bits. An
+// AVX-512 build that lost its FMAs (xsimd 8.1 has none for avx512f; see
+// autograd/simd/kernels.h) gave SSE2's numbers and failed this.
+TEST_CASE("simd: AVX-512 elementwise kernels give the same bits as AVX2") {
+  std::vector<simd::Isa> isas = simd::available_isas();
+  auto has = [&](simd::Isa isa) { return std::find(isas.begin(), isas.end(), isa) != isas.end(); };
+  if (!has(simd::Isa::AVX2) || !has(simd::Isa::AVX512)) {
+    WARN("this CPU lacks AVX2 or AVX-512: nothing to compare");
+    return;
+  }
+  std::vector<float> xs = sweep(-90.0f, 90.0f, 300001), g(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) g[i] = 0.25f + static_cast<float>(i % 97) / 31.0f;
+  auto run = [&](simd::Isa isa) {
+    simd::force_isa(isa);
+    int64_t n = static_cast<int64_t>(xs.size());
+    std::vector<std::vector<float>> out(7, std::vector<float>(xs.size()));
+    simd::exp(xs.data(), out[0].data(), n);
+    simd::tanh(xs.data(), out[1].data(), n);
+    simd::sigmoid(xs.data(), out[2].data(), n);
+    simd::gelu_tanh(xs.data(), out[3].data(), n);
+    simd::gelu_tanh_backward(xs.data(), g.data(), out[4].data(), n);
+    simd::exp_shifted_scaled(xs.data(), 3.5f, 0.125f, out[5].data(), n);
+    simd::layer_norm_row(xs.data(), 0.5f, 1.25f, g.data(), g.data(), out[6].data(), n);
+    return out;
+  };
+  simd::Isa original = simd::active_isa();
+  auto a = run(simd::Isa::AVX2), b = run(simd::Isa::AVX512);
+  simd::force_isa(original);
+  const char* names[] = {"exp", "tanh", "sigmoid", "gelu_tanh", "gelu_tanh_backward", "exp_shifted_scaled",
+                         "layer_norm_row"};
+  for (size_t k = 0; k < a.size(); ++k) {
+    INFO(names[k]);
+    CHECK(std::memcmp(a[k].data(), b[k].data(), a[k].size() * sizeof(float)) == 0);
+  }
 }
 
 // Stated bounds (README): exp 1.5 ULP, tanh 1.5, sigmoid 2.5; GELU-tanh 4 ULP (5 without FMA: SSE2)

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "autograd/cpu.h"
 #include "autograd/engine.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/shape.h"
@@ -27,6 +28,8 @@ namespace {
 // gemm does for every call (it dominated generating one token at a time).
 void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, float beta, float alpha) {
+  static const bool checked = (cpu::warn_once_if_blas_is_slow(), true);  // fallback kernels: say so, once
+  (void)checked;
   if (n == 1 && k > 0) {
     int64_t inc = ta ? lda : 1;  // a's one row: contiguous, or a column of the stored [k, 1]
     if (beta == 0) std::fill(c, c + m, 0.0f);  // y = 0·y would keep a NaN left in uninitialised memory

@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <cxxopts.hpp>
 
 #include "commands.h"
 #include "heatmaps.h"
 #include "nn/metadata.h"
+#include "autograd/cpu.h"
 #include "autograd/ops/attention.h"
 #include "autograd/simd.h"
 #include "dist/dist.h"
@@ -349,12 +351,31 @@ double sgemm_gflops(int64_t n, int64_t k, int64_t m) {
 }
 }  // namespace
 
+namespace {
+// The CPU's marketing name, from /proc/cpuinfo ("unknown" elsewhere).
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  for (int i = 0; i < 200 && std::getline(in, line); ++i)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
+      return printable(line.substr(line.find(':') + 2), 80);
+  return "unknown";
+}
+}  // namespace
+
 int info(int argc, char** argv) {
   cxxopts::Options options("qkv info", "What a checkpoint holds: model, task, training settings, step, parameters.");
-  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE");
+  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
+      "system", "this machine instead (or as well): CPU, the kernels qkv and OpenBLAS run on it, threads");
   options.parse_positional({"checkpoint"});
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
+  if (args.count("system")) {
+    std::printf("system\n  cpu        %s, %u cores (%d threads by default)\n  kernels    %s\n", cpu_model_name().c_str(),
+                std::thread::hardware_concurrency(), get_num_threads(), cpu::describe_kernels().c_str());
+    if (std::string w = cpu::blas_warning(); !w.empty()) std::printf("  warning    %s\n", w.c_str());
+    if (!args.count("checkpoint")) return 0;
+  }
   std::string path = required(args, "checkpoint");
   nn::TensorFile file = nn::load_safetensors(path);
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
@@ -525,8 +546,7 @@ int bench(int argc, char** argv) {
                 step_gflops / blas);
   }
   std::printf("  peak resident memory %.1f MiB\n", peak_rss_mib());
-  std::printf("  %d threads, OpenBLAS kernels %s, vector kernels %s\n", get_num_threads(), openblas_get_corename(),
-              simd::isa_name(simd::active_isa()));
+  std::printf("  %d thread%s, %s\n", get_num_threads(), get_num_threads() == 1 ? "" : "s", cpu::describe_kernels().c_str());
   return 0;
 }
 

@@ -15,6 +15,7 @@
 
 #include <cxxopts.hpp>
 
+#include "autograd/cpu.h"
 #include "commands.h"
 #include "dist/dist.h"
 #include "nn/metadata.h"
@@ -383,6 +384,7 @@ int train(int argc, char** argv) {
                 opt->name().c_str(), get_num_threads(),
                 ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", batch / ranks, batch % ranks ? "-" + std::to_string(batch / ranks + 1) : "",
                                 " examples each").c_str() : "");
+  if (lead) std::printf("  %s\n", cpu::describe_kernels().c_str());
   std::fflush(stdout);  // the banner shows at once in a pipe or a file, before the first step's seconds
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   bool grads_ok = true;

@@ -1,0 +1,81 @@
+#include "autograd/cpu.h"
+
+#include <cblas.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "autograd/error.h"
+#include "autograd/simd.h"
+
+namespace qkv::cpu {
+
+Features features() {
+  Features f;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512dq = __builtin_cpu_supports("avx512dq");
+  f.avx512bw = __builtin_cpu_supports("avx512bw");
+  f.avx512vl = __builtin_cpu_supports("avx512vl");
+#endif
+  return f;
+}
+
+std::string level(const Features& f) {
+  if (f.avx512() && f.fma) return "avx512";
+  if (f.avx2 && f.fma) return "avx2";
+  return "sse";
+}
+
+std::string blas_core() {
+  const char* name = openblas_get_corename();
+  return name ? printable(name, 40) : "unknown";
+}
+
+std::string better_blas_core(const std::string& core, const Features& f) {
+  // OpenBLAS 0.3.21's cores with AVX2 (or better) kernels; any other core on
+  // such a CPU is a fallback (Prescott, Nehalem, Sandybridge, ...). A known
+  // AVX2 core on an AVX-512 CPU (Zen on Zen 4) is OpenBLAS's considered
+  // choice and stands.
+  for (const char* good : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (strcasecmp(core.c_str(), good) == 0) return "";
+  if (f.avx512() && f.fma) return "SkylakeX";
+  if (f.avx2 && f.fma) return "Haswell";
+  return "";
+}
+
+std::string blas_warning() {
+  Features f = features();
+  std::string core = blas_core(), better = better_blas_core(core, f);
+  if (better.empty()) return "";
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  return cat("qkv: warning: OpenBLAS runs its ", core, " kernels on a CPU with ", level(f),
+             forced ? cat(" (OPENBLAS_CORETYPE=", printable(forced, 40), " is set)") : std::string(" (it does not know this CPU)"),
+             ", so matrix products run several times slower; start with OPENBLAS_CORETYPE=", better,
+             " (the qkv program does this itself)");
+}
+
+void warn_once_if_blas_is_slow() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::string w = blas_warning();
+    if (!w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+  });
+}
+
+std::string describe_kernels() {
+  std::string out = "OpenBLAS kernels " + blas_core();
+  if (const char* replaced = std::getenv(kReplacedCoreVariable); replaced && *replaced)
+    out += cat(" (chosen by qkv: OpenBLAS took this CPU for ", printable(replaced, 40), ")");
+  else if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced)
+    out += " (OPENBLAS_CORETYPE)";
+  if (!better_blas_core(blas_core(), features()).empty()) out += " [slow: see the warning]";
+  return cat(out, ", vector kernels ", simd::isa_name(simd::active_isa()), ", CPU ", level(features()));
+}
+
+}  // namespace qkv::cpu
