@@ -24,6 +24,26 @@ std::string cat(Parts&&... parts) {
   return out.str();
 }
 
+/// `text` with its control bytes (newlines, escapes, DEL) written as \xNN
+/// and nothing else changed: printable() text passes through unchanged, so
+/// the last printer before a terminal can apply it to whole messages.
+inline std::string one_line(std::string_view text, size_t limit = 4000) {
+  std::string out;
+  const char* digits = "0123456789abcdef";
+  for (size_t i = 0; i < text.size() && i < limit; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (text.size() > limit) out += "...";
+  return out;
+}
+
 /// Untrusted text (from a file, a checkpoint, a prompt) made safe to print in
 /// a one-line message: control bytes, backslashes and bytes that are not
 /// valid UTF-8 become escapes (\n, \\, \x1b), so a string cannot forge

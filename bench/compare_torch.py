@@ -5,18 +5,23 @@ Runs only where PyTorch is installed (Debian: apt-get install python3-torch,
 then /usr/bin/python3); nothing in qkv's build or test suite needs it.
 
 The model is the GPT of `qkv bench`: pre-LN blocks, causal multi-head
-attention written out (q·kᵀ/√d, masked softmax, ·v: PyTorch 1.13 has no
-fused attention for training), GELU-tanh MLP, tied head, vocab 256, AdamW
-lr 1e-4, clipping at 1.0, dropout 0, random bytes. Each round times one qkv
-run (`qkv bench`, its own process) and then the same number of PyTorch
-steps, so machine noise hits both alike; the table gives medians over rounds.
+attention, GELU-tanh MLP, tied head, vocab 256, AdamW lr 1e-4, clipping at
+1.0, dropout 0, random bytes. PyTorch runs its best eager path where it has
+one: F.scaled_dot_product_attention(is_causal=True) and AdamW(fused=True)
+on PyTorch 2.x; on 1.13 (no fused attention for training, no fused CPU
+AdamW) attention is written out (q·kᵀ/√d, masked softmax, ·v) and AdamW is
+the default. Each round times one qkv run (`qkv bench`, its own process)
+and then the same number of PyTorch steps, so machine noise hits both
+alike; the table gives medians over rounds, one row per config and thread
+count.
 
     /usr/bin/python3 bench/compare_torch.py [--qkv build/release/examples/cli/qkv]
-        [--configs tiny,small,mini] [--rounds 5] [--steps 10] [--threads 2]
+        [--configs tiny,small,mini] [--rounds 5] [--steps 10] [--threads 1,2,4,8,16]
 
 Set OPENBLAS_CORETYPE (e.g. Haswell) in the environment to pin both systems'
 BLAS kernels: qkv's OpenBLAS reads it, and so does PyTorch's (Debian's torch
-links the same OpenBLAS).
+links the same OpenBLAS). Left unset, qkv replaces OpenBLAS's fallback
+kernels on a CPU OpenBLAS does not know (autograd/cpu.h).
 """
 import argparse
 import math
@@ -35,7 +40,7 @@ CONFIGS = {  # T, L, H, C, B — as in `qkv bench`
 }
 
 
-def torch_model(torch, T, L, H, C):
+def torch_model(torch, T, L, H, C, sdpa):
     nn, F = torch.nn, torch.nn.functional
 
     class Attention(nn.Module):
@@ -49,9 +54,12 @@ def torch_model(torch, T, L, H, C):
             B, n, _ = x.shape
             split = lambda t: t.view(B, n, H, C // H).transpose(1, 2)
             q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
-            s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
-            s = s.masked_fill(~self.mask[:n, :n], float("-inf"))
-            y = F.softmax(s, dim=-1) @ v
+            if sdpa:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+                s = s.masked_fill(~self.mask[:n, :n], float("-inf"))
+                y = F.softmax(s, dim=-1) @ v
             return self.out_proj(y.transpose(1, 2).contiguous().view(B, n, C))
 
     class Block(nn.Module):
@@ -80,14 +88,29 @@ def torch_model(torch, T, L, H, C):
     return GPT()
 
 
-def torch_tokens_per_s(torch, state, config, steps, warmup):
+def best_eager_path(torch):
+    """(sdpa, fused AdamW): what this PyTorch has for CPU training."""
+    sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+    fused = False
+    try:
+        p = torch.nn.Parameter(torch.zeros(2))
+        p.grad = torch.zeros(2)
+        torch.optim.AdamW([p], fused=True).step()  # CPU support arrived in PyTorch 2.4
+        fused = True
+    except (TypeError, RuntimeError, ValueError):
+        pass
+    return sdpa, fused
+
+
+def torch_tokens_per_s(torch, state, config, steps, warmup, path):
     T, L, H, C, B = CONFIGS[config]
     if config not in state:
         torch.manual_seed(1)
-        model = torch_model(torch, T, L, H, C)
+        model = torch_model(torch, T, L, H, C, path[0])
         decay = [p for p in model.parameters() if p.dim() >= 2]
         rest = [p for p in model.parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}], lr=1e-4)
+        groups = [{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}]
+        opt = torch.optim.AdamW(groups, lr=1e-4, fused=True) if path[1] else torch.optim.AdamW(groups, lr=1e-4)
         state[config] = (model, opt, torch.Generator().manual_seed(7))
     model, opt, gen = state[config]
     times = []
@@ -121,34 +144,48 @@ def main():
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians are taken over them)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per round and system")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each timing")
-    parser.add_argument("--threads", type=int, default=2, help="threads for both systems")
+    parser.add_argument("--threads", default="2", help="thread counts for both systems, comma-separated (1,2,4,8,16)")
     args = parser.parse_args()
     try:
         import torch
     except ImportError:
         sys.exit("compare_torch: PyTorch is not installed (apt-get install python3-torch; run with /usr/bin/python3)")
-    torch.set_num_threads(args.threads)
     configs = args.configs.split(",")
     for c in configs:
         if c not in CONFIGS:
             sys.exit(f"compare_torch: unknown config '{c}' ({', '.join(CONFIGS)})")
-    print(f"torch {torch.__version__}, {args.threads} threads, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(default)')}, "
-          f"{args.rounds} rounds x {args.steps} steps", flush=True)
-    results = {c: ([], []) for c in configs}
+    try:
+        thread_counts = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        sys.exit(f"compare_torch: --threads takes counts like 1,2,4, got '{args.threads}'")
+    path = best_eager_path(torch)
+    kernels = subprocess.run([args.qkv, "info", "--system"], check=True, capture_output=True, text=True).stdout
+    kernels = next((l.split(None, 1)[1] for l in kernels.splitlines() if l.strip().startswith("kernels")), "?")
+    print(f"torch {torch.__version__} ({'SDPA' if path[0] else 'attention written out'}, "
+          f"{'fused' if path[1] else 'default'} AdamW), qkv: {kernels}; "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, {args.rounds} rounds x {args.steps} steps",
+          flush=True)
+    results = {(c, n): ([], []) for n in thread_counts for c in configs}
     state = {}
     for r in range(args.rounds):
-        for c in configs:
-            q = qkv_tokens_per_s(args.qkv, c, args.steps, args.warmup, args.threads)
-            t = torch_tokens_per_s(torch, state, c, args.steps, args.warmup)
-            results[c][0].append(q)
-            results[c][1].append(t)
-            print(f"  round {r + 1} {c}: qkv {q:,.0f} tok/s, torch {t:,.0f} tok/s, ratio {q / t:.2f}", flush=True)
-    print("\n| config | T/L/H/C/B | qkv tok/s | PyTorch tok/s | ratio |\n| --- | --- | --- | --- | --- |")
+        for n in thread_counts:
+            torch.set_num_threads(n)
+            for c in configs:
+                q = qkv_tokens_per_s(args.qkv, c, args.steps, args.warmup, n)
+                t = torch_tokens_per_s(torch, state, c, args.steps, args.warmup, path)
+                results[(c, n)][0].append(q)
+                results[(c, n)][1].append(t)
+                print(f"  round {r + 1}, {n} threads, {c}: qkv {q:,.0f} tok/s, torch {t:,.0f} tok/s, ratio {q / t:.2f}",
+                      flush=True)
+    print("\n| config | T/L/H/C/B | threads | qkv tok/s | PyTorch tok/s | ratio | qkv speed-up from the fewest threads |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for c in configs:
-        q, t = statistics.median(results[c][0]), statistics.median(results[c][1])
-        ratios = [a / b for a, b in zip(*results[c])]
-        print(f"| {c} | {'/'.join(map(str, CONFIGS[c]))} | {q:,.0f} | {t:,.0f} | {q / t:.2f} "
-              f"(rounds {min(ratios):.2f}-{max(ratios):.2f}) |")
+        base = statistics.median(results[(c, thread_counts[0])][0])
+        for n in thread_counts:
+            q, t = statistics.median(results[(c, n)][0]), statistics.median(results[(c, n)][1])
+            ratios = [a / b for a, b in zip(*results[(c, n)])]
+            print(f"| {c} | {'/'.join(map(str, CONFIGS[c]))} | {n} | {q:,.0f} | {t:,.0f} | {q / t:.2f} "
+                  f"(rounds {min(ratios):.2f}-{max(ratios):.2f}) | {q / base:.2f} |")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,28 @@
 // The parts of dist/ that need no MPI: batch slices and parameter hashes.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "autograd/error.h"
 #include "dist/dist.h"
 
 namespace qkv::dist {
+
+namespace {
+int launcher_number(std::initializer_list<const char*> names, int fallback) {
+  for (const char* name : names)
+    if (const char* v = std::getenv(name); v && *v) {
+      char* end = nullptr;
+      long n = std::strtol(v, &end, 10);
+      if (*end == '\0' && n >= 0 && n < (1 << 24)) return static_cast<int>(n);
+    }
+  return fallback;
+}
+}  // namespace
+
+int launched_ranks() { return launcher_number({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}, 1); }
+int launched_rank() { return launcher_number({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}, 0); }
 
 Slice slice_of(int64_t global, int rank, int ranks) {
   QKV_CHECK(ranks > 0 && rank >= 0 && rank < ranks, "slice_of: rank ", rank, " of ", ranks);

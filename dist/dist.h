@@ -30,6 +30,12 @@ void init(int* argc, char*** argv);
 void finalize();
 /// Whether init() started MPI.
 bool active();
+/// How many ranks a launcher (mpirun, srun) started, read from its
+/// environment without starting MPI: 1 for a process started alone. Lets
+/// a command that runs in one process refuse to run N times side by side.
+int launched_ranks();
+/// This process's rank according to the launcher's environment (0 alone).
+int launched_rank();
 
 /// This process's rank in [0, world_size()) and the number of ranks.
 int rank();

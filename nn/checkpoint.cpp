@@ -8,6 +8,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -280,6 +281,22 @@ void save_module(const std::string& path, const Module& module, const std::map<s
   save_safetensors(path, module.named_parameters(), metadata);
 }
 
+namespace {
+// The index of the first NaN or infinity in a float tensor, else -1.
+int64_t first_non_finite(const Tensor& t) {
+  if (t.dtype() == DType::Float32) {
+    const float* v = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(v[i])) return i;
+  } else if (t.dtype() == DType::Float64) {
+    const double* v = t.data<double>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(v[i])) return i;
+  }
+  return -1;
+}
+}  // namespace
+
 void load_into(Module& module, const TensorFile& file, const std::string& path,
                const std::vector<std::string>& ignored_prefixes) {
   auto ignored = [&](const std::string& name) {
@@ -294,6 +311,11 @@ void load_into(Module& module, const TensorFile& file, const std::string& path,
     QKV_CHECK(t.defined(), path, ": missing tensor '", name, "'");
     QKV_CHECK(t.shape() == p.shape() && t.dtype() == p.dtype(), path, ": tensor '", name, "' is ", dtype_name(t.dtype()),
           " ", shape_str(t.shape()), " but the model expects ", dtype_name(p.dtype()), " ", shape_str(p.shape()));
+    // A diverged run's weights would sample garbage, score 0% and draw
+    // nothing, each without a word: refuse them here, by name.
+    int64_t at = first_non_finite(t);
+    QKV_CHECK(at < 0, printable(path), ": tensor '", name, "' holds ", t.to_vector()[at], " at element ", at,
+              ": the run that wrote it diverged (train again, with a lower --lr)");
   }
   for (const auto& [name, t] : file.tensors)
     QKV_CHECK(expected.count(name) || ignored(name), path, ": unexpected tensor '", printable(name), "'");

@@ -54,8 +54,9 @@ TensorFile load_safetensors(const std::string& path);
 void save_module(const std::string& path, const Module& module, const std::map<std::string, std::string>& metadata = {});
 
 /// Copies the file's tensors into the module's parameters: every parameter
-/// must be present with its shape and dtype, and no other tensor may be,
-/// except those whose names start with one of `ignored_prefixes`.
+/// must be present with its shape and dtype and hold only finite numbers
+/// (a NaN or infinity is an error naming the tensor), and no other tensor
+/// may be, except those whose names start with one of `ignored_prefixes`.
 void load_into(Module& module, const TensorFile& file, const std::string& path,
                const std::vector<std::string>& ignored_prefixes = {});
 

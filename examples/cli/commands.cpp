@@ -12,10 +12,12 @@
 
 #include <cxxopts.hpp>
 
+#include "bounds.h"
 #include "commands.h"
 #include "heatmaps.h"
 #include "nn/metadata.h"
 #include "autograd/cpu.h"
+#include "io/output.h"
 #include "autograd/ops/attention.h"
 #include "autograd/simd.h"
 #include "dist/dist.h"
@@ -25,9 +27,11 @@
 namespace qkv::cli {
 
 void set_threads_option(int n) {
-  QKV_CHECK(n >= 0, "--threads must be >= 0, got ", n);
+  check_threads(n);
   // Ranks on one machine share its idle cores (they all look at once).
-  set_num_threads(n > 0 ? n : std::max(1, idle_threads() / dist::local_size()));
+  int threads = n > 0 ? n : std::max(1, idle_threads() / dist::local_size());
+  check_thread_buffers(threads);
+  set_num_threads(threads);
 }
 
 // Parses argv; prints help and returns false when --help was asked.
@@ -86,7 +90,8 @@ Tensor input_loss(Runner& runner, const std::string& text, std::string* what) {
 int eval(int argc, char** argv) {
   cxxopts::Options options("qkv eval", "Exact-match accuracy on fresh held-out examples, or held-out text loss.");
   options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>())(
-      "examples", "held-out examples (tasks) or windows (text)", cxxopts::value<int64_t>()->default_value("1000"))(
+      "examples", cat("held-out examples (tasks) or windows (text), in ", range(1, kMaxExamples)),
+      cxxopts::value<int64_t>()->default_value("1000"), "N")(
       "seed", "seed of the held-out draw", cxxopts::value<uint64_t>()->default_value("2024"))(
       "data", "text models: the text to evaluate on (default: the bundled text, for models trained on it)",
       cxxopts::value<std::string>(), "FILE")(
@@ -96,7 +101,7 @@ int eval(int argc, char** argv) {
   set_threads_option(args["threads"].as<int>());
   std::string path = required(args, "checkpoint");
   int64_t count = args["examples"].as<int64_t>();
-  QKV_CHECK(count > 0, "--examples must be positive, got ", count);
+  check_range("examples", count, 1, kMaxExamples);
   auto runner = load_runner(path);
   if (runner->spec().task == "text") {
     // Only a file named here is read: never a path taken from the checkpoint.
@@ -109,11 +114,11 @@ int eval(int argc, char** argv) {
   Generator gen(args["seed"].as<uint64_t>() ^ 0xe7a1ULL);
   if (runner->task()) {
     double acc = runner->accuracy(count, gen);
-    std::printf("%s: %s %s, exact match %.2f%% on %lld fresh held-out examples\n", path.c_str(),
+    std::printf("%s: %s %s, exact match %.2f%% on %lld fresh held-out examples\n", printable(path).c_str(),
                 runner->spec().model.c_str(), runner->spec().task.c_str(), 100 * acc, static_cast<long long>(count));
   } else {
     double loss = runner->held_out_loss(count, gen);
-    std::printf("%s: held-out loss %.4f nats/byte = %.4f bits/byte over %lld windows of %lld bytes\n", path.c_str(), loss,
+    std::printf("%s: held-out loss %.4f nats/byte = %.4f bits/byte over %lld windows of %lld bytes\n", printable(path).c_str(), loss,
                 loss / std::log(2.0), static_cast<long long>(count), static_cast<long long>(runner->spec().context));
   }
   return 0;
@@ -158,22 +163,15 @@ int attention(int argc, char** argv) {
   cxxopts::Options options("qkv attention", "Draw every layer's and head's attention for a prompt.");
   options.add_options()("checkpoint", "checkpoint file (GPT or Seq2Seq)", cxxopts::value<std::string>(), "FILE")(
       "prompt", "the prompt (a task input is shown with the model's answer)", cxxopts::value<std::string>(), "TEXT")(
-      "out", "output folder (created)", cxxopts::value<std::string>(), "FOLDER");
+      "out", "output folder: index.html and one SVG per map and head (created; it holds this result alone)",
+      cxxopts::value<std::string>(), "FOLDER")("force", "replace the earlier result in --out");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt"), out = required(args, "out");
+  io::OutputFolder folder(out, "--out", args.count("force") > 0, {".svg", ".html"});  // checked before any work
   auto runner = load_runner(path);
   std::vector<AttentionMap> maps = runner->attention(prompt);
-  std::error_code ec;
-  std::filesystem::create_directories(out, ec);
-  QKV_CHECK(!ec, "cannot create --out folder '", printable(out), "': ", ec.message());
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::string file = out + "/" + name;
-    std::ofstream f(file, std::ios::binary);
-    f << text;
-    f.close();
-    QKV_CHECK(!f.fail(), "cannot write ", printable(file), " (is --out writable?)");
-  };
+  auto write = [&](const std::string& name, const std::string& text) { folder.write(name, text); };
   const int64_t heads = runner->spec().heads;
   bool split = maps.front().split > 0, seq2seq = runner->spec().model == "seq2seq";
   // Each SVG on its own, and all of them inline in index.html, where hovering a
@@ -206,6 +204,7 @@ int attention(int argc, char** argv) {
     index += "</div>\n";
   }
   write("index.html", index + "</body></html>\n");
+  folder.commit();
   std::printf("wrote %zu heatmaps (%zu maps x %lld heads, and each map's mean) and index.html to %s\n",
               maps.size() * static_cast<size_t>(heads + 1), maps.size(), static_cast<long long>(heads),
               printable(out).c_str());
@@ -217,7 +216,9 @@ int gradcheck(int argc, char** argv) {
   options.add_options()("model", "gpt | seq2seq | mha (a small one)", cxxopts::value<std::string>()->default_value("gpt"))(
       "checkpoint", "check this trained model instead", cxxopts::value<std::string>()->default_value(""))(
       "entries", "entries checked per parameter (0: all; default 0, or 16 with --checkpoint)",
-      cxxopts::value<int64_t>()->default_value("-1"))("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"));
+      cxxopts::value<int64_t>()->default_value("-1"))("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"))(
+      "data", "with a text --checkpoint: the text its batch comes from (default: the bundled text, for models "
+      "trained on it)", cxxopts::value<std::string>(), "FILE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   manual_seed(args["seed"].as<uint64_t>());
@@ -236,7 +237,16 @@ int gradcheck(int argc, char** argv) {
   if (!path.empty() || kind != "mha") {
     if (!path.empty()) {
       runner = load_runner(path);
+      if (runner->spec().task == "text") {  // the batch comes from a text named here, never one a checkpoint names
+        QKV_CHECK(args.count("data") || runner->spec().data.empty(), printable(path), " was trained on '",
+                  printable(runner->spec().data), "': give that text (or another) with --data FILE");
+        runner->use_text(args.count("data") ? args["data"].as<std::string>() : "");
+      } else {
+        QKV_CHECK(!args.count("data"), "--data is for text models; ", printable(path), " is a ", runner->spec().task,
+                  " model");
+      }
     } else {
+      QKV_CHECK(!args.count("data"), "--data goes with a text --checkpoint");
       ModelSpec spec;
       spec.model = kind, spec.task = "reverse", spec.max_len = 4, spec.width = 8, spec.heads = 2, spec.layers = 2;
       spec.dropout = 0.1;
@@ -260,7 +270,7 @@ int gradcheck(int argc, char** argv) {
     std::printf("%-40s %-12s %12.3e %12.3e  %s\n", in.name.c_str(), shape_str(in.shape).c_str(), in.max_abs_error,
                 in.max_rel_error, in.ok ? "ok" : "FAILED");
   std::printf("%s: %zu parameters, float64, dropout on (masks replayed), %s entries each, atol %g rtol %g: %s\n",
-              path.empty() ? kind.c_str() : path.c_str(), r.inputs.size(),
+              printable(path.empty() ? kind : path).c_str(), r.inputs.size(),
               go.max_entries ? std::to_string(go.max_entries).c_str() : "all", go.atol, go.rtol, r.ok ? "all ok" : "FAILED");
   return r.ok ? 0 : 1;
 }
@@ -286,12 +296,9 @@ int grads(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), text = required(args, "text"), out = required(args, "out");
+  io::check_output_file(out, "--out", args.count("force") > 0, {path});
   auto runner = load_runner(path);
   const ModelSpec& spec = runner->spec();
-  std::error_code ec;
-  QKV_CHECK(args.count("force") || !std::filesystem::exists(std::filesystem::symlink_status(out, ec)), printable(out),
-            " already exists: choose another --out, or replace it with --force");
-  nn::check_writable_target(out);
   runner->module().eval();
   std::string what;
   Tensor loss = input_loss(*runner, text, &what);
@@ -427,7 +434,7 @@ int bench(int argc, char** argv) {
   const int ranks = dist::world_size();
   const bool lead = dist::rank() == 0;
   std::string config = args["config"].as<std::string>(), kernel = args["kernel"].as<std::string>();
-  QKV_CHECK(kernel == "fused" || kernel == "composed", "--kernel must be fused or composed, got '", kernel, "'");
+  QKV_CHECK(kernel == "fused" || kernel == "composed", "--kernel must be fused or composed, got '", printable(kernel), "'");
   nn::use_fused_attention(kernel == "fused");
   nn::GPTConfig c;
   int64_t B = 0;
@@ -439,7 +446,7 @@ int bench(int argc, char** argv) {
   else if (config == "deep") c.context = 512, c.layers = 6, c.heads = 6, c.width = 384, B = 4;
   else if (config == "attention") c.context = 256, c.layers = 1, c.heads = 8, c.width = 256, B = 8;
   else if (config == "layer") c.context = 1024, c.layers = 1, c.heads = 8, c.width = 256, B = 1;
-  else throw Error(cat("unknown --config '", config, "' (tiny, small, mini, long, deep, attention, layer)"));
+  else throw Error(cat("unknown --config '", printable(config), "' (tiny, small, mini, long, deep, attention, layer)"));
   // Under mpirun the GPT configs train data parallel: B is the global batch.
   QKV_CHECK(ranks == 1 || (config != "attention" && config != "layer"), "--config ", config,
             " times one process; under mpirun use a GPT config");
@@ -447,11 +454,16 @@ int bench(int argc, char** argv) {
   int64_t context = args["context"].as<int64_t>();
   QKV_CHECK(context >= 0 && context <= 1 << 20, "--context must be in [0, 1048576], got ", context);
   if (context > 0) c.context = context;
+  // A flag a config ignores is refused rather than reported as if it applied.
+  QKV_CHECK(!args.count("attention") || config != "attention", "--attention is for the GPT configs and layer: "
+            "--config attention times full causal attention alone");
+  QKV_CHECK(!args.count("checkpoint-activations") || (config != "attention" && config != "layer"),
+            "--checkpoint-activations is for the GPT configs (tiny, small, mini, long, deep)");
   c.attention = nn::AttentionKind::parse(args["attention"].as<std::string>());
   c.recompute = args.count("checkpoint-activations") > 0;
   int64_t steps = args["steps"].as<int64_t>(), warmup = args["warmup"].as<int64_t>();
-  QKV_CHECK(steps >= 1, "--steps must be at least 1, got ", steps);
-  QKV_CHECK(warmup >= 0, "--warmup must be >= 0");
+  check_range("steps", steps, 1, 1 << 20);
+  check_range("warmup", warmup, 0, 1 << 20);
   manual_seed(1);
   Generator gen(7);
   std::vector<double> ms;

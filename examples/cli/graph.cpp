@@ -2,6 +2,7 @@
 // engine's own recorded nodes (autograd/graph_dot.h) as Graphviz DOT, and as
 // SVG when Graphviz's `dot` is installed.
 #include <spawn.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 
 #include "autograd/graph_dot.h"
 #include "commands.h"
+#include "io/output.h"
 
 extern char** environ;
 
@@ -29,13 +31,6 @@ std::string first_attention(const Graph& graph) {
     if (last == "attn" || last == "cross_attn") return s;
   }
   return "";
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  f.close();
-  QKV_CHECK(!f.fail(), "cannot write ", printable(path));
 }
 
 // Runs `dot -Tsvg dot_path -o svg_path` without a shell (no file name is
@@ -75,7 +70,7 @@ int graph(int argc, char** argv) {
                                  cxxopts::value<std::string>()->default_value(""), "MODULE")(
       "fused", "draw the fused attention kernel training runs, not attention's separate steps")(
       "out", "DOT file to write; the SVG goes beside it (.svg)", cxxopts::value<std::string>()->default_value("graph.dot"),
-      "FILE");
+      "FILE")("force", "replace an existing --out and its SVG");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = args.count("checkpoint") ? args["checkpoint"].as<std::string>() : "";
@@ -87,12 +82,9 @@ int graph(int argc, char** argv) {
   QKV_CHECK(!out.empty(), "--out is empty");
   std::string svg = out.size() > 4 && out.substr(out.size() - 4) == ".dot" ? out.substr(0, out.size() - 4) + ".svg"
                                                                            : out + ".svg";
-  std::filesystem::path folder = std::filesystem::path(out).parent_path();
-  std::error_code ec;
-  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
-  QKV_CHECK(!ec, "cannot create the folder of --out ", printable(out), ": ", ec.message());
-  nn::check_writable_target(out);
-  nn::check_writable_target(svg);
+  const bool force = args.count("force") > 0;
+  io::check_output_file(out, "--out", force, {path});
+  io::check_output_file(svg, "--out's SVG", force, {path});
   nn::use_fused_attention(args.count("fused") > 0);  // by default attention shows each of its steps
 
   Generator gen(1);
@@ -134,8 +126,16 @@ int graph(int argc, char** argv) {
   if (focus == "attention") focus = first_attention(graph);
   if (!focus.empty()) title += cat(" — ", focus, " only");
   std::string dot = graph_dot(graph, {title, focus});
-  write_file(out, dot);
-  bool rendered = render_svg(out, svg);
+  io::write_file(out, dot);
+  std::string svg_tmp = io::temporary_beside(svg);  // Graphviz writes it; then it is renamed into place
+  bool rendered = false;
+  try {
+    rendered = render_svg(out, svg_tmp);
+  } catch (...) {
+    ::unlink(svg_tmp.c_str());
+    throw;
+  }
+  if (rendered) io::commit_file(svg_tmp, svg);
 
   std::string ops;
   int64_t recorded = 0;

@@ -30,9 +30,10 @@ std::string xml_text(std::string_view text) {
 }
 
 namespace {
-// White (0) to deep blue (1).
+// White (0) to deep blue (1). NaN is white: no NaN or infinity is ever cast to an integer.
 std::string shade(double w) {
-  int s = 255 - static_cast<int>(std::clamp(w, 0.0, 1.0) * 255);
+  double clamped = w > 0 ? (w < 1 ? w : 1.0) : 0.0;
+  int s = 255 - static_cast<int>(clamped * 255);
   return cat("rgb(", s, ",", s, ",255)");
 }
 std::string fixed(double v, int digits) {

@@ -34,15 +34,20 @@ commands:
 
 // Runs one command; an error on one rank of several ends the whole job.
 int run(const std::string& command, int argc, char** argv) {
+  const std::string name = qkv::printable(command, 40);  // argv[1] is the user's: shown escaped
   const int ranks = qkv::dist::world_size();
   auto failed = [&](int code) {
     if (ranks > 1) qkv::dist::abort(code);  // the other ranks would wait for this one forever
     return code;
   };
   const std::string who = ranks > 1 ? " (rank " + std::to_string(qkv::dist::rank()) + ")" : "";
-  if (ranks > 1 && command != "train" && command != "bench") {
-    std::fprintf(stderr, "qkv %s: only train and bench run on several processes\n", command.c_str());
-    return failed(2);
+  // MPI starts only for train and bench; any other command under a launcher
+  // would run N times side by side: each rank refuses, rank 0 says why.
+  if (command != "train" && command != "bench" && qkv::dist::launched_ranks() > 1) {
+    if (qkv::dist::launched_rank() == 0)
+      std::fprintf(stderr, "qkv %s: runs in one process: start it without mpirun (only train and bench run on several)\n",
+                   name.c_str());
+    return 2;
   }
   try {
     using namespace qkv::cli;
@@ -58,16 +63,18 @@ int run(const std::string& command, int argc, char** argv) {
     if (command == "info") return info(argc - 1, argv + 1);
     if (command == "plot") return plot(argc - 1, argv + 1);
     std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, graph, info, plot, bench; see qkv --help)\n",
-                 command.c_str());
+                 name.c_str());
     return 2;
   } catch (const cxxopts::exceptions::exception& e) {
-    std::fprintf(stderr, "qkv %s%s: %s (see qkv %s --help)\n", command.c_str(), who.c_str(), e.what(), command.c_str());
+    // cxxopts quotes the user's own words: they pass through the one printer too.
+    std::fprintf(stderr, "qkv %s%s: %s (see qkv %s --help)\n", name.c_str(), who.c_str(), qkv::one_line(e.what()).c_str(),
+                 name.c_str());
     return failed(2);
   } catch (const qkv::Error& e) {
-    std::fprintf(stderr, "qkv %s%s: error: %s\n", command.c_str(), who.c_str(), e.what());
+    std::fprintf(stderr, "qkv %s%s: error: %s\n", name.c_str(), who.c_str(), qkv::one_line(e.what()).c_str());
     return failed(1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "qkv %s%s: unexpected error: %s\n", command.c_str(), who.c_str(), e.what());
+    std::fprintf(stderr, "qkv %s%s: unexpected error: %s\n", name.c_str(), who.c_str(), qkv::one_line(e.what()).c_str());
     return failed(1);
   }
 }

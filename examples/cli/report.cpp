@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "heatmaps.h"
+#include "io/output.h"
 #include "nn/checkpoint.h"
 #include "nn/metadata.h"
 
@@ -136,7 +137,7 @@ int plot(int argc, char** argv) {
   cxxopts::Options options("qkv plot", "A --log file (CSV or JSON lines) as an HTML page of charts against the step.");
   options.add_options()("log", "the log file qkv train --log wrote", cxxopts::value<std::string>(), "FILE")(
       "out", "the HTML file (default: the log's name with .html)", cxxopts::value<std::string>(), "FILE")(
-      "h,help", "show this help");
+      "force", "replace an existing --out")("h,help", "show this help");
   options.parse_positional({"log"});
   auto args = options.parse(argc, argv);
   if (args.count("help")) {
@@ -147,6 +148,7 @@ int plot(int argc, char** argv) {
   QKV_CHECK(args.count("log"), "give the log file: qkv plot FILE");
   std::string path = args["log"].as<std::string>();
   std::string out = args.count("out") ? args["out"].as<std::string>() : path + ".html";
+  io::check_output_file(out, "--out", args.count("force") > 0, {path});  // before reading: nothing is lost
   auto series = parse_log(path, nn::read_regular_file(path, kMaxLogBytes, "log"));
   // The charts in the order a reader asks: is it learning, is it generalising, is it healthy, is it fast.
   const std::vector<std::pair<std::string, std::string>> order{
@@ -163,10 +165,7 @@ int plot(int argc, char** argv) {
   for (const auto& [name, s] : series)  // anything else the log holds (per-layer norms, ...)
     if (std::find(drawn.begin(), drawn.end(), name) == drawn.end()) html += chart(name, name, s), ++charts;
   html += "</body></html>\n";
-  std::ofstream f(out, std::ios::binary);
-  f << html;
-  f.close();
-  QKV_CHECK(!f.fail(), "cannot write ", printable(out));
+  io::write_file(out, html);
   std::printf("wrote %d charts (%zu steps) to %s\n", charts, series.count("loss") ? series.at("loss").steps.size() : size_t{0},
               printable(out).c_str());
   return 0;

@@ -69,7 +69,7 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
     s.task = field(task, "name");
     QKV_CHECK(s.task == "text" || s.task == "copy" || s.task == "reverse" || s.task == "sort" || s.task == "add", file,
               ": unknown task '", printable(s.task), "'");
-    s.max_len = integer(task, "max_len", 1, kMaxSequence);
+    s.max_len = integer(task, "max_len", 1, kMaxInputLength);
     s.digits = integer(task, "digits", 1, kMaxDigits);
     s.data = field(task, "data");  // where it trained: shown, never opened (qkv reads only files the user names)
   } catch (const Error& e) {
@@ -91,6 +91,15 @@ int64_t ModelSpec::parameter_count() const {
   return n > 9e18 ? INT64_MAX : static_cast<int64_t>(n);
 }
 
+void ModelSpec::check_sizes() const {
+  check_range("layers", layers, 1, kMaxLayers);
+  check_range("dim", width, 1, kMaxWidth);
+  check_range("heads", heads, 1, width);
+  if (context != 0) check_range("context", context, 1, kMaxContext);
+  check_range("max-len", max_len, 1, kMaxInputLength);
+  check_range("digits", digits, 1, kMaxDigits);
+}
+
 void ModelSpec::check_tensors(const nn::TensorFile& file, const std::string& path) const {
   int64_t held = 0;
   for (const auto& [name, t] : file.tensors)
@@ -101,7 +110,8 @@ void ModelSpec::check_tensors(const nn::TensorFile& file, const std::string& pat
 }
 
 Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::move(spec)) {
-  QKV_CHECK(spec_.model == "gpt" || spec_.model == "seq2seq", "unknown --model '", spec_.model, "' (gpt, seq2seq)");
+  QKV_CHECK(spec_.model == "gpt" || spec_.model == "seq2seq", "unknown --model '", printable(spec_.model), "' (gpt, seq2seq)");
+  spec_.check_sizes();
   QKV_CHECK(spec_.width > 0 && spec_.heads > 0 && spec_.layers > 0, "--dim, --heads and --layers must be positive, got ",
         spec_.width, ", ", spec_.heads, ", ", spec_.layers);
   QKV_CHECK(spec_.width % spec_.heads == 0, "--heads ", spec_.heads, " does not divide --dim ", spec_.width);
@@ -120,6 +130,8 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::mov
     if (spec_.context <= 0) spec_.context = need;
     QKV_CHECK(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task, " task: it needs ", need);
   }
+  check_fits_in_memory(4.0 * static_cast<double>(spec_.parameter_count()), cat("a model of ", spec_.parameter_count(),
+                       " parameters"), "use a smaller --dim, --layers or --context");
   if (spec_.model == "gpt") {
     nn::GPTConfig c;
     c.vocab = spec_.vocab, c.context = spec_.context, c.width = spec_.width, c.heads = spec_.heads;
@@ -309,15 +321,20 @@ std::vector<std::vector<int64_t>> Runner::answer(const std::vector<std::vector<i
 }
 
 double Runner::accuracy(int64_t count, Generator& gen) {
-  std::vector<Example> examples;
-  std::vector<std::vector<int64_t>> inputs;
-  for (int64_t i = 0; i < count; ++i) {
-    examples.push_back(task_->sample(gen));
-    inputs.push_back(examples.back().input);
-  }
-  std::vector<std::vector<int64_t>> got = answer(inputs);
+  // In chunks of 1024 examples, so memory stays bounded whatever the count.
   int64_t right = 0;
-  for (int64_t i = 0; i < count; ++i) right += got[i] == examples[i].answer;
+  for (int64_t done = 0; done < count;) {
+    int64_t n = std::min<int64_t>(1024, count - done);
+    std::vector<Example> examples;
+    std::vector<std::vector<int64_t>> inputs;
+    for (int64_t i = 0; i < n; ++i) {
+      examples.push_back(task_->sample(gen));
+      inputs.push_back(examples.back().input);
+    }
+    std::vector<std::vector<int64_t>> got = answer(inputs);
+    for (int64_t i = 0; i < n; ++i) right += got[i] == examples[i].answer;
+    done += n;
+  }
   return static_cast<double>(right) / static_cast<double>(count);
 }
 

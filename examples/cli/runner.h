@@ -9,17 +9,11 @@
 #include <vector>
 
 #include "nn/checkpoint.h"
+#include "bounds.h"
 #include "nn/nn.h"
 #include "tasks.h"
 
 namespace qkv::cli {
-
-// Bounds on a model described by a checkpoint, checked before anything is
-// built: generous for a CPU framework, small enough that no file can make
-// qkv allocate without limit (the exact size is then checked against the
-// file's tensors).
-inline constexpr int64_t kMaxVocab = 1 << 20, kMaxContext = 1 << 20, kMaxWidth = 1 << 16, kMaxLayers = 128,
-                         kMaxSequence = 1 << 12, kMaxDigits = 18;
 
 /// Everything needed to rebuild a model; travels in the checkpoint's metadata.
 struct ModelSpec {
@@ -36,6 +30,9 @@ struct ModelSpec {
   static ModelSpec from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
   /// The parameter count of the model this spec builds.
   int64_t parameter_count() const;
+  /// Flags' sizes against bounds.h (the bounds loading applies to a file's):
+  /// one-line errors naming the flag. Context 0 means "what the task needs".
+  void check_sizes() const;
   /// Throws unless the file's model tensors hold exactly parameter_count()
   /// elements: run before building, so the file's size bounds the model's.
   void check_tensors(const nn::TensorFile& file, const std::string& path) const;

@@ -1,6 +1,7 @@
 // qkv train: the training loop with evaluation, progress, logs, checkpoints
 // (periodic, final, and on Ctrl-C) and optional gradient checks.
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +17,9 @@
 #include <cxxopts.hpp>
 
 #include "autograd/cpu.h"
+#include "bounds.h"
 #include "commands.h"
+#include "io/output.h"
 #include "dist/dist.h"
 #include "nn/metadata.h"
 #include "optim/optim.h"
@@ -133,6 +136,75 @@ bool check_gradients(Runner& runner, Generator& data, const char* when) {
   return r.ok;
 }
 
+// Every rank must run the same training: each flag's value is compared
+// across ranks (a hash per flag, over the fixed list of train's flags, so
+// that every rank makes the same collectives whatever it was given). Only
+// --threads may differ.
+void check_ranks_agree(const cxxopts::Options& options, const cxxopts::ParseResult& args) {
+  if (dist::world_size() <= 1) return;
+  std::map<std::string, std::string> given;
+  for (const auto& kv : args.arguments()) given[kv.key()] += "=" + kv.value();
+  for (const std::string& group : options.groups())
+    for (const auto& option : options.group_help(group).options) {
+      const std::string& name = option.l.front();
+      if (name == "threads" || name == "help") continue;
+      std::string value = given.count(name) ? given.at(name) : "(not given)";
+      QKV_CHECK(dist::same_on_all_ranks(std::hash<std::string>{}(value)), "the ranks were started with different --",
+                name, ": every rank must run the same training (only --threads may differ)");
+    }
+}
+
+// Bytes a training step needs, roughly and on the high side: parameters,
+// gradients and two optimizer moments (16 bytes each), and per token of the
+// batch each layer's saved activations and their gradients (about 40 floats
+// per channel, plus attention weights on the composed path) and the logits.
+double training_bytes(const ModelSpec& s, int64_t batch) {
+  double tokens = static_cast<double>(batch) * static_cast<double>(s.context);
+  double layers = static_cast<double>(s.layers) * (s.model == "seq2seq" ? 3 : 1);
+  double per_token = layers * (40.0 * static_cast<double>(s.width) + 2.0 * static_cast<double>(s.heads * s.context)) +
+                     3.0 * static_cast<double>(s.vocab);
+  return 16.0 * static_cast<double>(s.parameter_count()) + 4.0 * tokens * per_token;
+}
+
+// The first field of a log row: its step (CSV "12,..." or JSON '{"step":12,...'); -1 if none.
+int64_t logged_step(const std::string& line) {
+  size_t at = line.rfind("{\"step\":", 0) == 0 ? 8 : 0;
+  int64_t step = 0;
+  size_t end = line.find_first_of(",}", at);
+  if (end == std::string::npos || !nn::parse_integer(std::string_view(line).substr(at, end - at), step)) return -1;
+  return step;
+}
+
+// On --resume, the log keeps only what led to the checkpoint: rows past its
+// step (written before a crash or kill -9) and a cut-off last line (a full
+// disk) go, so the resumed run's rows follow on without repeating steps.
+// Returns how many lines were dropped; the log is rewritten atomically.
+int64_t trim_log(const std::string& path, int64_t step) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return 0;  // a new log
+  std::string text = nn::read_regular_file(path, int64_t{1} << 30, "--log file");
+  std::string kept;
+  int64_t dropped = 0;
+  size_t at = 0;
+  bool first = true;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) {  // no newline: cut off mid-write
+      ++dropped;
+      break;
+    }
+    std::string line = text.substr(at, end - at);
+    at = end + 1;
+    bool header = first && line.rfind("step,", 0) == 0;
+    first = false;
+    int64_t s = header ? 0 : logged_step(line);
+    if (header || (s >= 0 && s <= step)) kept += line + "\n";
+    else ++dropped;
+  }
+  if (dropped > 0) io::write_file(path, kept);
+  return dropped;
+}
+
 }  // namespace
 
 int train(int argc, char** argv) {
@@ -143,17 +215,20 @@ int train(int argc, char** argv) {
     ("task", "copy | reverse | sort | add | text (default reverse)", cxxopts::value<std::string>(), "NAME")
     ("data", "the text for --task text (default: the bundled text)", cxxopts::value<std::string>(), "FILE")
     ("model", "gpt | seq2seq (default gpt)", cxxopts::value<std::string>(), "KIND")
-    ("max-len", "longest input for copy, reverse and sort (default 8)", cxxopts::value<int64_t>(), "N")
-    ("digits", "operand digits for add (default 3)", cxxopts::value<int64_t>(), "N")
-    ("layers", "transformer layers, per side for seq2seq (default 2)", cxxopts::value<int64_t>(), "N")
-    ("heads", "attention heads (default 4)", cxxopts::value<int64_t>(), "N")
-    ("dim", "model width (default 64)", cxxopts::value<int64_t>(), "N")
+    ("max-len", cat("longest input for copy, reverse and sort, in ", range(1, kMaxInputLength), " (default 8)"),
+     cxxopts::value<int64_t>(), "N")
+    ("digits", cat("operand digits for add, in ", range(1, kMaxDigits), " (default 3)"), cxxopts::value<int64_t>(), "N")
+    ("layers", cat("transformer layers, per side for seq2seq, in ", range(1, kMaxLayers), " (default 2)"),
+     cxxopts::value<int64_t>(), "N")
+    ("heads", "attention heads, dividing --dim (default 4)", cxxopts::value<int64_t>(), "N")
+    ("dim", cat("model width, in ", range(1, kMaxWidth), " (default 64)"), cxxopts::value<int64_t>(), "N")
     ("attention", "full | window:W (a token sees the W before it) | linear (default full)", cxxopts::value<std::string>(), "KIND")
-    ("context", "context length (default: what the task needs; 64 for text)", cxxopts::value<int64_t>(), "N")
+    ("context", cat("context length, in ", range(1, kMaxContext), " (default: what the task needs; 64 for text)"),
+     cxxopts::value<int64_t>(), "N")
     ("dropout", "dropout probability (default 0; 0.2 for text)", cxxopts::value<double>(), "P");
   options.add_options("training (fixed by the checkpoint on --resume)")
-    ("batch", "examples per step (default 64; 32 for text); under mpirun the global batch, split into contiguous "
-              "slices, one per rank", cxxopts::value<int64_t>(), "N")
+    ("batch", cat("examples per step, in ", range(1, kMaxBatch), " (default 64; 32 for text); under mpirun the "
+                  "global batch, split into contiguous slices, one per rank"), cxxopts::value<int64_t>(), "N")
     ("lr", "peak learning rate (default 0.001; 0.003 for text)", cxxopts::value<double>(), "LR")
     ("optimizer", "adamw | adam | sgd (default adamw)", cxxopts::value<std::string>(), "NAME")
     ("schedule", "constant | cosine (default cosine)", cxxopts::value<std::string>(), "NAME")
@@ -162,7 +237,8 @@ int train(int argc, char** argv) {
     ("clip", "gradient norm limit, 0 for none (default 1)", cxxopts::value<double>(), "NORM")
     ("seed", "random seed (default 1)", cxxopts::value<uint64_t>(), "N")
     ("target", "tasks: stop when held-out exact match reaches this (default 0.99)", cxxopts::value<double>(), "FRACTION")
-    ("attn-entropy", "add this x the mean attention entropy to the loss; < 0 spreads attention (default 0)",
+    ("attn-entropy", "add this x the mean attention entropy to the loss, in [-100, 100]; < 0 spreads attention "
+                     "(default 0)",
      cxxopts::value<double>(), "LAMBDA")
     ("checkpoint-activations", "recompute each block in backward: less memory, more time");
   options.add_options("the run (may change on --resume)")
@@ -183,6 +259,7 @@ int train(int argc, char** argv) {
     return 0;
   }
   QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]), "' (flags start with --)");
+  check_ranks_agree(options, args);  // before any collective that depends on a flag
   const bool resuming = args.count("resume") > 0;
   const std::string resume = resuming ? args["resume"].as<std::string>() : "";
   QKV_CHECK(!resuming || !resume.empty(), "--resume needs a checkpoint file");
@@ -242,6 +319,7 @@ int train(int argc, char** argv) {
     QKV_CHECK(spec.dropout == 0 || (spec.dropout >= 1e-6 && spec.dropout < 1), "--dropout must be 0 or in [1e-6, 1), got ",
               spec.dropout);
     spec.attention = nn::AttentionKind::parse(str("attention", "full")).str();
+    spec.check_sizes();  // the bounds loading applies: training never writes what loading refuses
   }
   const bool text = spec.task == "text";
 
@@ -288,14 +366,15 @@ int train(int argc, char** argv) {
   settings["seed"] = std::to_string(seed);
   const bool recompute = args.count("checkpoint-activations") > 0 || (saved.count("checkpoint-activations") && saved.at("checkpoint-activations") == "1");
   settings["checkpoint-activations"] = recompute ? "1" : "0";
-  QKV_CHECK(batch > 0, "--batch must be positive, got ", batch);
-  QKV_CHECK(eval_every > 0, "--eval-every must be positive, got ", eval_every);
-  QKV_CHECK(total >= 0, "--steps must be >= 0, got ", total);
-  QKV_CHECK(warmup_setting >= 0, "--warmup must be >= 0, got ", warmup_setting);
-  QKV_CHECK(save_every >= 0, "--save-every must be >= 0, got ", save_every);
+  check_range("batch", batch, 1, kMaxBatch);
+  check_range("eval-every", eval_every, 1, kMaxSteps);
+  check_range("steps", total, 0, kMaxSteps);
+  check_range("warmup", warmup_setting, 0, kMaxSteps);
+  check_range("save-every", save_every, 0, kMaxSteps);
   QKV_CHECK(std::isfinite(lr) && lr > 0, "--lr must be positive and finite, got ", lr);
   QKV_CHECK(clip >= 0, "--clip must be >= 0, got ", clip);
-  QKV_CHECK(std::isfinite(entropy_weight), "--attn-entropy must be finite");
+  // A weight far past the loss's own size only turns the loss into the entropy term (1e308 overflowed it).
+  QKV_CHECK(entropy_weight >= -100 && entropy_weight <= 100, "--attn-entropy must be in [-100, 100], got ", entropy_weight);
   // Data parallel under mpirun: rank r trains on slice r of every global batch.
   const int ranks = dist::world_size(), me = dist::rank();
   const bool lead = me == 0;  // prints, logs, evaluates and saves
@@ -329,6 +408,15 @@ int train(int argc, char** argv) {
               "or replace it with --force");
     make_parents(log_path, "--log");
     nn::check_writable_target(log_path, /*probe=*/false);
+    if (resuming) {
+      int64_t step = -1;
+      QKV_CHECK(resumed.metadata.count("qkv.step") && nn::parse_integer(resumed.metadata.at("qkv.step"), step) && step >= 0,
+                printable(resume), ": no training step in its metadata");
+      if (int64_t dropped = trim_log(log_path, step))
+        std::printf("--log %s: dropped %lld line%s past the checkpoint's step %lld (written after it was saved)\n",
+                    printable(log_path).c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
+                    static_cast<long long>(step));
+    }
     log.open(log_path, resuming ? std::ios::app : std::ios::trunc);
     QKV_CHECK(static_cast<bool>(log), "cannot write --log file '", printable(log_path), "'");
   }
@@ -336,6 +424,9 @@ int train(int argc, char** argv) {
   manual_seed(seed);
   Runner runner(spec);
   const ModelSpec& s = runner.spec();
+  check_fits_in_memory(training_bytes(s, mine.count), cat("training this model on --batch ", batch,
+                       ranks > 1 ? " (this rank's share)" : "", " (parameters, gradients, optimizer state, activations)"),
+                       "use a smaller --batch, --dim, --layers or --context");
   runner.set_attention_entropy(entropy_weight);
   runner.set_recompute(recompute);
   Generator data(seed ^ 0x5eedda7aULL);
@@ -458,7 +549,7 @@ int train(int argc, char** argv) {
       throw Error(cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ", std::isfinite(value) ? norm : value,
                       " at step ", step + 1, " (lr ", opt->lr(), "): training stopped without saving; ",
                       saved_step >= 0 ? cat(printable(save), " still holds step ", saved_step) : std::string("nothing was saved"),
-                      ". Try a lower --lr or a --clip limit"));
+                      ". Try a lower --lr or a --clip limit", entropy_weight != 0 ? ", or a smaller --attn-entropy" : ""));
     }
     opt->step();
     tokens += step_tokens;
@@ -514,7 +605,15 @@ int train(int argc, char** argv) {
                << (acc.empty() ? "" : ",\"eval_accuracy\":" + acc) << (held.empty() ? "" : ",\"eval_loss\":" + held)
                << (entropy.empty() ? "" : ",\"attn_entropy\":" + entropy) << layers_json << "}\n";
       log.flush();
-      QKV_CHECK(static_cast<bool>(log), "cannot write --log file '", printable(log_path), "' (disk full?)");
+      if (!log) {
+        // A full disk: the model is worth more than the log. Save it (that may
+        // fail too, and says so), then stop; --resume trims the cut-off line.
+        std::string reason = std::strerror(errno);
+        if (tty) std::printf("\n");
+        save_now();
+        throw Error(cat("cannot write --log file ", printable(log_path), ": ", reason, "; saved step ", opt->steps(),
+                        " to ", printable(save), " (continue with --resume ", printable(save), " once there is room)"));
+      }
     }
     // Tasks stop at their target, so their ETA is an upper bound.
     char line[256];

@@ -1,0 +1,39 @@
+// Every count a flag or a file can set, with one set of bounds: training
+// checks its flags against the same numbers that loading checks a
+// checkpoint's description against, so qkv never writes a file it refuses
+// to read, and --help shows them. Sizes are also checked against the memory
+// this machine has, before anything is allocated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace qkv::cli {
+
+inline constexpr int64_t kMaxLayers = 128, kMaxWidth = 1 << 16, kMaxContext = 1 << 20, kMaxVocab = 1 << 20;
+inline constexpr int64_t kMaxInputLength = 64, kMaxDigits = 9;  // the sequence tasks' --max-len and --digits
+inline constexpr int64_t kMaxBatch = 1 << 16, kMaxExamples = 1 << 20, kMaxSteps = int64_t{1} << 40;
+inline constexpr int64_t kMaxNewTokens = 1 << 20;
+
+/// "[low, high]" for --help texts and errors.
+std::string range(int64_t low, int64_t high);
+
+/// Throws "--flag must be in [low, high], got v" unless low <= v <= high.
+void check_range(const char* flag, int64_t v, int64_t low, int64_t high);
+
+/// The memory this machine can give now (MemAvailable), in bytes; -1 where unknown.
+int64_t available_memory();
+
+/// Throws unless `bytes` (what `what` needs, e.g. "this run (parameters,
+/// gradients, AdamW state, activations)") fits in the available memory,
+/// naming the figures and `advice`.
+void check_fits_in_memory(double bytes, const std::string& what, const char* advice);
+
+/// --threads: 0 (one per idle core) up to this machine's cores; more would
+/// only make threads share cores.
+void check_threads(int n);
+/// Refuses `n` threads under an address-space limit (ulimit -v) too small for
+/// OpenBLAS's per-thread buffers: OpenBLAS would retry mapping them forever.
+void check_thread_buffers(int n);
+
+}  // namespace qkv::cli

@@ -1,0 +1,195 @@
+#include "io/output.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "autograd/error.h"
+
+namespace qkv::io {
+
+namespace {
+
+std::string shown(const std::string& path) { return printable(path); }
+
+// "a symbolic link", "a folder", ... for anything that is not a regular file; nullptr for one.
+const char* not_a_file(const struct stat& st) {
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (S_ISDIR(st.st_mode)) return "a folder";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (!S_ISREG(st.st_mode)) return "a device or socket";
+  return nullptr;
+}
+
+void make_parent_folders(const std::string& path, const char* flag) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  QKV_CHECK(!ec, "cannot create the folder of ", flag, " ", shown(path), ": ", ec.message());
+}
+
+void write_all(int fd, std::string_view bytes, const std::string& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    QKV_CHECK(n > 0, "cannot write ", shown(path), ": ", std::strerror(n < 0 ? errno : EIO));
+    done += static_cast<size_t>(n);
+  }
+}
+
+void sync_folder_of(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+bool ends_with_any(const std::string& name, const std::vector<std::string>& suffixes) {
+  for (const std::string& s : suffixes)
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+void check_output_file(const std::string& path, const char* flag, bool force, const std::vector<std::string>& inputs) {
+  QKV_CHECK(!path.empty(), flag, " needs a file name");
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    const char* kind = not_a_file(st);
+    QKV_CHECK(!kind, "refusing to write ", flag, " ", shown(path), ": it is ", kind);
+    for (const std::string& input : inputs) {
+      struct stat in;
+      QKV_CHECK(!(::stat(input.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino),
+                "refusing to write ", flag, " ", shown(path), ": it is this command's input");
+    }
+    QKV_CHECK(force, shown(path), " already exists: choose another ", flag, ", or replace it with --force");
+  } else {
+    QKV_CHECK(errno == ENOENT, "cannot write ", flag, " ", shown(path), ": ", std::strerror(errno));
+  }
+  make_parent_folders(path, flag);
+  // Create (and remove) the temporary a save will need: the folder must let us.
+  std::string tmp = temporary_beside(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  QKV_CHECK(fd >= 0, "cannot write ", flag, " ", shown(path), ": ", std::strerror(errno));
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
+std::string temporary_beside(const std::string& path) {
+  std::string tmp = cat(path, ".tmp.", ::getpid());
+  ::unlink(tmp.c_str());  // a crashed process of this pid left it (a symlink goes, not its target)
+  return tmp;
+}
+
+void commit_file(const std::string& temporary, const std::string& path) {
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    int error = errno;
+    ::unlink(temporary.c_str());
+    throw Error(cat("cannot write ", shown(path), ": ", std::strerror(error)));
+  }
+  sync_folder_of(path);
+}
+
+void write_file(const std::string& path, std::string_view bytes) {
+  std::string tmp = temporary_beside(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  QKV_CHECK(fd >= 0, "cannot write ", shown(path), ": ", std::strerror(errno));
+  try {
+    write_all(fd, bytes, path);
+    QKV_CHECK(::fsync(fd) == 0, "cannot write ", shown(path), ": ", std::strerror(errno));
+    QKV_CHECK(::close(fd) == 0, "cannot write ", shown(path), ": ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  commit_file(tmp, path);
+}
+
+OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::vector<std::string> suffixes)
+    : path_(std::move(path)), flag_(flag), suffixes_(std::move(suffixes)) {
+  QKV_CHECK(!path_.empty(), flag_, " needs a folder name");
+  while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
+  struct stat st;
+  if (::lstat(path_.c_str(), &st) == 0) {
+    QKV_CHECK(S_ISDIR(st.st_mode), "refusing to write ", flag_, " ", shown(path_), ": it is ",
+              S_ISLNK(st.st_mode) ? "a symbolic link" : "not a folder");
+    std::error_code ec;
+    bool empty = true;
+    for (const auto& entry : std::filesystem::directory_iterator(path_, ec)) {
+      empty = false;
+      std::string name = entry.path().filename().string();
+      struct stat est;
+      QKV_CHECK(::lstat(entry.path().c_str(), &est) == 0, "cannot read ", flag_, " ", shown(path_), ": ",
+                std::strerror(errno));
+      const char* kind = not_a_file(est);
+      QKV_CHECK(!kind && ends_with_any(name, suffixes_), "refusing to write ", flag_, " ", shown(path_), ": it holds ",
+                shown(name), kind ? cat(", ", kind) : std::string(), ", which this command does not write");
+    }
+    QKV_CHECK(!ec, "cannot read ", flag_, " ", shown(path_), ": ", ec.message());
+    QKV_CHECK(empty || force, shown(path_), " already holds a result: choose another ", flag_,
+              ", or replace it with --force");
+  } else {
+    QKV_CHECK(errno == ENOENT, "cannot write ", flag_, " ", shown(path_), ": ", std::strerror(errno));
+  }
+  make_parent_folders(path_, flag_.c_str());
+  temporary_ = cat(path_, ".tmp.", ::getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(temporary_, ec);  // a crashed process of this pid left it
+  QKV_CHECK(::mkdir(temporary_.c_str(), 0755) == 0, "cannot write ", flag_, " ", shown(path_), ": ", std::strerror(errno));
+}
+
+OutputFolder::~OutputFolder() {
+  if (committed_) return;
+  std::error_code ec;
+  std::filesystem::remove_all(temporary_, ec);
+}
+
+void OutputFolder::write(const std::string& name, std::string_view bytes) {
+  QKV_CHECK(!committed_, "OutputFolder: write after commit");
+  QKV_CHECK(name.find('/') == std::string::npos && name != "." && name != ".." && ends_with_any(name, suffixes_),
+            "OutputFolder: bad file name '", printable(name), "'");
+  std::string file = temporary_ + "/" + name;
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  QKV_CHECK(fd >= 0, "cannot write ", shown(path_ + "/" + name), ": ", std::strerror(errno));
+  try {
+    write_all(fd, bytes, path_ + "/" + name);
+    QKV_CHECK(::fsync(fd) == 0, "cannot write ", shown(path_ + "/" + name), ": ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  QKV_CHECK(::close(fd) == 0, "cannot write ", shown(path_ + "/" + name), ": ", std::strerror(errno));
+}
+
+void OutputFolder::commit() {
+  QKV_CHECK(!committed_, "OutputFolder: committed twice");
+  // The old result (checked in the constructor) moves aside, the new one in,
+  // then the old one goes: at every moment one whole result is in place or
+  // beside it.
+  std::string old = cat(path_, ".old.", ::getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(old, ec);
+  bool moved = std::rename(path_.c_str(), old.c_str()) == 0;
+  QKV_CHECK(moved || errno == ENOENT, "cannot replace ", flag_, " ", shown(path_), ": ", std::strerror(errno));
+  if (std::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    int error = errno;
+    if (moved) std::rename(old.c_str(), path_.c_str());
+    throw Error(cat("cannot write ", flag_, " ", shown(path_), ": ", std::strerror(error)));
+  }
+  committed_ = true;
+  sync_folder_of(path_);
+  if (moved) std::filesystem::remove_all(old, ec);  // regular files only (checked), so nothing outside is touched
+}
+
+}  // namespace qkv::io

@@ -1,0 +1,65 @@
+// The one rule for every file qkv writes (checkpoints, logs, pages,
+// pictures, folders of them):
+//   - it is written to a new temporary beside its target, flushed to disk,
+//     then renamed into place, so a crash or a full disk leaves the previous
+//     file whole;
+//   - an existing target needs `force`, and is never one of the command's
+//     own inputs;
+//   - symbolic links, folders, devices and FIFOs are refused before any work
+//     (inside output folders too);
+//   - an output folder holds exactly one result: it is built beside its
+//     target and swapped in whole, so no stale file of an earlier result stays;
+//   - a write error names its cause (errno).
+// This floor knows files only; it sits below nn/ and optim/.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace qkv::io {
+
+/// Throws qkv::Error (one line naming `flag` and the path) unless `path` may
+/// receive a new file: a new name, or with `force` an existing regular file
+/// that is none of `inputs`. Missing parent folders are created. Run it
+/// before the command's work, so nothing is computed that cannot be saved.
+void check_output_file(const std::string& path, const char* flag, bool force,
+                       const std::vector<std::string>& inputs = {});
+
+/// Writes `bytes` to `path` under the rule above (it does not check force:
+/// check_output_file did). The error names the file and errno's reason.
+void write_file(const std::string& path, std::string_view bytes);
+
+/// A name for a temporary beside `path` ("path.tmp.<pid>"), free of any
+/// leftover of a crashed process with this pid, for a program (Graphviz)
+/// that writes the file itself; then commit_file() renames it into place.
+std::string temporary_beside(const std::string& path);
+/// Renames `temporary` over `path` and makes the rename durable; on failure
+/// the temporary is removed and the error names the cause.
+void commit_file(const std::string& temporary, const std::string& path);
+
+/// An output folder written as one result. The constructor checks the
+/// target before any work: a new name, an empty folder, or (with `force`) a
+/// folder holding only regular files whose names end in one of `suffixes`
+/// (an earlier result of the same command; anything else is refused, so
+/// --force never deletes a file qkv did not write). write() puts files into
+/// a temporary folder beside it; commit() swaps that in and removes the old
+/// result. Destroyed uncommitted, it removes its temporary folder.
+class OutputFolder {
+ public:
+  OutputFolder(std::string path, const char* flag, bool force, std::vector<std::string> suffixes);
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
+  ~OutputFolder();
+  /// Writes one file; `name` is a plain file name with one of the suffixes.
+  void write(const std::string& name, std::string_view bytes);
+  void commit();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, flag_, temporary_;
+  std::vector<std::string> suffixes_;
+  bool committed_ = false;
+};
+
+}  // namespace qkv::io
