@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <cstdio>
 #include <fstream>
 #include <algorithm>
 #include <string>
@@ -34,8 +35,13 @@ void check_fits_in_memory(double bytes, const std::string& what, const char* adv
       (have < 0 || static_cast<int64_t>(limit.rlim_cur) < have))
     have = static_cast<int64_t>(limit.rlim_cur);
   if (have < 0) return;
-  QKV_CHECK(bytes <= static_cast<double>(have), what, " needs about ", cat(bytes / 1e9).substr(0, 6), " GB; this machine has ",
-            cat(have / 1e9).substr(0, 6), " GB available: ", advice);
+  auto gb = [](double b) {
+    char text[32];
+    std::snprintf(text, sizeof text, b >= 1e12 ? "%.3g" : "%.2f", b / 1e9);
+    return std::string(text);
+  };
+  QKV_CHECK(bytes <= static_cast<double>(have), what, " needs about ", gb(bytes), " GB; this machine has ",
+            gb(static_cast<double>(have)), " GB available: ", advice);
 }
 
 void check_threads(int n) {

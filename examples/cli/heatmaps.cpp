@@ -7,10 +7,10 @@
 
 namespace qkv::cli {
 
-std::string xml_text(std::string_view text) {
+std::string xml_text(std::string_view text, size_t limit) {
   // printable() leaves valid UTF-8 and escapes the rest (and control bytes);
   // then XML's own specials.
-  std::string safe = printable(text, 1 << 20), out;
+  std::string safe = printable(text, limit), out;
   for (size_t i = 0; i < safe.size(); ++i) {
     char c = safe[i];
     if (c == '&') out += "&amp;";

@@ -13,7 +13,7 @@ namespace qkv::cli {
 /// Text safe inside XML character data and attribute values: & < > " '
 /// as entities; control bytes, invalid UTF-8 and the non-characters XML
 /// forbids (U+FFFE, U+FFFF) as visible escapes such as \x1b.
-std::string xml_text(std::string_view text);
+std::string xml_text(std::string_view text, size_t limit = 1 << 20);
 
 /// One attention map: w is [rows, cols] row-major (queries down, keys
 /// across). `split` > 0 marks where the answer starts (a line before that

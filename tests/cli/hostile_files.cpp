@@ -6,7 +6,9 @@
 //   layersmax.safetensors  layers = INT64_MAX; width1m: width 1048576; context1m: context 1000000
 //   evil.safetensors       a task name with a newline and a terminal escape sequence
 //   devzero.safetensors    the text model, its metadata naming /dev/zero as its data
+//   nan.safetensors, inf.safetensors  the task model with one weight NaN (+inf): a diverged run's file
 // tests/cli/trust.sh then checks each is rejected fast within 1 GB.
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -36,6 +38,15 @@ int main(int argc, char** argv) {
     with("context1m.safetensors", "context", "qkv.config", "1000000");
     // Newlines and terminal escapes in a string the error message quotes.
     with("evil.safetensors", "name", "qkv.task", "rev\nqkv: all ok\x1b[2J");
+    for (float bad : {NAN, INFINITY}) {
+      nn::NamedTensors broken = source.tensors;
+      for (auto& [name, t] : broken)
+        if (name == "blocks.0.attn.q_proj.weight") {
+          t = t.clone();
+          t.data<float>()[3] = bad;
+        }
+      nn::save_safetensors(dir + (std::isnan(bad) ? "/nan.safetensors" : "/inf.safetensors"), broken, source.metadata);
+    }
     source = text;
     with("devzero.safetensors", "data", "qkv.task", "/dev/zero");
     nn::NamedTensors many;

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Nothing lost, nothing unbounded (issue 24): one case per defect a hostile
+# round found, each the reproducer itself, run with bounded time (and, outside
+# the sanitizer build, memory: ulimit -v). ctest runs each item as its own test.
+# usage: outputs_and_bounds.sh QKV HOSTILE_FILES WORKDIR ITEM [sanitized]
+set -u
+qkv=$1 hostile=$2 work=$3 item=$4 sanitized=${5:-}
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fail() { echo "FAIL (item $item): $*"; exit 1; }
+ok() { echo "ok (item $item): $*"; }
+small=(--dim 16 --layers 1 --heads 2 --batch 8 --eval-every 5 --threads 1)
+limit=5; [ -n "$sanitized" ] && limit=60  # seconds; the sanitizers run 10-20x slower
+# bounded CMD...: runs it within the time limit (and 1 GB of address space
+# outside the sanitizer build, which reserves terabytes for its shadow memory).
+bounded() {
+  if [ -n "$sanitized" ]; then timeout "$limit" "$@"; else (ulimit -v 1048576; exec timeout "$limit" "$@"); fi
+}
+# refused LABEL CMD...: a non-zero exit, not a timeout, with a one-line error on stderr.
+refused() {
+  local label=$1; shift
+  bounded "$@" >out.txt 2>err.txt
+  local rc=$?
+  [ $rc -ne 0 ] || { cat out.txt; fail "$label: exit 0"; }
+  [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "$label: ran past ${limit} s"
+  [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "$label: not a one-line error"; }
+  grep -q $'\e' err.txt && fail "$label: a raw escape byte reached the terminal"
+  echo "  $label: $(cat err.txt)"
+}
+trained() {  # trained FILE [args]: a small reverse model
+  local file=$1; shift
+  "$qkv" train "${small[@]}" --steps 5 --save "$file" "$@" >/dev/null 2>train_err.txt || { cat train_err.txt; fail "training $file"; }
+}
+
+case $item in
+1)  # plot --out replaced any file, the log itself included, and followed symlinks
+  trained ck.safetensors --log run.csv
+  cp ck.safetensors ck.before && cp run.csv run.before
+  refused "plot --out LOG" "$qkv" plot run.csv --out run.csv --force
+  refused "plot --out CHECKPOINT" "$qkv" plot run.csv --out ck.safetensors
+  echo victim >victim.txt && ln -s victim.txt link.html
+  refused "plot --out SYMLINK --force" "$qkv" plot run.csv --out link.html --force
+  cmp -s ck.safetensors ck.before && cmp -s run.csv run.before && [ "$(cat victim.txt)" = victim ] || fail "a file changed"
+  bounded "$qkv" plot run.csv --out page.html >/dev/null || fail "plot to a new file"
+  refused "plot over its own earlier page" "$qkv" plot run.csv --out page.html
+  bounded "$qkv" plot run.csv --out page.html --force >/dev/null || fail "plot --force over its page"
+  ls | grep -q '\.tmp\.' && fail "a temporary was left behind"
+  ok "plot writes only new files, or with --force a regular file that is not its input" ;;
+2)  # graph --out ck.safetensors replaced a checkpoint with DOT
+  trained ck.safetensors && cp ck.safetensors ck.before
+  refused "graph --out CHECKPOINT" "$qkv" graph --out ck.safetensors
+  cmp -s ck.safetensors ck.before || fail "the checkpoint changed"
+  bounded "$qkv" graph --out g.dot >/dev/null || fail "graph to new files"
+  refused "graph over its own output" "$qkv" graph --out g.dot
+  bounded "$qkv" graph --out g.dot --force >/dev/null || fail "graph --force"
+  ok "graph never replaces a file without --force" ;;
+3)  # attention --out DIR wrote through a symlink inside DIR and left stale files
+  trained ck.safetensors
+  mkdir maps && echo victim >victim.txt && ln -s ../victim.txt maps/index.html
+  refused "attention into a folder holding a symlink" "$qkv" attention --checkpoint ck.safetensors --prompt 123 --out maps --force
+  [ "$(cat victim.txt)" = victim ] || fail "the symlink's target was written"
+  rm maps/index.html && mkfifo maps/layer0_head0.svg
+  refused "attention into a folder holding a FIFO" "$qkv" attention --checkpoint ck.safetensors --prompt 123 --out maps --force
+  rm -r maps && echo notes >notes.txt && mkdir maps && cp notes.txt maps/
+  refused "attention over a folder of someone's files" "$qkv" attention --checkpoint ck.safetensors --prompt 123 --out maps --force
+  rm -r maps
+  "$qkv" train --dim 16 --layers 3 --heads 2 --batch 8 --steps 2 --threads 1 --save three.safetensors >/dev/null 2>&1 || fail "3 layers"
+  bounded "$qkv" attention --checkpoint three.safetensors --prompt 123 --out maps >/dev/null || fail "attention, 3 layers"
+  [ -f maps/layer2_head0.svg ] || fail "no layer 2 map"
+  refused "attention over an earlier result" "$qkv" attention --checkpoint ck.safetensors --prompt 123 --out maps
+  bounded "$qkv" attention --checkpoint ck.safetensors --prompt 123 --out maps --force >/dev/null || fail "attention --force"
+  [ -e maps/layer2_head0.svg ] && fail "a stale map of the other model stayed"
+  [ -f maps/layer0_head0.svg ] && [ -f maps/index.html ] || fail "the new result is incomplete"
+  ls | grep -q '\.tmp\.\|\.old\.' && fail "a temporary folder was left behind"
+  ok "an output folder holds exactly one result; symlinks and FIFOs inside are refused" ;;
+4)  # training wrote --layers 129, which loading refused; --layers 1e8 ran unbounded
+  refused "train --layers 129" "$qkv" train --steps 1 --layers 129 --dim 8 --heads 1 --save l.safetensors --threads 1
+  refused "train --layers 100000000" "$qkv" train --steps 1 --layers 100000000 --dim 8 --heads 1 --save l.safetensors --threads 1
+  refused "train --layers 128 --dim 65536" "$qkv" train --steps 1 --layers 128 --dim 65536 --heads 1 --save l.safetensors --threads 1
+  grep -q "GB available" err.txt || fail "the memory check does not say what it needs"
+  [ -e l.safetensors ] && fail "a checkpoint was written"
+  "$qkv" train --steps 1 --layers 128 --dim 8 --heads 1 --save max.safetensors --threads 1 >/dev/null 2>&1 || fail "--layers 128"
+  bounded "$qkv" info max.safetensors >/dev/null || fail "info refuses what train wrote"
+  "$qkv" train --help | tr -s ' \n' ' ' | grep -q "layers N transformer layers, per side for seq2seq, in \[1, 128\]" \
+    || fail "--help does not show the bound"
+  ok "training and loading share one set of bounds, shown in --help" ;;
+5)  # a checkpoint with NaN or inf weights tripped UBSan in the heatmaps, sampled garbage, scored 0%
+  trained ck.safetensors && trained text.safetensors --task text --context 16
+  "$hostile" ck.safetensors text.safetensors . || fail "hostile_files"
+  for bad in nan inf; do
+    for cmd in "attention --prompt 123 --out maps_$bad" "sample --prompt 123" "eval" "grads --text 123 --out g_$bad.safetensors"; do
+      read -r -a words <<<"$cmd"
+      refused "$bad: ${words[0]}" "$qkv" "${words[0]}" --checkpoint $bad.safetensors "${words[@]:1}"
+      grep -q "blocks.0.attn.q_proj.weight" err.txt || fail "$bad ${words[0]}: the error does not name the tensor"
+    done
+    refused "$bad: train --resume" "$qkv" train --resume $bad.safetensors --steps 10
+  done
+  ok "non-finite parameters are refused at load, naming the tensor" ;;
+6)  # a FIFO as plot --out, or inside an attention --out folder, blocked forever
+  trained ck.safetensors --log run.csv
+  mkfifo fifo.html
+  refused "plot --out FIFO" "$qkv" plot run.csv --out fifo.html --force
+  mkdir maps && mkfifo maps/index.html
+  refused "attention, FIFO in --out" "$qkv" attention --checkpoint ck.safetensors --prompt 12 --out maps --force
+  refused "graph --out FIFO" "$qkv" graph --out fifo.html --force
+  ok "FIFOs are refused before any work" ;;
+7)  # plot's output grew with the columns: 2M columns gave a 1.38 GB page
+  python3 - <<'PY' || fail "writing the wide log"
+cols = 2_000_000
+with open("wide.csv", "w") as f:
+    f.write("step," + ",".join(f"c{i}" for i in range(cols)) + "\n")
+    f.write("1," + ",".join("1" for _ in range(cols)) + "\n")
+PY
+  refused "plot of a 2M-column log" "$qkv" plot wide.csv
+  { echo "step,loss"; for i in $(seq 1 60000); do echo "$i,$((i % 97)).5"; done; } >long.csv
+  { head -1 long.csv | sed 's/$/,a,b/'; } >/dev/null
+  bounded "$qkv" plot long.csv >/dev/null || fail "plot of 60,000 steps"
+  size=$(stat -c %s long.csv.html); [ "$size" -lt 2000000 ] || fail "a 60,000-step page of $size bytes"
+  grep -q "every 30th of 60000 points drawn" long.csv.html || fail "the page does not say the points were thinned"
+  ok "plot pages stay bounded (columns refused past 4096, points thinned and said so): $size bytes for 60,000 steps" ;;
+8)  # eval --examples and train --batch had no upper bound
+  trained ck.safetensors
+  refused "eval --examples 2147483648" "$qkv" eval --checkpoint ck.safetensors --examples 2147483648 --threads 1
+  refused "train --batch 100000000000" "$qkv" train --batch 100000000000 --steps 1 --threads 1 --save b.safetensors
+  refused "train --batch 65536 --dim 4096" "$qkv" train --batch 65536 --dim 4096 --steps 1 --threads 1 --save b.safetensors
+  grep -q "GB available" err.txt || fail "the memory check does not say what it needs"
+  ok "count flags are bounded, and runs are checked against memory first" ;;
+9)  # --threads 32 under ulimit -v 4000000 spun forever inside OpenBLAS
+  refused "train --threads 32" "$qkv" train --steps 1 --threads 32 --save t.safetensors
+  if [ -z "$sanitized" ]; then
+    n=$(nproc)
+    (ulimit -v 600000; exec timeout "$limit" "$qkv" train --steps 1 --threads "$n" --save t.safetensors) >out.txt 2>err.txt
+    rc=$?
+    [ $rc -ne 124 ] || fail "--threads $n under ulimit -v 600000 ran past ${limit} s"
+    [ $rc -eq 0 ] || grep -q "address space" err.txt || { cat err.txt; fail "no word about the address-space limit"; }
+    echo "  --threads $n under ulimit -v 600000: exit $rc $(cat err.txt)"
+  fi
+  ok "thread counts are bounded by the cores and by the address-space limit" ;;
+10) # prompts and --data paths reached the terminal raw: a prompt could forge lines and set the title
+  trained ck.safetensors
+  evil=$'12\nqkv train: finished\n\e]0;pwned\a'
+  for cmd in sample attention grads graph; do
+    case $cmd in
+      sample) args=(sample --checkpoint ck.safetensors --prompt "$evil") ;;
+      attention) args=(attention --checkpoint ck.safetensors --prompt "$evil" --out maps) ;;
+      grads) args=(grads --checkpoint ck.safetensors --text "$evil" --out g.safetensors) ;;
+      graph) args=(graph --checkpoint ck.safetensors --prompt "$evil" --out g.dot) ;;
+    esac
+    refused "$cmd with a hostile prompt" "$qkv" "${args[@]}"
+    grep -q $'\a' err.txt && fail "$cmd: a raw BEL reached the terminal"
+  done
+  refused "train --data with a hostile path" "$qkv" train --task text --data "$evil" --steps 1 --save t.safetensors --threads 1
+  refused "a hostile command name" "$qkv" "$evil"
+  ok "untrusted words reach the terminal escaped, on one line" ;;
+11) # ranks started with different flags were accepted, or died in MPI internals
+  command -v mpirun >/dev/null || { echo "skipped: no mpirun"; exit 0; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+    OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+  [ -n "$sanitized" ] && export ASAN_OPTIONS=detect_leaks=0
+  "$qkv" --version | grep -q "with MPI" || { echo "skipped: qkv without MPI"; exit 0; }
+  base=(train "${small[@]}" --steps 3 --save m.safetensors)
+  for flag in "--seed 2" "--task sort" "--dim 32" "--steps 4" "--model seq2seq" "--dropout 0.1"; do
+    timeout 60 mpirun -np 1 "$qkv" "${base[@]}" : -np 1 "$qkv" "${base[@]}" $flag >out.txt 2>err.txt && fail "ranks with $flag accepted"
+    name=${flag%% *}
+    grep -q "the ranks were started with different $name" err.txt || { cat err.txt; fail "$flag: no error naming $name"; }
+    grep -qi "MPI_ERR\|PMIX\|truncate" err.txt && fail "$flag: MPI internals in the error"
+  done
+  timeout 60 mpirun -np 2 "$qkv" "${base[@]}" >out.txt 2>&1 || { cat out.txt; fail "two agreeing ranks"; }
+  trained ck.safetensors
+  timeout 60 mpirun -np 2 "$qkv" eval --checkpoint ck.safetensors >out.txt 2>err.txt && fail "eval under mpirun ran"
+  grep -q "runs in one process" err.txt || { cat err.txt; fail "eval under mpirun: no refusal"; }
+  grep -q "exact match" out.txt && fail "eval ran under mpirun"
+  ok "ranks agree on every flag before step 1; one-process commands refuse a launcher" ;;
+12) # plot cut data-values at 1 MiB
+  { echo "step,loss"; for i in $(seq 1 60000); do echo "$i,0.$((100000 + i))"; done; } >long.csv
+  "$qkv" plot long.csv >/dev/null || fail "plot"
+  xmllint --noout long.csv.html || fail "not well-formed"
+  steps=$(xmllint --xpath "string(//*[@data-name='loss']/@data-steps)" long.csv.html | wc -w)
+  values=$(xmllint --xpath "string(//*[@data-name='loss']/@data-values)" long.csv.html | wc -w)
+  [ "$steps" -eq "$values" ] && [ "$steps" -eq 2001 ] || fail "data-steps $steps, data-values $values"
+  grep -q "bytes)" long.csv.html && fail "a data attribute was cut"
+  ok "data attributes hold every drawn point, never cut" ;;
+13) # a full disk: truncated pages and no reason given; a full --log stopped training without saving
+  trained ck.safetensors --log run.csv
+  "$qkv" plot run.csv --out page.html >/dev/null || fail "plot"
+  cp page.html page.before
+  { echo "step,loss"; for i in $(seq 1 3000); do echo "$i,0.$((100000 + i))"; done; } >big.csv
+  (trap '' XFSZ; ulimit -f 16; exec "$qkv" plot big.csv --out page.html --force) >/dev/null 2>err.txt && fail "a page past the file-size limit"
+  grep -q "File too large" err.txt || { cat err.txt; fail "the error gives no reason"; }
+  cmp -s page.html page.before || fail "the previous page was destroyed"
+  (trap '' XFSZ; ulimit -f 2; exec "$qkv" graph --model gpt --out g.dot) >/dev/null 2>err.txt && fail "a graph past the limit"
+  grep -q "File too large" err.txt || { cat err.txt; fail "graph: no reason"; }
+  [ -e g.dot ] && fail "graph left a truncated file"
+  (trap '' XFSZ; ulimit -f 24; exec "$qkv" train --dim 8 --layers 1 --heads 1 --batch 4 --steps 5000 --eval-every 100000 \
+    --threads 1 --save full.safetensors --log full.jsonl) >out.txt 2>err.txt && fail "training past the log's limit"
+  grep -q "cannot write --log file full.jsonl: File too large; saved step" err.txt || { cat err.txt; fail "no save before stopping"; }
+  step=$(grep -o 'saved step [0-9]*' err.txt | grep -o '[0-9]*$')
+  "$qkv" info full.safetensors | grep -q "step       $step" || fail "the checkpoint does not hold step $step"
+  "$qkv" train --resume full.safetensors --steps $((step + 3)) --log full.jsonl >out.txt 2>&1 || { cat out.txt; fail "resume"; }
+  "$qkv" plot full.jsonl >/dev/null 2>err.txt || { cat err.txt; fail "plot after a full disk and --resume"; }
+  ok "a full disk: reasons given, previous files whole, the model saved, the log readable after --resume" ;;
+14) # after kill -9 the log kept rows past the checkpoint, and --resume appended after them
+  "$qkv" train "${small[@]}" --steps 1000000 --target 2 --save-every 50 --save k.safetensors --log k.csv >out.txt 2>&1 &
+  pid=$!
+  for _ in $(seq 1 1200); do  # until a checkpoint exists and the log has run 10 rows past it
+    s=$(grep -ao '"qkv.step":"[0-9]*' k.safetensors 2>/dev/null | grep -o '[0-9]*$' | tail -1)
+    rows=$(($(wc -l 2>/dev/null <k.csv || echo 1) - 1))
+    [ -n "$s" ] && [ "$rows" -gt $((s + 10)) ] && break
+    sleep 0.05
+  done
+  kill -9 $pid; wait $pid 2>/dev/null
+  saved=$("$qkv" info k.safetensors | awk '/^  step/ {print $2}')
+  last=$(tail -1 k.csv | cut -d, -f1)
+  [ "$last" -gt "$saved" ] || fail "the kill came too early to test (log $last, checkpoint $saved)"
+  printf '%s' "$((last + 1)),0.5" >>k.csv  # and a line cut off mid-write
+  "$qkv" train --resume k.safetensors --steps $((saved + 20)) --log k.csv >out.txt 2>&1 || { cat out.txt; fail "resume"; }
+  grep -q "dropped .* past the checkpoint's step $saved" out.txt || { cat out.txt; fail "resume did not say it trimmed the log"; }
+  tail -n +2 k.csv | cut -d, -f1 | awk 'NR != $1 {exit 1}' || fail "the log's steps are not 1, 2, ... once each"
+  # A log with repeated steps (from before this fix) is drawn with a note.
+  { echo "step,loss"; for i in 1 2 3 4 5 3 4 5 6; do echo "$i,1.$i"; done; } >old.csv
+  "$qkv" plot old.csv >/dev/null || fail "plot of repeated steps"
+  grep -q 'data-restarts="1"' old.csv.html || fail "no note on the repeated steps"
+  [ "$(xmllint --xpath "string(//*[@data-name='loss']/@data-steps)" old.csv.html)" = "1 2 3 4 5 6" ] || fail "repeated steps drawn twice"
+  ok "--resume trims the log to the checkpoint (saved $saved, logged $last); plot says where a log restarts" ;;
+15) # messages that misled
+  refused "--attn-entropy 1e308" "$qkv" train --attn-entropy 1e308 --steps 1 --threads 1 --save e.safetensors
+  grep -q "must be in \[-100, 100\]" err.txt || fail "--attn-entropy: no bound given"
+  "$qkv" train --task text --dim 16 --layers 1 --heads 2 --context 16 --batch 2 --steps 2 --threads 1 --save text.safetensors \
+    >/dev/null 2>&1 || fail "a text model"
+  bounded "$qkv" gradcheck --checkpoint text.safetensors --entries 2 >out.txt 2>err.txt || { cat out.txt err.txt; fail "gradcheck of a text model"; }
+  grep -q "all ok" out.txt || fail "gradcheck of a text model did not pass"
+  printf 'step,loss\n1,1e308\n2,-1e308\n3,0\n' >huge.csv
+  "$qkv" plot huge.csv >/dev/null || fail "plot of +-1e308"
+  grep -q "nan\|inf" huge.csv.html && fail "non-finite coordinates drawn"
+  ok "the messages say what applies; extreme values draw" ;;
+16) # bench reported --attention and --checkpoint-activations settings its config ignored
+  refused "bench --config attention --attention linear" "$qkv" bench --config attention --attention linear --steps 1 --warmup 0
+  refused "bench --config layer --checkpoint-activations" "$qkv" bench --config layer --checkpoint-activations --steps 1 --warmup 0
+  bounded "$qkv" bench --config layer --attention window:8 --context 64 --steps 1 --warmup 0 --threads 1 >out.txt \
+    || fail "bench layer with window attention"
+  grep -q "window:8" out.txt || fail "bench layer does not report its attention"
+  ok "bench refuses the flags its config does not use" ;;
+*) fail "no such item" ;;
+esac
