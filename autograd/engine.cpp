@@ -101,12 +101,10 @@ void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn 
   out.impl()->requires_grad = true;
 }
 
-namespace {
-
-// Reverse topological order of the tensors reachable from root through nodes
-// (root first), by an iterative depth-first search. The handles keep every
-// tensor alive while backward() releases the nodes that also held them.
-std::vector<Tensor> topological_order(const Tensor& root) {
+// Topological order by an iterative depth-first search (deep graphs cannot
+// overflow the stack), each tensor finished after its inputs. The handles
+// keep every tensor alive while backward() releases the nodes that also held them.
+std::vector<Tensor> data_flow_order(const Tensor& root) {
   std::vector<Tensor> order;
   std::unordered_set<TensorImpl*> visited{root.impl()};
   std::vector<std::pair<Tensor, size_t>> stack{{root, 0}};
@@ -121,9 +119,10 @@ std::vector<Tensor> topological_order(const Tensor& root) {
       stack.pop_back();
     }
   }
-  std::reverse(order.begin(), order.end());
   return order;
 }
+
+namespace {
 
 void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
   QKV_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype(), "backward of ", op,
@@ -146,8 +145,9 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 
   NoGradGuard no_grad;
   std::unordered_map<TensorImpl*, Tensor> grads{{impl(), seed}};
-  for (Tensor& handle : topological_order(*this)) {
-    Tensor keep = std::move(handle);  // released once this tensor is done
+  std::vector<Tensor> order = data_flow_order(*this);
+  for (auto handle = order.rbegin(); handle != order.rend(); ++handle) {  // from the root back to the leaves
+    Tensor keep = std::move(*handle);  // released once this tensor is done
     TensorImpl* t = keep.impl();
     auto it = grads.find(t);
     if (it == grads.end()) continue;

@@ -107,6 +107,11 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 /// itself, or an input with its history, makes a reference cycle.
 void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward);
 
+/// The tensors reachable from `root` through recorded nodes (inputs that
+/// require grad), each after every input it was computed from, `root` last:
+/// the order backward() walks in reverse, and graph pictures draw in.
+std::vector<Tensor> data_flow_order(const Tensor& root);
+
 /// Every differentiable op declared in the library, sorted. The gradcheck
 /// registry must hold at least one case for each (a test enforces it).
 std::vector<std::string> declared_ops();

@@ -14,7 +14,6 @@
 #include "autograd/ops/shape.h"
 #include "autograd/ops/softmax.h"
 #include "autograd/recompute.h"
-#include "nn/gradcheck_cases.h"
 
 namespace qkv {
 
@@ -291,11 +290,7 @@ std::vector<GradcheckCase> builtin_cases() {
 }  // namespace
 
 std::vector<GradcheckCase>& gradcheck_registry() {
-  static std::vector<GradcheckCase> cases = [] {
-    std::vector<GradcheckCase> all = builtin_cases();
-    for (GradcheckCase& c : nn::gradcheck_cases()) all.push_back(std::move(c));
-    return all;
-  }();
+  static std::vector<GradcheckCase> cases = builtin_cases();
   return cases;
 }
 

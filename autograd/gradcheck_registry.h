@@ -19,8 +19,8 @@ struct GradcheckCase {
   GradcheckOptions options = {};
 };
 
-/// All registered cases: autograd's ops, nn's ops (nn/gradcheck_cases.cpp),
-/// then those added at run time.
+/// All registered cases: autograd's ops, then those added with
+/// register_gradcheck_case (nn's ops: nn::register_gradcheck_cases()).
 std::vector<GradcheckCase>& gradcheck_registry();
 
 /// Adds a case (a custom layer registers itself this way).

@@ -32,20 +32,11 @@ Graph trace_graph(const Tensor& root, const std::vector<std::pair<std::string, T
     if (t.defined()) leaf_names.emplace(t.impl(), name);
   Graph graph;
   std::unordered_map<TensorImpl*, size_t> index;
-  // The engine's walk (engine.cpp), finishing each tensor after its inputs:
-  // an iterative depth-first search, so deep graphs cannot overflow the stack.
-  std::unordered_set<TensorImpl*> visited{root.impl()};
-  std::vector<std::pair<Tensor, size_t>> stack{{root, 0}};
-  while (!stack.empty()) {
-    auto& [t, next] = stack.back();
+  // The engine's own order (inputs first), so the picture shows what backward walks.
+  for (Tensor& t : data_flow_order(root)) {
     const Node* node = t.impl()->grad_fn.get();
     QKV_CHECK(!node || !node->released, "trace_graph: backward() already freed the graph through '", node->op,
               "'; trace it before (or call backward with retain_graph)");
-    if (node && next < node->inputs.size()) {
-      const Tensor& input = node->inputs[next++];
-      if (input.defined() && input.requires_grad() && visited.insert(input.impl()).second) stack.push_back({input, 0});
-      continue;
-    }
     GraphNode g;
     g.tensor = t;
     if (node) {
@@ -60,7 +51,6 @@ Graph trace_graph(const Tensor& root, const std::vector<std::pair<std::string, T
     }
     index[t.impl()] = graph.nodes.size();
     graph.nodes.push_back(std::move(g));
-    stack.pop_back();
   }
   return graph;
 }

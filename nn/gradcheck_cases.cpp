@@ -47,4 +47,12 @@ std::vector<GradcheckCase> gradcheck_cases() {
   return cases;
 }
 
+void register_gradcheck_cases() {
+  static const bool registered = [] {
+    for (GradcheckCase& c : gradcheck_cases()) register_gradcheck_case(std::move(c));
+    return true;
+  }();
+  (void)registered;
+}
+
 }  // namespace qkv::nn

@@ -6,9 +6,15 @@
 #include <set>
 
 #include "autograd/autograd.h"
+#include "nn/gradcheck_cases.h"
 
 using namespace qkv;
 using Catch::Matchers::Contains;
+
+namespace {
+// nn's layers register their cases as any layer outside autograd does.
+const bool nn_cases_registered = (nn::register_gradcheck_cases(), true);
+}  // namespace
 
 TEST_CASE("every registry case passes gradcheck in float64", "[gradcheck]") {
   int checked = 0;
