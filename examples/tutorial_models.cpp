@@ -19,6 +19,7 @@
 
 using namespace qkv;
 using namespace qkv::nn;
+using namespace qkv::io;
 
 namespace {
 

@@ -1,54 +1,15 @@
-// safetensors files: the format Hugging Face's safetensors library reads
-// (8-byte little-endian header length, a JSON header, raw little-endian data),
-// written atomically and validated in full when read. Little-endian hosts only.
+// A module's parameters in a safetensors file (io/safetensors.h writes and
+// reads the files themselves).
 #pragma once
 
-#include <functional>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "nn/module.h"
 
 namespace qkv::nn {
-
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
-struct TensorFile {
-  NamedTensors tensors;                         // in the order of their data in the file
-  std::map<std::string, std::string> metadata;  // the header's "__metadata__" (strings only)
-  /// The tensor named `name`, or an undefined tensor.
-  Tensor get(const std::string& name) const;
-};
-
-/// Writes tensors (float32, float64, int64, bool; names unique, not
-/// "__metadata__") and metadata to `path`: first to "path.tmp.<pid>" (new,
-/// this process's own), flushed to disk, then renamed over `path`, so a
-/// crash leaves the old file whole and two writers never share a temporary.
-/// Refuses to replace anything but a regular file (check_writable_target);
-/// on any failure the temporary is removed.
-void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
-
-/// The bytes of an untrusted file: a regular file only (a pipe would block,
-/// a device never end) of at most `max_bytes`; one-line errors name the file
-/// and call it a `what` ("checkpoint", "--data file").
-std::string read_regular_file(const std::string& path, int64_t max_bytes, const char* what);
-
-/// Throws qkv::Error unless `path` is a new name or a regular file (not a
-/// symlink, folder, device or pipe) and, with `probe`, its folder lets this
-/// process create the temporary a save needs. Run it before long work.
-void check_writable_target(const std::string& path, bool probe = true);
-
-/// Reads and validates a whole regular file (a pipe or device is refused):
-/// header length within the file and at most 4 MiB, strict JSON
-/// (nlohmann-json; repeated keys refused), time and memory linear in the
-/// file's size, tensors allocated only after every entry is validated;
-/// dtypes (F32, F64, I64, BOOL), shapes, offsets (in range, matching the
-/// shape, not overlapping, covering the data with no holes). Any problem
-/// throws qkv::Error naming the file and the problem.
-TensorFile load_safetensors(const std::string& path);
 
 /// Writes a module's parameters under their dotted names, plus metadata.
 void save_module(const std::string& path, const Module& module, const std::map<std::string, std::string>& metadata = {});
@@ -57,13 +18,7 @@ void save_module(const std::string& path, const Module& module, const std::map<s
 /// must be present with its shape and dtype and hold only finite numbers
 /// (a NaN or infinity is an error naming the tensor), and no other tensor
 /// may be, except those whose names start with one of `ignored_prefixes`.
-void load_into(Module& module, const TensorFile& file, const std::string& path,
+void load_into(Module& module, const io::TensorFile& file, const std::string& path,
                const std::vector<std::string>& ignored_prefixes = {});
-
-namespace detail {
-/// Test hook: called after the temporary file is written and before it is
-/// renamed; a test throws from it to play a crash in between.
-extern std::function<void(const std::string& temporary_path)> before_rename;
-}  // namespace detail
 
 }  // namespace qkv::nn

@@ -9,7 +9,7 @@
 #include "autograd/error.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
-#include "nn/metadata.h"
+#include "io/metadata.h"
 
 namespace qkv::optim {
 
@@ -84,8 +84,8 @@ SGD::SGD(NamedTensors params, const SGDOptions& options) : Optimizer(std::move(p
 }
 
 std::map<std::string, std::string> SGD::hyperparameters() const {
-  return {{"lr", nn::exact_number(lr())}, {"momentum", nn::exact_number(o_.momentum)}, {"dampening", nn::exact_number(o_.dampening)},
-          {"weight_decay", nn::exact_number(o_.weight_decay)}, {"nesterov", o_.nesterov ? "true" : "false"}};
+  return {{"lr", io::exact_number(lr())}, {"momentum", io::exact_number(o_.momentum)}, {"dampening", io::exact_number(o_.dampening)},
+          {"weight_decay", io::exact_number(o_.weight_decay)}, {"nesterov", o_.nesterov ? "true" : "false"}};
 }
 
 void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
@@ -124,8 +124,8 @@ Adam::Adam(NamedTensors params, const AdamOptions& options, bool decoupled)
 }
 
 std::map<std::string, std::string> Adam::hyperparameters() const {
-  return {{"lr", nn::exact_number(lr())}, {"beta1", nn::exact_number(o_.beta1)}, {"beta2", nn::exact_number(o_.beta2)}, {"eps", nn::exact_number(o_.eps)},
-          {"weight_decay", nn::exact_number(o_.weight_decay)}};
+  return {{"lr", io::exact_number(lr())}, {"beta1", io::exact_number(o_.beta1)}, {"beta2", io::exact_number(o_.beta2)}, {"eps", io::exact_number(o_.eps)},
+          {"weight_decay", io::exact_number(o_.weight_decay)}};
 }
 
 void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {

@@ -3,7 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "nn/metadata.h"
+#include "io/metadata.h"
 
 namespace qkv::optim {
 
@@ -25,40 +25,40 @@ bool decode_state(const std::string& text, Generator::State& s) {
 
 void save_training_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer,
                               const NamedGenerators& generators, std::map<std::string, std::string> metadata) {
-  nn::NamedTensors tensors = model.named_parameters();
+  io::NamedTensors tensors = model.named_parameters();
   metadata["qkv.format"] = "1";
   if (optimizer) {
     for (const auto& [name, t] : optimizer->state()) tensors.emplace_back(kOptimizerPrefix + name, t);
     metadata["qkv.step"] = std::to_string(optimizer->steps());
     metadata["qkv.optimizer"] = optimizer->name();
-    metadata["qkv.optimizer.hyperparameters"] = nn::json_object(optimizer->hyperparameters());
+    metadata["qkv.optimizer.hyperparameters"] = io::json_object(optimizer->hyperparameters());
   }
   for (const auto& [name, gen] : generators) {
     std::string key = "qkv.generator.";
     key += name;
     metadata[key] = encode_state(gen->state());
   }
-  nn::save_safetensors(path, tensors, metadata);
+  io::save_safetensors(path, tensors, metadata);
 }
 
 std::map<std::string, std::string> load_training_checkpoint(const std::string& path, nn::Module& model,
                                                             Optimizer* optimizer, const NamedGenerators& generators) {
-  return load_training_checkpoint(nn::load_safetensors(path), path, model, optimizer, generators);
+  return load_training_checkpoint(io::load_safetensors(path), path, model, optimizer, generators);
 }
 
-std::map<std::string, std::string> load_training_checkpoint(nn::TensorFile file, const std::string& path, nn::Module& model,
+std::map<std::string, std::string> load_training_checkpoint(io::TensorFile file, const std::string& path, nn::Module& model,
                                                             Optimizer* optimizer, const NamedGenerators& generators) {
   auto& meta = file.metadata;
   QKV_CHECK(meta.count("qkv.format") && meta["qkv.format"] == "1", path, ": not a qkv checkpoint (no qkv.format 1 in its metadata)");
 
   // Validate everything before changing anything.
   int64_t steps = 0;
-  nn::NamedTensors state;
+  io::NamedTensors state;
   if (optimizer) {
     QKV_CHECK(meta.count("qkv.optimizer"), path, ": holds no optimizer state to resume from");
     QKV_CHECK(meta["qkv.optimizer"] == optimizer->name(), path, ": trained with ", printable(meta["qkv.optimizer"]),
           ", cannot resume with ", optimizer->name());
-    QKV_CHECK(nn::parse_integer(meta["qkv.step"], steps) && steps >= 0, path, ": bad qkv.step '",
+    QKV_CHECK(io::parse_integer(meta["qkv.step"], steps) && steps >= 0, path, ": bad qkv.step '",
               printable(meta["qkv.step"]), "'");
     for (const auto& [name, t] : file.tensors)
       if (name.compare(0, kOptimizerPrefix.size(), kOptimizerPrefix) == 0)

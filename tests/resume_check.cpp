@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (!sample.empty()) {
-      nn::save_safetensors(sample, {{"f32", reshape(Tensor::arange(6), {2, 3})},
+      io::save_safetensors(sample, {{"f32", reshape(Tensor::arange(6), {2, 3})},
                                     {"f64", Tensor::arange(-1, 1, 0.5, DType::Float64)},
                                     {"i64", Tensor::from_vector<int64_t>({-3, 0, 1LL << 40})},
                                     {"mask", Tensor::from_vector(std::vector<bool>{true, false})}},

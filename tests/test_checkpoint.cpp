@@ -10,12 +10,13 @@
 #include <fstream>
 #include <limits>
 
-#include "nn/metadata.h"
-#include "nn/strict_json.h"
+#include "io/metadata.h"
+#include "io/strict_json.h"
 #include "tiny_training.h"
 
 using namespace qkv;
 using namespace qkv::nn;
+using namespace qkv::io;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -75,7 +76,7 @@ TEST_CASE("save and load round-trip every tensor bit-exactly", "[checkpoint]") {
 }
 
 TEST_CASE("JSON parsing is strict and never crashes", "[checkpoint][json]") {
-  using detail::parse_strict_json;
+  using io::detail::parse_strict_json;
   nlohmann::json j = parse_strict_json(R"( {"a": [1, -2, 3.5e1, true, null], "b": "x\u00e9\ud83d\ude00\n"} )");
   CHECK(j["a"][1].get<int64_t>() == -2);
   CHECK(j["a"][2].get<double>() == 35);
@@ -166,9 +167,9 @@ TEST_CASE("a crash between writing and renaming leaves the previous checkpoint w
   Tensor v1 = Tensor::full({4}, 1.0), v2 = Tensor::full({1000}, 2.0);
   save_safetensors(path, {{"v", v1}});
   std::string before = read_file(path);
-  detail::before_rename = [](const std::string&) { throw std::runtime_error("simulated crash"); };
+  io::detail::before_rename = [](const std::string&) { throw std::runtime_error("simulated crash"); };
   CHECK_THROWS_WITH(save_safetensors(path, {{"v", v2}}), Contains("simulated crash"));
-  detail::before_rename = nullptr;
+  io::detail::before_rename = nullptr;
   CHECK(read_file(path) == before);
   CHECK(same_bytes(load_safetensors(path).get("v"), v1));
   save_safetensors(path, {{"v", v2}});  // and the next save goes through

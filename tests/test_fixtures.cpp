@@ -17,6 +17,7 @@
 
 using namespace qkv;
 using namespace qkv::nn;
+using namespace qkv::io;
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "nn/metadata.h"
+#include "io/metadata.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
@@ -45,7 +45,7 @@ struct Run {
   }
   void save(const std::string& path) const {
     optim::save_training_checkpoint(path, model, &optimizer, {{"default", &default_generator()}},
-                                    {{"qkv.model", "gpt"}, {"qkv.config", nn::json_object({{"vocab", "12"}, {"context", "8"},
+                                    {{"qkv.model", "gpt"}, {"qkv.config", io::json_object({{"vocab", "12"}, {"context", "8"},
                                                                                            {"width", "16"}, {"heads", "2"},
                                                                                            {"layers", "2"}})}});
   }

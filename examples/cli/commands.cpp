@@ -15,7 +15,7 @@
 #include "bounds.h"
 #include "commands.h"
 #include "heatmaps.h"
-#include "nn/metadata.h"
+#include "io/metadata.h"
 #include "autograd/cpu.h"
 #include "io/output.h"
 #include "autograd/ops/attention.h"
@@ -53,7 +53,7 @@ std::string required(const cxxopts::ParseResult& args, const char* name) {
 
 // A checkpoint's model, parameters loaded (optimizer state ignored).
 std::unique_ptr<Runner> load_runner(const std::string& path) {
-  nn::TensorFile file = nn::load_safetensors(path);
+  io::TensorFile file = io::load_safetensors(path);
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
   spec.check_tensors(file, path);  // before anything is allocated for the model
   auto runner = std::make_unique<Runner>(spec, nullptr, /*read_text=*/false);
@@ -303,7 +303,7 @@ int grads(int argc, char** argv) {
   std::string what;
   Tensor loss = input_loss(*runner, text, &what);
   loss.backward();
-  nn::NamedTensors tensors{{"loss", loss.detach()}};
+  io::NamedTensors tensors{{"loss", loss.detach()}};
   std::printf("%s: %.6f\n\n%-36s %-12s %12s  %s\n", what.c_str(), loss.item(), "parameter", "shape", "grad norm",
               "per head (attention projections)");
   const int64_t heads = spec.heads, d = spec.width / spec.heads;
@@ -328,7 +328,7 @@ int grads(int argc, char** argv) {
     std::printf("%-36s %-12s %12.4e  %s\n", name.c_str(), shape_str(p.shape()).c_str(),
                 block_norm(values, g.numel(), 0, 1, 0, g.numel()), per_head.c_str());
   }
-  nn::save_safetensors(out, tensors, {{"qkv.checkpoint", printable(path)}, {"qkv.input", printable(text)}});
+  io::save_safetensors(out, tensors, {{"qkv.checkpoint", printable(path)}, {"qkv.input", printable(text)}});
   std::printf("\nwrote loss and %zu gradients to %s (compare them with examples/compare_grads.py)\n", tensors.size() - 1,
               printable(out).c_str());
   return 0;
@@ -384,7 +384,7 @@ int info(int argc, char** argv) {
     if (!args.count("checkpoint")) return 0;
   }
   std::string path = required(args, "checkpoint");
-  nn::TensorFile file = nn::load_safetensors(path);
+  io::TensorFile file = io::load_safetensors(path);
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
   spec.check_tensors(file, path);  // the model is described, never built
   auto meta = [&](const char* key) { return file.metadata.count(key) ? printable(file.metadata.at(key)) : std::string("-"); };
@@ -404,7 +404,7 @@ int info(int argc, char** argv) {
               meta("qkv.optimizer.hyperparameters").c_str());
   if (file.metadata.count("qkv.train")) {
     std::string settings;
-    for (const auto& [k, v] : nn::parse_json_object(file.metadata.at("qkv.train")))
+    for (const auto& [k, v] : io::parse_json_object(file.metadata.at("qkv.train")))
       settings += (settings.empty() ? "" : " ") + ("--" + k + " " + printable(v));
     std::printf("  settings   %s\n", settings.c_str());
   } else {

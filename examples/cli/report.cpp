@@ -18,7 +18,7 @@
 #include "heatmaps.h"
 #include "io/output.h"
 #include "nn/checkpoint.h"
-#include "nn/metadata.h"
+#include "io/metadata.h"
 
 namespace qkv::cli {
 
@@ -76,7 +76,7 @@ Log parse_log(const std::string& path, const std::string& text) {
     Series& s = it->second;
     while (!s.steps.empty() && s.steps.back() >= step) s.steps.pop_back(), s.values.pop_back(), s.text.pop_back();
     s.steps.push_back(step);
-    s.values.push_back(nn::parse_number(value, cat(shown, " line ", number, ": ", printable(name))));
+    s.values.push_back(io::parse_number(value, cat(shown, " line ", number, ": ", printable(name))));
     s.text.push_back(value);
   };
   auto row_step = [&](double step) {
@@ -96,7 +96,7 @@ Log parse_log(const std::string& path, const std::string& text) {
         continue;
       }
       QKV_CHECK(fields.size() == header.size(), shown, " line ", number, ": ", fields.size(), " fields, the header has ", header.size());
-      double step = nn::parse_number(fields[0], cat(shown, " line ", number, ": step"));
+      double step = io::parse_number(fields[0], cat(shown, " line ", number, ": step"));
       row_step(step);
       for (size_t i = 1; i < fields.size(); ++i) add(header[i], step, fields[i]);
     } else {
@@ -110,7 +110,7 @@ Log parse_log(const std::string& path, const std::string& text) {
       double step = j["step"].get<double>();
       row_step(step);
       for (const auto& [name, v] : j.items())
-        if (v.is_number()) add(name, step, nn::exact_number(v.get<double>()));
+        if (v.is_number()) add(name, step, io::exact_number(v.get<double>()));
     }
   }
   QKV_CHECK(!series.empty(), shown, ": no logged values");
@@ -148,7 +148,7 @@ std::string chart(const std::string& name, const std::string& title, const Serie
     char xy[64];
     std::snprintf(xy, sizeof xy, "%.1f,%.1f ", px(s.steps[i]), py(s.values[i]));
     points += xy;
-    steps += (i ? " " : "") + nn::exact_number(s.steps[i]);
+    steps += (i ? " " : "") + io::exact_number(s.steps[i]);
     values += (i ? " " : "") + s.text[i];
   }
   std::string svg = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width, "\" height=\"", height,
@@ -169,7 +169,7 @@ std::string chart(const std::string& name, const std::string& title, const Serie
   if (s.steps.size() <= 200)  // evaluations and short runs: a dot per point, hover for its value
     for (size_t i = 0; i < s.steps.size(); ++i)
       svg += cat("<circle cx=\"", px(s.steps[i]), "\" cy=\"", py(s.values[i]), "\" r=\"2.5\" fill=\"#2a5db0\"><title>step ",
-                 nn::exact_number(s.steps[i]), ": ", xml_text(s.text[i]), "</title></circle>");
+                 io::exact_number(s.steps[i]), ": ", xml_text(s.text[i]), "</title></circle>");
   return svg + "\n</svg>\n";
 }
 
@@ -191,7 +191,7 @@ int plot(int argc, char** argv) {
   std::string path = args["log"].as<std::string>();
   std::string out = args.count("out") ? args["out"].as<std::string>() : path + ".html";
   io::check_output_file(out, "--out", args.count("force") > 0, {path});  // before reading: nothing is lost
-  Log log = parse_log(path, nn::read_regular_file(path, kMaxLogBytes, "log"));
+  Log log = parse_log(path, io::read_regular_file(path, kMaxLogBytes, "log"));
   const auto& series = log.series;
   // The charts in the order a reader asks: is it learning, is it generalising, is it healthy, is it fast.
   const std::vector<std::pair<std::string, std::string>> order{
@@ -203,7 +203,7 @@ int plot(int argc, char** argv) {
                          "<h1>", xml_text(path), "</h1>\n");
   if (!log.restarts.empty())
     html += cat("<p class=\"note\" data-restarts=\"", log.restarts.size(), "\">The log starts again ", log.restarts.size(),
-                log.restarts.size() == 1 ? " time" : " times", " (first at step ", nn::exact_number(log.restarts.front()),
+                log.restarts.size() == 1 ? " time" : " times", " (first at step ", io::exact_number(log.restarts.front()),
                 "): a run resumed from an earlier checkpoint. Where steps repeat, the later rows are drawn.</p>\n");
   size_t charts = 0;
   std::vector<std::string> drawn, left_out;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <map>
 
-#include "nn/metadata.h"
+#include "io/metadata.h"
 
 namespace qkv::cli {
 
@@ -23,11 +23,11 @@ std::vector<double> row(const Tensor& logits, int64_t b, int64_t t) {
 std::map<std::string, std::string> ModelSpec::metadata() const {
   std::map<std::string, std::string> config{{"vocab", std::to_string(vocab)},   {"context", std::to_string(context)},
                                             {"width", std::to_string(width)},   {"heads", std::to_string(heads)},
-                                            {"layers", std::to_string(layers)}, {"dropout", nn::exact_number(dropout)},
+                                            {"layers", std::to_string(layers)}, {"dropout", io::exact_number(dropout)},
                                             {"post_ln", post_ln ? "1" : "0"}, {"attention", attention}};
   std::map<std::string, std::string> task_fields{{"name", task}, {"max_len", std::to_string(max_len)},
                                                  {"digits", std::to_string(digits)}, {"data", data}};
-  return {{"qkv.model", model}, {"qkv.config", nn::json_object(config)}, {"qkv.task", nn::json_object(task_fields)}};
+  return {{"qkv.model", model}, {"qkv.config", io::json_object(config)}, {"qkv.task", io::json_object(task_fields)}};
 }
 
 ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
@@ -47,7 +47,7 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
   auto integer = [&](const std::map<std::string, std::string>& object, const char* key, int64_t low, int64_t high) {
     const std::string& text = field(object, key);
     int64_t v = 0;
-    QKV_CHECK(nn::parse_integer(text, v) && v >= low && v <= high, file, ": bad model description in its metadata (",
+    QKV_CHECK(io::parse_integer(text, v) && v >= low && v <= high, file, ": bad model description in its metadata (",
               key, " = '", printable(text), "', expected an integer in [", low, ", ", high, "])");
     return v;
   };
@@ -55,14 +55,14 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
   try {
     s.model = need("qkv.model");
     QKV_CHECK(s.model == "gpt" || s.model == "seq2seq", file, ": unknown model '", printable(s.model), "' (gpt, seq2seq)");
-    auto config = nn::parse_json_object(need("qkv.config"));
-    auto task = nn::parse_json_object(need("qkv.task"));
+    auto config = io::parse_json_object(need("qkv.config"));
+    auto task = io::parse_json_object(need("qkv.task"));
     s.vocab = integer(config, "vocab", 1, kMaxVocab);
     s.context = integer(config, "context", 1, kMaxContext);
     s.width = integer(config, "width", 1, kMaxWidth);
     s.heads = integer(config, "heads", 1, s.width);
     s.layers = integer(config, "layers", 1, kMaxLayers);
-    s.dropout = nn::parse_number(field(config, "dropout"), cat(file, ": dropout"));
+    s.dropout = io::parse_number(field(config, "dropout"), cat(file, ": dropout"));
     QKV_CHECK(s.dropout >= 0 && s.dropout < 1, file, ": bad model description in its metadata (dropout ", s.dropout, ")");
     s.post_ln = field(config, "post_ln") == "1";
     if (config.count("attention")) s.attention = nn::AttentionKind::parse(config.at("attention")).str();  // older files: full
@@ -100,7 +100,7 @@ void ModelSpec::check_sizes() const {
   check_range("digits", digits, 1, kMaxDigits);
 }
 
-void ModelSpec::check_tensors(const nn::TensorFile& file, const std::string& path) const {
+void ModelSpec::check_tensors(const io::TensorFile& file, const std::string& path) const {
   int64_t held = 0;
   for (const auto& [name, t] : file.tensors)
     if (name.compare(0, 10, "optimizer.") != 0) held += t.numel();

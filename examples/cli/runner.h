@@ -35,7 +35,7 @@ struct ModelSpec {
   void check_sizes() const;
   /// Throws unless the file's model tensors hold exactly parameter_count()
   /// elements: run before building, so the file's size bounds the model's.
-  void check_tensors(const nn::TensorFile& file, const std::string& path) const;
+  void check_tensors(const io::TensorFile& file, const std::string& path) const;
 };
 
 /// One layer's attention weights for one input, ready to draw.

@@ -1,5 +1,6 @@
-// qkv train: the training loop with evaluation, progress, logs, checkpoints
-// (periodic, final, and on Ctrl-C) and optional gradient checks.
+// qkv train: flags -> a model, a task and training settings -> the library's
+// Trainer (train/trainer.h), which runs the loop, evaluates, logs and saves.
+// Here: the flags, the resume merge, where the work goes, progress lines.
 #include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,8 +22,9 @@
 #include "commands.h"
 #include "io/output.h"
 #include "dist/dist.h"
-#include "nn/metadata.h"
+#include "io/metadata.h"
 #include "optim/optim.h"
+#include "train/trainer.h"
 #include "runner.h"
 
 namespace qkv::cli {
@@ -47,6 +49,7 @@ void on_interrupt(int) {
   }
   if (!interrupted) first_signal_s = static_cast<std::sig_atomic_t>(now.tv_sec);
   interrupted = 1;
+  train::Trainer::request_stop();  // async-signal-safe: the ranks agree on it at the step's end
 }
 
 // Answer and EOS positions: the tokens an example's loss averages over.
@@ -55,48 +58,6 @@ int64_t loss_tokens(const std::vector<Example>& examples, int64_t first, int64_t
   for (int64_t i = first; i < first + count; ++i) n += static_cast<int64_t>(examples[i].answer.size()) + 1;
   return n;
 }
-
-std::string duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds > 99 * 86400.0) return "> 99 days";
-  long long t = static_cast<long long>(std::max(seconds, 0.0) + 0.5);
-  char text[48];
-  if (t < 60) std::snprintf(text, sizeof text, "%llds", t);
-  else if (t < 3600) std::snprintf(text, sizeof text, "%lldm%02llds", t / 60, t % 60);
-  else std::snprintf(text, sizeof text, "%lldh%02lldm", t / 3600, t / 60 % 60);
-  return text;
-}
-
-// Gradient flow per layer for the log: parameters grouped by block
-// ("blocks.3", "encoder.0", ...; embeddings and final norms are "other").
-struct LayerGroups {
-  std::vector<std::string> names;  // in first-seen order
-  std::vector<size_t> of;          // group of each parameter
-  explicit LayerGroups(const nn::NamedTensors& params) {
-    for (const auto& [name, p] : params) {
-      std::string group = "other";
-      for (const char* prefix : {"blocks.", "encoder.", "decoder."})
-        if (name.rfind(prefix, 0) == 0) group = name.substr(0, name.find('.', std::strlen(prefix)));
-      auto it = std::find(names.begin(), names.end(), group);
-      of.push_back(static_cast<size_t>(it - names.begin()));
-      if (it == names.end()) names.push_back(group);
-    }
-  }
-  // Per group: sqrt of the summed squares of f(parameter index) over its tensors.
-  template <class F>
-  std::vector<double> norms(size_t count, F&& tensor) const {
-    std::vector<double> sq(names.size(), 0.0);
-    for (size_t i = 0; i < count; ++i) {
-      Tensor t = tensor(i);
-      if (!t.defined()) continue;
-      for (double v : t.to_vector()) sq[of[i]] += v * v;
-    }
-    for (double& v : sq) v = std::sqrt(v);
-    return sq;
-  }
-};
-
-// A number for a JSON line: JSON has no NaN or infinity, so those are null.
-std::string json_number(double v) { return std::isfinite(v) ? nn::exact_number(v) : "null"; }
 
 // The first free name among base.safetensors, base-2.safetensors, ...
 std::string fresh_name(const std::string& base) {
@@ -171,7 +132,7 @@ int64_t logged_step(const std::string& line) {
   size_t at = line.rfind("{\"step\":", 0) == 0 ? 8 : 0;
   int64_t step = 0;
   size_t end = line.find_first_of(",}", at);
-  if (end == std::string::npos || !nn::parse_integer(std::string_view(line).substr(at, end - at), step)) return -1;
+  if (end == std::string::npos || !io::parse_integer(std::string_view(line).substr(at, end - at), step)) return -1;
   return step;
 }
 
@@ -182,7 +143,7 @@ int64_t logged_step(const std::string& line) {
 int64_t trim_log(const std::string& path, int64_t step) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return 0;  // a new log
-  std::string text = nn::read_regular_file(path, int64_t{1} << 30, "--log file");
+  std::string text = io::read_regular_file(path, int64_t{1} << 30, "--log file");
   std::string kept;
   int64_t dropped = 0;
   size_t at = 0;
@@ -205,9 +166,7 @@ int64_t trim_log(const std::string& path, int64_t step) {
   return dropped;
 }
 
-}  // namespace
-
-int train(int argc, char** argv) {
+cxxopts::Options train_options() {
   cxxopts::Options options("qkv train", "Train a model on a task and save a checkpoint.\n"
                            "The progress line's loss is an exponential moving average over about 20 steps "
                            "(the --log file has each step's own loss).");
@@ -253,20 +212,68 @@ int train(int argc, char** argv) {
      cxxopts::value<int>(), "N")
     ("check-grads", "gradient-check a float64 copy of the model before the first step and at the end")
     ("h,help", "show this help");
-  auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::puts(options.help().c_str());
-    return 0;
-  }
-  QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]), "' (flags start with --)");
-  check_ranks_agree(options, args);  // before any collective that depends on a flag
-  const bool resuming = args.count("resume") > 0;
-  const std::string resume = resuming ? args["resume"].as<std::string>() : "";
+  return options;
+}
+
+// A new run's model and task from the flags; flags the task does not use are mistakes.
+ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
+  ModelSpec spec;
+  auto str = [&](const char* name, const char* fallback) {
+    return args.count(name) ? args[name].as<std::string>() : std::string(fallback);
+  };
+  auto num = [&](const char* name, int64_t fallback) { return args.count(name) ? args[name].as<int64_t>() : fallback; };
+  spec.task = str("task", "reverse");
+  spec.model = str("model", "gpt");
+  const bool is_text = spec.task == "text";
+  // Flags that the chosen task does not use are mistakes, not no-ops.
+  QKV_CHECK(is_text || !args.count("data"), "--data is for --task text");
+  QKV_CHECK(!args.count("max-len") || spec.task == "copy" || spec.task == "reverse" || spec.task == "sort",
+            "--max-len is for --task copy, reverse or sort");
+  QKV_CHECK(!args.count("digits") || spec.task == "add", "--digits is for --task add");
+  QKV_CHECK(!is_text || !args.count("target"), "--target (exact match) is for the sequence tasks, not text");
+  spec.data = str("data", "");  // "": the bundled text
+  QKV_CHECK(!is_text || !args.count("data") || !spec.data.empty(), "--data needs a file name");
+  spec.max_len = num("max-len", 8);
+  spec.digits = num("digits", 3);
+  spec.layers = num("layers", 2);
+  spec.heads = num("heads", 4);
+  spec.width = num("dim", 64);
+  spec.context = num("context", 0);
+  QKV_CHECK(!args.count("context") || spec.context > 0, "--context must be positive, got ", spec.context);
+  spec.dropout = args.count("dropout") ? args["dropout"].as<double>() : is_text ? 0.2 : 0.0;
+  // Below 1e-6 a probability is a typo (and 1e-320 once wrote a checkpoint qkv could not read).
+  QKV_CHECK(spec.dropout == 0 || (spec.dropout >= 1e-6 && spec.dropout < 1), "--dropout must be 0 or in [1e-6, 1), got ",
+            spec.dropout);
+  spec.attention = nn::AttentionKind::parse(str("attention", "full")).str();
+  spec.check_sizes();  // the bounds loading applies: training never writes what loading refuses
+  return spec;
+}
+
+// A run resolved from its flags, else the resumed checkpoint's settings, else the defaults.
+struct Run {
+  bool resuming = false;
+  std::string resume;            // the checkpoint resumed ("" for a new run)
+  io::TensorFile resumed;        // its contents, read once
+  ModelSpec spec;
+  std::map<std::string, std::string> settings;  // recorded in the checkpoint (qkv.train)
+  int64_t batch = 0, eval_every = 0, total = 0, save_every = 0, warmup = 0;
+  double lr = 0, weight_decay = 0, clip = 0, target = 0, entropy_weight = 0;
+  std::string optimizer, schedule;
+  uint64_t seed = 1;
+  bool recompute = false;
+};
+
+// On --resume the checkpoint holds the model, the task and the training
+// settings; only the run's own flags may change.
+Run resolve(const cxxopts::ParseResult& args) {
+  Run run;
+  run.resuming = args.count("resume") > 0;
+  const bool resuming = run.resuming;
+  run.resume = resuming ? args["resume"].as<std::string>() : "";
+  const std::string& resume = run.resume;
   QKV_CHECK(!resuming || !resume.empty(), "--resume needs a checkpoint file");
 
-  // On --resume the checkpoint holds the model, the task and the training
-  // settings; only the run's own flags may change.
-  nn::TensorFile resumed;
+  io::TensorFile& resumed = run.resumed;
   std::map<std::string, std::string> saved;  // the checkpoint's training settings
   if (resuming) {
     static const std::set<std::string> may_change{"resume", "steps", "save", "force", "save-every", "eval-every",
@@ -275,10 +282,10 @@ int train(int argc, char** argv) {
       QKV_CHECK(may_change.count(kv.key()), "--", kv.key(), " cannot change on --resume: the checkpoint holds the run's "
                 "settings (--resume takes --steps --save --force --save-every --eval-every --log --threads --check-grads, "
                 "and --data for text)");
-    resumed = nn::load_safetensors(resume);
-    if (resumed.metadata.count("qkv.train")) saved = nn::parse_json_object(resumed.metadata.at("qkv.train"));
+    resumed = io::load_safetensors(resume);
+    if (resumed.metadata.count("qkv.train")) saved = io::parse_json_object(resumed.metadata.at("qkv.train"));
   }
-  ModelSpec spec;
+  ModelSpec& spec = run.spec;
   if (resuming) {
     spec = ModelSpec::from_metadata(resumed.metadata, resume);
     spec.check_tensors(resumed, resume);  // before the model is built
@@ -292,39 +299,12 @@ int train(int argc, char** argv) {
       QKV_CHECK(!args.count("data"), "--data is for text models; ", printable(resume), " is a ", spec.task, " model");
     }
   } else {
-    auto str = [&](const char* name, const char* fallback) {
-      return args.count(name) ? args[name].as<std::string>() : std::string(fallback);
-    };
-    auto num = [&](const char* name, int64_t fallback) { return args.count(name) ? args[name].as<int64_t>() : fallback; };
-    spec.task = str("task", "reverse");
-    spec.model = str("model", "gpt");
-    const bool is_text = spec.task == "text";
-    // Flags that the chosen task does not use are mistakes, not no-ops.
-    QKV_CHECK(is_text || !args.count("data"), "--data is for --task text");
-    QKV_CHECK(!args.count("max-len") || spec.task == "copy" || spec.task == "reverse" || spec.task == "sort",
-              "--max-len is for --task copy, reverse or sort");
-    QKV_CHECK(!args.count("digits") || spec.task == "add", "--digits is for --task add");
-    QKV_CHECK(!is_text || !args.count("target"), "--target (exact match) is for the sequence tasks, not text");
-    spec.data = str("data", "");  // "": the bundled text
-    QKV_CHECK(!is_text || !args.count("data") || !spec.data.empty(), "--data needs a file name");
-    spec.max_len = num("max-len", 8);
-    spec.digits = num("digits", 3);
-    spec.layers = num("layers", 2);
-    spec.heads = num("heads", 4);
-    spec.width = num("dim", 64);
-    spec.context = num("context", 0);
-    QKV_CHECK(!args.count("context") || spec.context > 0, "--context must be positive, got ", spec.context);
-    spec.dropout = args.count("dropout") ? args["dropout"].as<double>() : is_text ? 0.2 : 0.0;
-    // Below 1e-6 a probability is a typo (and 1e-320 once wrote a checkpoint qkv could not read).
-    QKV_CHECK(spec.dropout == 0 || (spec.dropout >= 1e-6 && spec.dropout < 1), "--dropout must be 0 or in [1e-6, 1), got ",
-              spec.dropout);
-    spec.attention = nn::AttentionKind::parse(str("attention", "full")).str();
-    spec.check_sizes();  // the bounds loading applies: training never writes what loading refuses
+    spec = spec_from_flags(args);
   }
   const bool text = spec.task == "text";
 
   // Training settings: the flag, else the checkpoint's, else the default.
-  std::map<std::string, std::string> settings;
+  std::map<std::string, std::string>& settings = run.settings;
   auto setting = [&](const char* name, const std::string& flag_value, const std::string& fallback) {
     std::string v = args.count(name) ? flag_value : saved.count(name) ? saved.at(name) : fallback;
     settings[name] = v;
@@ -333,28 +313,33 @@ int train(int argc, char** argv) {
   auto int_setting = [&](const char* name, int64_t fallback) {
     std::string v = setting(name, args.count(name) ? std::to_string(args[name].as<int64_t>()) : "", std::to_string(fallback));
     int64_t out = 0;
-    QKV_CHECK(nn::parse_integer(v, out), printable(resume), ": bad training setting ", name, " = '", printable(v), "'");
+    QKV_CHECK(io::parse_integer(v, out), printable(resume), ": bad training setting ", name, " = '", printable(v), "'");
     return out;
   };
   auto real_setting = [&](const char* name, double fallback) {
-    return nn::parse_number(setting(name, args.count(name) ? nn::exact_number(args[name].as<double>()) : "",
-                                    nn::exact_number(fallback)), cat("--", name));
+    return io::parse_number(setting(name, args.count(name) ? io::exact_number(args[name].as<double>()) : "",
+                                    io::exact_number(fallback)), cat("--", name));
   };
   auto word_setting = [&](const char* name, const char* fallback) {
     return setting(name, args.count(name) ? args[name].as<std::string>() : "", fallback);
   };
   // The bundled text is small (28 KB): fewer, smaller steps and dropout keep
   // the held-out loss falling instead of memorising the training part.
-  const int64_t batch = int_setting("batch", text ? 32 : 64), eval_every = int_setting("eval-every", text ? 100 : 250);
-  const int64_t total = int_setting("steps", text ? 800 : 4000), save_every = int_setting("save-every", 0);
-  const int64_t warmup_setting = int_setting("warmup", 100);
+  const int64_t batch = run.batch = int_setting("batch", text ? 32 : 64);
+  const int64_t eval_every = run.eval_every = int_setting("eval-every", text ? 100 : 250);
+  const int64_t total = run.total = int_setting("steps", text ? 800 : 4000);
+  const int64_t save_every = run.save_every = int_setting("save-every", 0);
+  const int64_t warmup_setting = run.warmup = int_setting("warmup", 100);
   // 3e-3 on add stalls at ~10% in some runs (a carry plateau); 1e-3 reached the
   // target in every task and seed tried. Text keeps 3e-3 for its short schedule.
-  const double lr = real_setting("lr", text ? 0.003 : 0.001), weight_decay = real_setting("weight-decay", 0.01);
-  const double clip = real_setting("clip", 1.0), target = real_setting("target", 0.99);
-  const double entropy_weight = real_setting("attn-entropy", 0);
-  const std::string kind = word_setting("optimizer", "adamw"), schedule_kind = word_setting("schedule", "cosine");
-  uint64_t seed = 1;
+  const double lr = run.lr = real_setting("lr", text ? 0.003 : 0.001);
+  run.weight_decay = real_setting("weight-decay", 0.01);
+  const double clip = run.clip = real_setting("clip", 1.0);
+  run.target = real_setting("target", 0.99);
+  const double entropy_weight = run.entropy_weight = real_setting("attn-entropy", 0);
+  run.optimizer = word_setting("optimizer", "adamw");
+  run.schedule = word_setting("schedule", "cosine");
+  uint64_t& seed = run.seed;
   if (args.count("seed")) {
     seed = args["seed"].as<uint64_t>();
   } else if (saved.count("seed")) {
@@ -364,8 +349,8 @@ int train(int argc, char** argv) {
     seed = std::stoull(v);
   }
   settings["seed"] = std::to_string(seed);
-  const bool recompute = args.count("checkpoint-activations") > 0 || (saved.count("checkpoint-activations") && saved.at("checkpoint-activations") == "1");
-  settings["checkpoint-activations"] = recompute ? "1" : "0";
+  run.recompute = args.count("checkpoint-activations") > 0 || (saved.count("checkpoint-activations") && saved.at("checkpoint-activations") == "1");
+  settings["checkpoint-activations"] = run.recompute ? "1" : "0";
   check_range("batch", batch, 1, kMaxBatch);
   check_range("eval-every", eval_every, 1, kMaxSteps);
   check_range("steps", total, 0, kMaxSteps);
@@ -375,280 +360,216 @@ int train(int argc, char** argv) {
   QKV_CHECK(clip >= 0, "--clip must be >= 0, got ", clip);
   // A weight far past the loss's own size only turns the loss into the entropy term (1e308 overflowed it).
   QKV_CHECK(entropy_weight >= -100 && entropy_weight <= 100, "--attn-entropy must be in [-100, 100], got ", entropy_weight);
+  return run;
+}
+
+// Where the work goes, checked before the first step: a run must not train
+// for an hour and then find it cannot save, or replace another run's file.
+// Returns the checkpoint's path; trims a resumed run's log to its checkpoint.
+std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, const std::string& log_path) {
+  const bool force = args.count("force") > 0;
+  std::string save = args.count("save") ? args["save"].as<std::string>() : run.resuming ? run.resume : fresh_name(run.spec.task);
+  QKV_CHECK(!save.empty(), "--save needs a file name");
+  if (dist::rank() != 0) return save;  // rank 0 alone saves and logs
+  std::error_code ec;
+  bool exists = std::filesystem::exists(std::filesystem::symlink_status(save, ec));
+  bool continuing = run.resuming && std::filesystem::exists(run.resume) && std::filesystem::equivalent(save, run.resume, ec);
+  QKV_CHECK(!exists || continuing || force, printable(save), " already exists: choose another --save, continue its run "
+            "with --resume ", printable(save), ", or replace it with --force");
+  make_parents(save, "--save");
+  io::check_writable_target(save);
+  if (log_path.empty()) return save;
+  exists = std::filesystem::exists(std::filesystem::symlink_status(log_path, ec));
+  // Resuming continues its log; a fresh run never mixes itself into an old one.
+  QKV_CHECK(!exists || run.resuming || force, "--log ", printable(log_path), " already exists: choose another file, "
+            "or replace it with --force");
+  make_parents(log_path, "--log");
+  io::check_writable_target(log_path, /*probe=*/false);
+  if (run.resuming) {
+    int64_t step = -1;
+    QKV_CHECK(run.resumed.metadata.count("qkv.step") && io::parse_integer(run.resumed.metadata.at("qkv.step"), step) &&
+              step >= 0, printable(run.resume), ": no training step in its metadata");
+    if (int64_t dropped = trim_log(log_path, step))
+      std::printf("--log %s: dropped %lld line%s past the checkpoint's step %lld (written after it was saved)\n",
+                  printable(log_path).c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
+                  static_cast<long long>(step));
+  }
+  return save;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Run& run, const optim::NamedTensors& params) {
+  if (run.optimizer == "sgd") return std::make_unique<optim::SGD>(params, optim::SGDOptions{run.lr, 0.9, 0, run.weight_decay, true});
+  QKV_CHECK(run.optimizer == "adamw" || run.optimizer == "adam", "unknown --optimizer '", printable(run.optimizer),
+            "' (adamw, adam, sgd)");
+  optim::AdamOptions o;
+  o.lr = run.lr, o.weight_decay = run.weight_decay;
+  if (run.optimizer == "adamw") return std::make_unique<optim::AdamW>(params, o);
+  return std::make_unique<optim::Adam>(params, o);
+}
+
+std::unique_ptr<optim::Schedule> make_schedule(const Run& run) {
+  const int64_t warmup = std::min(run.warmup, run.total);
+  if (run.schedule == "cosine") return std::make_unique<optim::CosineLR>(run.lr, warmup, std::max(run.total, warmup), run.lr * 0.1);
+  if (run.schedule == "constant") return std::make_unique<optim::ConstantLR>(run.lr);
+  throw Error(cat("unknown --schedule '", printable(run.schedule), "' (constant, cosine)"));
+}
+
+// This rank's part of a step: the task's batch (the whole global batch is
+// drawn on every rank, so the data stream stays shared, and each takes its
+// slice, its loss weighted by its share of the answer tokens), or text windows.
+train::StepLoss step_loss(Runner& runner, const Run& run, Generator& data, const dist::Slice& mine) {
+  train::StepLoss part;
+  const int ranks = dist::world_size();
+  if (runner.task()) {
+    std::vector<Example> examples;
+    for (int64_t b = 0; b < run.batch; ++b) {
+      examples.push_back(runner.task()->sample(data));
+      part.tokens += static_cast<int64_t>(examples.back().input.size() + examples.back().answer.size() + 2);
+    }
+    if (ranks > 1) {
+      part.share = static_cast<double>(loss_tokens(examples, mine.first, mine.count)) / loss_tokens(examples, 0, run.batch);
+      examples = std::vector<Example>(examples.begin() + mine.first, examples.begin() + mine.first + mine.count);
+    }
+    part.loss = runner.loss(examples);
+  } else {
+    part.loss = runner.text_loss("train", run.batch, data, mine.first, mine.count);
+    part.share = static_cast<double>(mine.count) / static_cast<double>(run.batch);
+    part.tokens = run.batch * runner.spec().context;
+  }
+  return part;
+}
+
+// The held-out metric: exact match on 500 examples (tasks), or the loss over
+// 64 windows (text); the same examples at every evaluation.
+train::Evaluation evaluate(Runner& runner, const Run& run) {
+  train::Evaluation e;
+  Generator held_out(run.seed ^ 0x4e1d0e7ULL);
+  if (runner.task()) {
+    e.metric = runner.accuracy(500, held_out);
+    e.text = cat("held-out exact match ", std::to_string(100 * e.metric).substr(0, 5), "%");
+    e.reached = e.metric >= run.target;
+  } else {
+    e.metric = runner.held_out_loss(64, held_out);
+    e.higher_is_better = false;
+    char text[64];
+    std::snprintf(text, sizeof text, "held-out loss %.3f (%.3f bits/byte)", e.metric, e.metric / std::log(2.0));
+    e.text = text;
+  }
+  return e;
+}
+
+void print_banner(const Runner& runner, const Run& run, const optim::Optimizer& opt, int64_t params) {
+  const ModelSpec& s = runner.spec();
+  const int ranks = dist::world_size();
+  std::printf("qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d threads%s\n",
+              s.model.c_str(), s.task == "text" ? ("text " + (s.data.empty() ? std::string("(bundled)") : printable(s.data))).c_str() : s.task.c_str(),
+              static_cast<long long>(params), static_cast<long long>(s.width),
+              static_cast<long long>(s.layers), static_cast<long long>(s.heads), static_cast<long long>(s.context),
+              opt.name().c_str(), get_num_threads(),
+              ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", run.batch / ranks,
+                              run.batch % ranks ? "-" + std::to_string(run.batch / ranks + 1) : "", " examples each").c_str() : "");
+  std::printf("  %s\n", cpu::describe_kernels().c_str());
+  std::fflush(stdout);  // the banner shows at once in a pipe or a file, before the first step's seconds
+}
+
+}  // namespace
+
+int train(int argc, char** argv) {
+  cxxopts::Options options = train_options();
+  auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::puts(options.help().c_str());
+    return 0;
+  }
+  QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]), "' (flags start with --)");
+  check_ranks_agree(options, args);  // before any collective that depends on a flag
+  Run run = resolve(args);
   // Data parallel under mpirun: rank r trains on slice r of every global batch.
   const int ranks = dist::world_size(), me = dist::rank();
   const bool lead = me == 0;  // prints, logs, evaluates and saves
-  QKV_CHECK(batch >= ranks, "--batch ", batch, " is the global batch: it needs at least one example for each of the ",
+  QKV_CHECK(run.batch >= ranks, "--batch ", run.batch, " is the global batch: it needs at least one example for each of the ",
             ranks, " ranks");
-  const dist::Slice mine = dist::slice_of(batch, me, ranks);
+  const dist::Slice mine = dist::slice_of(run.batch, me, ranks);
   set_threads_option(args.count("threads") ? args["threads"].as<int>() : 0);
-
-  // Where the work goes, checked before the first step: a run must not train
-  // for an hour and then find it cannot save, or replace another run's file.
-  const bool force = args.count("force") > 0;
-  std::string save = args.count("save") ? args["save"].as<std::string>() : resuming ? resume : fresh_name(spec.task);
-  QKV_CHECK(!save.empty(), "--save needs a file name");
-  if (lead) {
-    std::error_code ec;
-    bool exists = std::filesystem::exists(std::filesystem::symlink_status(save, ec));
-    bool continuing = resuming && std::filesystem::exists(resume) && std::filesystem::equivalent(save, resume, ec);
-    QKV_CHECK(!exists || continuing || force, printable(save), " already exists: choose another --save, continue its run "
-              "with --resume ", printable(save), ", or replace it with --force");
-    make_parents(save, "--save");
-    nn::check_writable_target(save);
-  }
   const std::string log_path = args.count("log") ? args["log"].as<std::string>() : "";
-  std::ofstream log;
-  const bool csv = log_path.size() >= 4 && log_path.compare(log_path.size() - 4, 4, ".csv") == 0;
-  if (lead && !log_path.empty()) {
-    std::error_code ec;
-    bool exists = std::filesystem::exists(std::filesystem::symlink_status(log_path, ec));
-    // Resuming continues its log; a fresh run never mixes itself into an old one.
-    QKV_CHECK(!exists || resuming || force, "--log ", printable(log_path), " already exists: choose another file, "
-              "or replace it with --force");
-    make_parents(log_path, "--log");
-    nn::check_writable_target(log_path, /*probe=*/false);
-    if (resuming) {
-      int64_t step = -1;
-      QKV_CHECK(resumed.metadata.count("qkv.step") && nn::parse_integer(resumed.metadata.at("qkv.step"), step) && step >= 0,
-                printable(resume), ": no training step in its metadata");
-      if (int64_t dropped = trim_log(log_path, step))
-        std::printf("--log %s: dropped %lld line%s past the checkpoint's step %lld (written after it was saved)\n",
-                    printable(log_path).c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
-                    static_cast<long long>(step));
-    }
-    log.open(log_path, resuming ? std::ios::app : std::ios::trunc);
-    QKV_CHECK(static_cast<bool>(log), "cannot write --log file '", printable(log_path), "'");
-  }
+  const std::string save = check_outputs(args, run, log_path);
 
-  manual_seed(seed);
-  Runner runner(spec);
-  const ModelSpec& s = runner.spec();
-  check_fits_in_memory(training_bytes(s, mine.count), cat("training this model on --batch ", batch,
+  manual_seed(run.seed);
+  Runner runner(run.spec);
+  check_fits_in_memory(training_bytes(runner.spec(), mine.count), cat("training this model on --batch ", run.batch,
                        ranks > 1 ? " (this rank's share)" : "", " (parameters, gradients, optimizer state, activations)"),
                        "use a smaller --batch, --dim, --layers or --context");
-  runner.set_attention_entropy(entropy_weight);
-  runner.set_recompute(recompute);
-  Generator data(seed ^ 0x5eedda7aULL);
-
-  // Optimizer and schedule.
-  const int64_t warmup = std::min(warmup_setting, total);
-  std::unique_ptr<optim::Optimizer> opt;
+  runner.set_attention_entropy(run.entropy_weight);
+  runner.set_recompute(run.recompute);
+  Generator data(run.seed ^ 0x5eedda7aULL);
   auto params = runner.module().named_parameters();
-  if (kind == "sgd") {
-    opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{lr, 0.9, 0, weight_decay, true});
-  } else {
-    QKV_CHECK(kind == "adamw" || kind == "adam", "unknown --optimizer '", printable(kind), "' (adamw, adam, sgd)");
-    optim::AdamOptions o;
-    o.lr = lr, o.weight_decay = weight_decay;
-    if (kind == "adamw") opt = std::make_unique<optim::AdamW>(params, o);
-    else opt = std::make_unique<optim::Adam>(params, o);
-  }
-  std::unique_ptr<optim::Schedule> schedule;
-  if (schedule_kind == "cosine") schedule = std::make_unique<optim::CosineLR>(lr, warmup, std::max(total, warmup), lr * 0.1);
-  else if (schedule_kind == "constant") schedule = std::make_unique<optim::ConstantLR>(lr);
-  else throw Error(cat("unknown --schedule '", printable(schedule_kind), "' (constant, cosine)"));
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(run, params);
+  std::unique_ptr<optim::Schedule> schedule = make_schedule(run);
   optim::NamedGenerators generators{{"default", &default_generator()}, {"data", &data}};
-  if (resuming) optim::load_training_checkpoint(std::move(resumed), resume, runner.module(), opt.get(), generators);
-  std::vector<Tensor> parameters = runner.module().parameters();
+  if (run.resuming) optim::load_training_checkpoint(std::move(run.resumed), run.resume, runner.module(), opt.get(), generators);
   if (ranks > 1) {
+    std::vector<Tensor> parameters = runner.module().parameters();
     dist::broadcast(parameters);  // rank 0's, whatever the others built or loaded
     // Dropout draws its own stream on each rank; the data stream stays shared,
     // so every rank draws the same global batch and takes its slice.
     auto state = default_generator().state();
     default_generator().manual_seed(state[0] ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me)));
   }
+  std::map<std::string, std::string> metadata = runner.spec().metadata();
+  metadata["qkv.train"] = io::json_object(run.settings);
 
-  std::map<std::string, std::string> metadata = s.metadata();
-  metadata["qkv.train"] = nn::json_object(settings);
-  int64_t saved_step = resuming ? opt->steps() : -1;
-  auto save_now = [&] {
-    if (lead) optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, metadata);
-    saved_step = opt->steps();
+  train::TrainerOptions to;
+  to.steps = run.total, to.eval_every = run.eval_every, to.save_every = run.save_every, to.clip = run.clip;
+  to.log = log_path, to.append_log = run.resuming;
+  to.extra_log_column = run.entropy_weight != 0;
+  if (run.entropy_weight != 0) to.divergence_advice += ", or a smaller --attn-entropy";
+  train::Trainer trainer(params, *opt, *schedule, to);
+  trainer.save_name = save;
+  trainer.set_saved_step(run.resuming ? opt->steps() : -1);
+  trainer.loss = [&](int64_t) { return step_loss(runner, run, data, mine); };
+  trainer.evaluate = [&](int64_t) { return evaluate(runner, run); };
+  trainer.save = [&] { optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, metadata); };
+  trainer.extra_log_value = [&] { return runner.last_entropy(); };  // the loss includes the term; the term is logged apart
+  // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
+  const bool tty = lead && !dist::active() && isatty(fileno(stdout));
+  trainer.on_step = [&](const train::Progress& p) {
+    // Tasks stop at their target, so their ETA is an upper bound.
+    std::string line = train::progress_line(p, runner.task() && run.target <= 1);
+    if (tty) std::printf("\r\033[K%s", line.c_str());
+    if (p.evaluation) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line.c_str(), p.evaluation->text.c_str());
+    std::fflush(stdout);
   };
 
-  if (lead)
-    std::printf("qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d threads%s\n",
-                s.model.c_str(), s.task == "text" ? ("text " + (s.data.empty() ? std::string("(bundled)") : printable(s.data))).c_str() : s.task.c_str(),
-                static_cast<long long>(runner.module().num_parameters()), static_cast<long long>(s.width),
-                static_cast<long long>(s.layers), static_cast<long long>(s.heads), static_cast<long long>(s.context),
-                opt->name().c_str(), get_num_threads(),
-                ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", batch / ranks, batch % ranks ? "-" + std::to_string(batch / ranks + 1) : "",
-                                " examples each").c_str() : "");
-  if (lead) std::printf("  %s\n", cpu::describe_kernels().c_str());
-  std::fflush(stdout);  // the banner shows at once in a pipe or a file, before the first step's seconds
+  if (lead) print_banner(runner, run, *opt, runner.module().num_parameters());
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   bool grads_ok = true;
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "before training") && grads_ok;
-  const LayerGroups groups(params);
-  if (csv && log.is_open() && log.tellp() == 0) {
-    log << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss" << (entropy_weight != 0 ? ",attn_entropy" : "");
-    for (const std::string& g : groups.names) log << ",grad_norm." << g << ",update_ratio." << g;
-    log << "\n";
-  }
-
-  // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
-  bool tty = lead && !dist::active() && isatty(fileno(stdout));
-  auto started = std::chrono::steady_clock::now();
-  int64_t first_step = opt->steps(), tokens = 0;
-  double last_metric = -1, best_metric = NAN, smoothed = 0;
-  int64_t best_step = 0;
-  bool reached = false, stop = false;
-  while (opt->steps() < total && !stop && !reached) {
-    int64_t step = opt->steps();
-    opt->set_lr(schedule->lr(step));
-    opt->zero_grad();
-    Tensor loss;
-    int64_t step_tokens;
-    // This rank's share of the global batch's loss: its slice's mean, times
-    // its share of the loss tokens, times the rank count, so that the mean
-    // over ranks of the gradients is the gradient of the global batch's mean.
-    double share = 1;
-    if (runner.task()) {
-      std::vector<Example> examples;  // the whole global batch, so that the data stream is the same on every rank
-      step_tokens = 0;
-      for (int64_t b = 0; b < batch; ++b) {
-        examples.push_back(runner.task()->sample(data));
-        step_tokens += static_cast<int64_t>(examples.back().input.size() + examples.back().answer.size() + 2);
-      }
-      if (ranks > 1) {
-        share = static_cast<double>(loss_tokens(examples, mine.first, mine.count)) / loss_tokens(examples, 0, batch);
-        examples = std::vector<Example>(examples.begin() + mine.first, examples.begin() + mine.first + mine.count);
-      }
-      loss = runner.loss(examples);
-    } else {
-      loss = runner.text_loss("train", batch, data, mine.first, mine.count);
-      share = static_cast<double>(mine.count) / static_cast<double>(batch);
-      step_tokens = batch * s.context;
-    }
-    if (ranks > 1) {
-      (loss * (share * ranks)).backward();
-      dist::average_gradients(parameters);
-    } else {
-      loss.backward();
-    }
-    // The norm before clipping, logged also without clipping (--clip 0).
-    // With a log: each layer's gradient norm (before clipping) and parameters before the step.
-    std::vector<double> layer_grad;
-    std::vector<Tensor> before;
-    if (log.is_open()) {
-      layer_grad = groups.norms(params.size(), [&](size_t i) { return params[i].second.grad(); });
-      for (const auto& [name, p] : params) before.push_back(p.detach().clone());
-    }
-    double norm = optim::clip_grad_norm(opt->params(), clip > 0 ? clip : INFINITY);
-    // One all-reduce agrees on the global loss and on stopping: a signal
-    // reaches the ranks at different moments, and all must stop at one step.
-    std::vector<double> shared{loss.item() * share, interrupted ? 1.0 : 0.0};
-    dist::sum(shared);
-    double value = shared[0];
-    stop = shared[1] > 0;
-    if (!std::isfinite(value) || !std::isfinite(norm)) {
-      // Stepping on would fill the model with NaN; saving would replace the last good checkpoint with it.
-      if (tty) std::printf("\n");
-      std::fflush(stdout);
-      throw Error(cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ", std::isfinite(value) ? norm : value,
-                      " at step ", step + 1, " (lr ", opt->lr(), "): training stopped without saving; ",
-                      saved_step >= 0 ? cat(printable(save), " still holds step ", saved_step) : std::string("nothing was saved"),
-                      ". Try a lower --lr or a --clip limit", entropy_weight != 0 ? ", or a smaller --attn-entropy" : ""));
-    }
-    opt->step();
-    tokens += step_tokens;
-    smoothed = step == first_step ? value : 0.95 * smoothed + 0.05 * value;
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    double rate = tokens / std::max(elapsed, 1e-9);
-    int64_t done = opt->steps();
-    double eta = elapsed / static_cast<double>(done - first_step) * static_cast<double>(total - done);
-
-    bool evaluate = done % eval_every == 0 || done == total;
-    std::string metric;
-    if (evaluate && ranks > 1) {
-      // Cheap insurance that data parallelism works: every rank's parameters, bit for bit.
-      QKV_CHECK(dist::same_on_all_ranks(dist::parameter_hash(parameters)), "the ranks' parameters differ after step ",
-                done, ": the ranks no longer train the same model (a rank's arithmetic or data differs)");
-    }
-    if (evaluate && lead) {
-      Generator held_out(seed ^ 0x4e1d0e7ULL);  // the same held-out examples at every evaluation
-      if (runner.task()) {
-        last_metric = runner.accuracy(500, held_out);
-        metric = cat("held-out exact match ", std::to_string(100 * last_metric).substr(0, 5), "%");
-        reached = last_metric >= target;
-        if (!(last_metric <= best_metric)) best_metric = last_metric, best_step = done;  // higher is better
-      } else {
-        last_metric = runner.held_out_loss(64, held_out);
-        if (!(last_metric >= best_metric)) best_metric = last_metric, best_step = done;  // lower is better
-        char text_metric[64];
-        std::snprintf(text_metric, sizeof text_metric, "held-out loss %.3f (%.3f bits/byte)", last_metric, last_metric / std::log(2.0));
-        metric = text_metric;
-      }
-    }
-    if (evaluate && ranks > 1) reached = dist::broadcast_value(reached) != 0;  // rank 0 evaluated
-    if (log.is_open()) {
-      // ||Δθ|| / ||θ|| per layer: how far this step moved each layer, relative to its size.
-      std::vector<double> moved = groups.norms(params.size(), [&](size_t i) { return params[i].second.detach() - before[i]; });
-      std::vector<double> size = groups.norms(params.size(), [&](size_t i) { return before[i]; });
-      std::string layers_csv, layers_json;
-      for (size_t g = 0; g < groups.names.size(); ++g) {
-        double ratio = size[g] > 0 ? moved[g] / size[g] : 0.0;
-        layers_csv += "," + json_number(layer_grad[g]) + "," + json_number(ratio);
-        layers_json += ",\"grad_norm." + groups.names[g] + "\":" + json_number(layer_grad[g]) + ",\"update_ratio." +
-                       groups.names[g] + "\":" + json_number(ratio);
-      }
-      std::string acc = evaluate && runner.task() ? json_number(last_metric) : "";
-      std::string held = evaluate && !runner.task() ? json_number(last_metric) : "";
-      // the loss includes the entropy term; the term itself is logged apart
-      std::string entropy = entropy_weight != 0 ? json_number(runner.last_entropy()) : "";
-      if (csv)
-        log << done << "," << json_number(value) << "," << json_number(opt->lr()) << "," << json_number(norm) << ","
-            << json_number(rate) << "," << acc << "," << held << (entropy.empty() ? "" : "," + entropy) << layers_csv << "\n";
-      else log << "{\"step\":" << done << ",\"loss\":" << json_number(value) << ",\"lr\":" << json_number(opt->lr())
-               << ",\"grad_norm\":" << json_number(norm) << ",\"tokens_per_s\":" << json_number(rate)
-               << (acc.empty() ? "" : ",\"eval_accuracy\":" + acc) << (held.empty() ? "" : ",\"eval_loss\":" + held)
-               << (entropy.empty() ? "" : ",\"attn_entropy\":" + entropy) << layers_json << "}\n";
-      log.flush();
-      if (!log) {
-        // A full disk: the model is worth more than the log. Save it (that may
-        // fail too, and says so), then stop; --resume trims the cut-off line.
-        std::string reason = std::strerror(errno);
-        if (tty) std::printf("\n");
-        save_now();
-        throw Error(cat("cannot write --log file ", printable(log_path), ": ", reason, "; saved step ", opt->steps(),
-                        " to ", printable(save), " (continue with --resume ", printable(save), " once there is room)"));
-      }
-    }
-    // Tasks stop at their target, so their ETA is an upper bound.
-    char line[256];
-    std::snprintf(line, sizeof line, "step %lld/%lld  avg loss %.4f  lr %.2e  %.0f tok/s  %s elapsed  ETA %s%s",
-                  static_cast<long long>(done), static_cast<long long>(total), smoothed, opt->lr(), rate,
-                  duration(elapsed).c_str(), runner.task() && target <= 1 ? "≤ " : "", duration(eta).c_str());
-    if (tty) std::printf("\r\033[K%s", line);
-    if (evaluate && lead) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line, metric.c_str());
+  train::Outcome out;
+  try {
+    out = trainer.run();
+  } catch (...) {
+    if (tty) std::printf("\n");  // the error goes below the progress line, not over it
     std::fflush(stdout);
-    if (save_every > 0 && done % save_every == 0) save_now();
+    throw;
   }
   if (tty) std::printf("\n");
-  save_now();
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   auto finish = [&](int code) {
     // A full disk or a closed pipe must not end in exit 0.
     QKV_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout), "cannot write the output: ", std::strerror(errno));
-    if (log.is_open()) {
-      log.close();
-      QKV_CHECK(!log.fail(), "cannot write --log file '", printable(log_path), "'");
-    }
     return code;
   };
-  if (stop) {
-    if (lead) std::printf("interrupted at step %lld: saved %s\n", static_cast<long long>(opt->steps()), printable(save).c_str());
+  if (out.reason == train::Outcome::Stopped) {
+    if (lead) std::printf("interrupted at step %lld: saved %s\n", static_cast<long long>(out.steps), printable(save).c_str());
     return finish(130);
   }
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "after training") && grads_ok;
   if (lead) {
-    std::printf("%s after %lld steps in %s: saved %s\n", reached ? "reached the target" : "finished",
-                static_cast<long long>(opt->steps()), duration(elapsed).c_str(), printable(save).c_str());
+    std::printf("%s after %lld steps in %s: saved %s\n", out.reason == train::Outcome::Target ? "reached the target" : "finished",
+                static_cast<long long>(out.steps), train::duration(out.elapsed_s).c_str(), printable(save).c_str());
     // The run in brief: where its work is and how good it got.
-    if (!std::isnan(best_metric))
+    if (!std::isnan(out.best_metric))
       std::printf("best held-out %s %.4f at step %lld (last %.4f)\n", runner.task() ? "exact match" : "loss (nats/byte)",
-                  best_metric, static_cast<long long>(best_step), last_metric);
+                  out.best_metric, static_cast<long long>(out.best_step), out.last_metric);
     if (!log_path.empty()) std::printf("log: %s (draw it: qkv plot %s)\n", printable(log_path).c_str(), printable(log_path).c_str());
   }
   return finish(grads_ok ? 0 : 1);

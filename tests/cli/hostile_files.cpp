@@ -13,7 +13,7 @@
 #include <string>
 
 #include "nn/checkpoint.h"
-#include "nn/metadata.h"
+#include "io/metadata.h"
 
 using namespace qkv;
 
@@ -24,13 +24,13 @@ int main(int argc, char** argv) {
   }
   try {
     const std::string dir = argv[3];
-    nn::TensorFile source = nn::load_safetensors(argv[1]), text = nn::load_safetensors(argv[2]);
+    io::TensorFile source = io::load_safetensors(argv[1]), text = io::load_safetensors(argv[2]);
     auto with = [&](const char* name, const char* field, const char* section, const std::string& value) {
       auto meta = source.metadata;
-      auto object = nn::parse_json_object(meta.at(section));
+      auto object = io::parse_json_object(meta.at(section));
       object[field] = value;
-      meta[section] = nn::json_object(object);
-      nn::save_safetensors(dir + "/" + name, source.tensors, meta);
+      meta[section] = io::json_object(object);
+      io::save_safetensors(dir + "/" + name, source.tensors, meta);
     };
     with("layers1e8.safetensors", "layers", "qkv.config", "100000000");
     with("layersmax.safetensors", "layers", "qkv.config", "9223372036854775807");
@@ -39,19 +39,19 @@ int main(int argc, char** argv) {
     // Newlines and terminal escapes in a string the error message quotes.
     with("evil.safetensors", "name", "qkv.task", "rev\nqkv: all ok\x1b[2J");
     for (float bad : {NAN, INFINITY}) {
-      nn::NamedTensors broken = source.tensors;
+      io::NamedTensors broken = source.tensors;
       for (auto& [name, t] : broken)
         if (name == "blocks.0.attn.q_proj.weight") {
           t = t.clone();
           t.data<float>()[3] = bad;
         }
-      nn::save_safetensors(dir + (std::isnan(bad) ? "/nan.safetensors" : "/inf.safetensors"), broken, source.metadata);
+      io::save_safetensors(dir + (std::isnan(bad) ? "/nan.safetensors" : "/inf.safetensors"), broken, source.metadata);
     }
     source = text;
     with("devzero.safetensors", "data", "qkv.task", "/dev/zero");
-    nn::NamedTensors many;
+    io::NamedTensors many;
     for (int i = 0; i < 160000; ++i) many.emplace_back("tensor." + std::to_string(i), Tensor::zeros({1}));
-    nn::save_safetensors(dir + "/keys160k.safetensors", many, source.metadata);
+    io::save_safetensors(dir + "/keys160k.safetensors", many, source.metadata);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hostile_files: %s\n", e.what());

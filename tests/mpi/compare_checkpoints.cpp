@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    nn::TensorFile a = nn::load_safetensors(argv[1]), b = nn::load_safetensors(argv[2]);
+    io::TensorFile a = io::load_safetensors(argv[1]), b = io::load_safetensors(argv[2]);
     double tol = std::atof(argv[3]), worst = 0;
     std::string worst_name;
     int compared = 0;

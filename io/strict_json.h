@@ -1,4 +1,4 @@
-// Internal to nn/ (no public header includes it): nlohmann-json with the
+// Internal to io/ (no public header includes it): nlohmann-json with the
 // checks safetensors headers need beyond the JSON grammar. Not for users.
 #pragma once
 
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace qkv::nn::detail {
+namespace qkv::io::detail {
 
 /// Deepest nesting accepted: safetensors headers need 3 levels.
 inline constexpr int kMaxJsonDepth = 64;
@@ -19,4 +19,4 @@ inline constexpr int kMaxJsonDepth = 64;
 /// kMaxJsonDepth.
 nlohmann::json parse_strict_json(std::string_view text);
 
-}  // namespace qkv::nn::detail
+}  // namespace qkv::io::detail

@@ -1,4 +1,4 @@
-#include "nn/metadata.h"
+#include "io/metadata.h"
 
 #include <cerrno>
 #include <charconv>
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "autograd/error.h"
-#include "nn/strict_json.h"
+#include "io/strict_json.h"
 
-namespace qkv::nn {
+namespace qkv::io {
 
 namespace detail {
 
@@ -134,4 +134,4 @@ std::map<std::string, std::string> parse_json_object(std::string_view text) {
   return out;
 }
 
-}  // namespace qkv::nn
+}  // namespace qkv::io

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace qkv::nn {
+namespace qkv::io {
 
 /// A double as the shortest text that reads back to the same value
 /// (subnormals included).
@@ -27,4 +27,4 @@ std::string json_object(const std::map<std::string, std::string>& fields);
 /// deep nesting and invalid UTF-8 refused), every value a string.
 std::map<std::string, std::string> parse_json_object(std::string_view text);
 
-}  // namespace qkv::nn
+}  // namespace qkv::io

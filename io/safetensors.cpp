@@ -1,0 +1,280 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "io/metadata.h"
+#include "io/strict_json.h"
+
+namespace qkv::io {
+
+static_assert(std::endian::native == std::endian::little, "qkv's safetensors I/O assumes a little-endian host");
+
+namespace detail {
+std::function<void(const std::string&)> before_rename;
+}
+
+namespace {
+
+// A header holds ~120 bytes per tensor: 4 MiB fits 35,000 tensors. The
+// largest model qkv builds (128 layers, a Seq2Seq with Adam's moments:
+// 16,000 tensors) needs under 2 MiB; a 12-layer GPT's training checkpoint
+// needs 70 KB. Parsing costs ~0.2 s per MiB of tiny entries here (nlohmann's
+// DOM allocates per value), so the cap also bounds the time to reject.
+constexpr uint64_t kMaxHeader = 4 << 20;
+
+const char* safetensors_dtype(DType d) {
+  switch (d) {
+    case DType::Float32: return "F32";
+    case DType::Float64: return "F64";
+    case DType::Int64: return "I64";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+bool dtype_from_name(const std::string& name, DType& out) {
+  for (DType d : {DType::Float32, DType::Float64, DType::Int64, DType::Bool})
+    if (name == safetensors_dtype(d)) return out = d, true;
+  return false;
+}
+
+void write_all(int fd, const void* data, size_t size, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    QKV_CHECK(n > 0, "cannot write ", path, ": ", std::strerror(errno));
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+std::string quoted(const std::string& name, const std::string& path) {
+  try {
+    return nlohmann::json(name).dump();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(cat("save_safetensors ", path, ": tensor name '", printable(name), "' is not valid UTF-8"));
+  }
+}
+
+}  // namespace
+
+void check_writable_target(const std::string& path, bool probe) {
+  QKV_CHECK(!path.empty(), "no file name given to write");
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    const char* kind = S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a folder"
+                       : !S_ISREG(st.st_mode) ? "not a regular file (a device, pipe or socket)" : nullptr;
+    QKV_CHECK(!kind, "refusing to write ", printable(path), ": it is ", kind);
+  } else {
+    QKV_CHECK(errno == ENOENT, "cannot write ", printable(path), ": ", std::strerror(errno));
+  }
+  if (!probe) return;
+  // Create (and remove) this process's temporary: exactly what saving will need.
+  std::string tmp = cat(path, ".tmp.", ::getpid());
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  QKV_CHECK(fd >= 0, "cannot write ", printable(path), ": ", std::strerror(errno));
+  ::close(fd);
+  std::remove(tmp.c_str());
+}
+
+std::string read_regular_file(const std::string& path, int64_t max_bytes, const char* what) {
+  const std::string shown = printable(path);
+  // Only a regular file: a FIFO would block, /dev/zero would never end.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  QKV_CHECK(fd >= 0, shown, ": cannot open: ", std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int error = errno;
+    ::close(fd);
+    throw Error(cat(shown, ": cannot read: ", std::strerror(error)));
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size > max_bytes) ::close(fd);
+  QKV_CHECK(!S_ISDIR(st.st_mode), shown, ": is a folder, not a ", what, " file");
+  QKV_CHECK(S_ISREG(st.st_mode), shown, ": is not a regular file (a ", what, " must be one)");
+  QKV_CHECK(st.st_size <= max_bytes, shown, ": holds ", st.st_size, " bytes; a ", what, " may hold at most ", max_bytes);
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(got);  // a file that shrank while being read is judged by what was read
+  return bytes;
+}
+
+Tensor TensorFile::get(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  return Tensor();
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::string header = "{";
+  if (!metadata.empty()) header += "\"__metadata__\":" + json_object(metadata);
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    QKV_CHECK(!name.empty() && name != "__metadata__" && names.insert(name).second, "save_safetensors ", path,
+          ": bad or repeated tensor name '", name, "'");
+    uint64_t bytes = static_cast<uint64_t>(t.numel()) * element_size(t.dtype());
+    std::string dims;
+    for (int64_t s : t.shape()) {
+      if (!dims.empty()) dims += ',';
+      dims += std::to_string(s);
+    }
+    if (header.size() > 1) header += ",";
+    header += quoted(name, path) + ":{\"dtype\":\"" + safetensors_dtype(t.dtype()) + "\",\"shape\":[" + dims +
+              "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
+    offset += bytes;
+  }
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  uint64_t length = header.size();
+
+  check_writable_target(path, /*probe=*/false);  // the temporary below is the probe
+  // A temporary of this process's own, created new (never an existing file
+  // or a symlink planted there), then renamed over the target.
+  std::string tmp = cat(path, ".tmp.", ::getpid());
+  ::unlink(tmp.c_str());  // left by a crashed process of this pid (a symlink goes, not its target)
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  QKV_CHECK(fd >= 0, "cannot write ", tmp, ": ", std::strerror(errno));
+  try {
+    write_all(fd, &length, 8, tmp);  // little-endian, as asserted above
+    write_all(fd, header.data(), header.size(), tmp);
+    for (const auto& [name, t] : tensors) write_all(fd, t.raw_data(), t.numel() * element_size(t.dtype()), tmp);
+    QKV_CHECK(::fsync(fd) == 0, "cannot flush ", tmp, ": ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    std::remove(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (detail::before_rename) detail::before_rename(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int error = errno;
+    std::remove(tmp.c_str());
+    throw Error(cat("cannot rename ", tmp, " to ", path, ": ", std::strerror(error)));
+  }
+  // Make the rename itself durable.
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+TensorFile load_safetensors(const std::string& path) {
+  auto fail = [&](const std::string& what) { return Error(cat(printable(path), ": ", what)); };
+  std::string bytes = read_regular_file(path, INT64_MAX, "checkpoint");  // its size on disk: the user's own file
+  if (bytes.size() < 8) throw fail(cat("truncated: ", bytes.size(), " bytes, a safetensors file has at least 8"));
+  uint64_t length;
+  std::memcpy(&length, bytes.data(), 8);
+  if (length > bytes.size() - 8)
+    throw fail(cat("header length ", length, " runs past the end of the file (", bytes.size(), " bytes)"));
+  if (length > kMaxHeader) throw fail(cat("header length ", length, " is larger than ", kMaxHeader));
+  nlohmann::json header;
+  try {
+    header = detail::parse_strict_json(std::string_view(bytes).substr(8, length));
+  } catch (const Error& e) {
+    throw fail(cat("bad header: ", e.what()));
+  }
+  if (!header.is_object()) throw fail("bad header: not a JSON object");
+  const uint64_t data_size = bytes.size() - 8 - length;
+  const char* data = bytes.data() + 8 + length;
+
+  TensorFile file;
+  struct Span {
+    uint64_t begin, end;
+    size_t index;  // into file.tensors
+  };
+  std::vector<Span> spans;
+  auto size_of = [](const nlohmann::json& v, uint64_t& out) {  // a JSON integer >= 0
+    if (!v.is_number_unsigned()) return false;
+    out = v.get<uint64_t>();
+    return true;
+  };
+  for (const auto& [name, entry] : header.items()) {
+    const std::string shown = printable(name);
+    if (name == "__metadata__") {
+      if (!entry.is_object()) throw fail("__metadata__ is not an object");
+      for (const auto& [k, v] : entry.items()) {
+        if (!v.is_string()) throw fail(cat("__metadata__ value of '", printable(k), "' is not a string"));
+        file.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+      throw fail(cat("tensor '", shown, "' lacks dtype, shape or data_offsets"));
+    const nlohmann::json &dtype = entry["dtype"], &shape = entry["shape"], &offsets = entry["data_offsets"];
+    DType dt;
+    if (!dtype.is_string() || !dtype_from_name(dtype.get<std::string>(), dt))
+      throw fail(cat("tensor '", shown, "' has unsupported dtype ", dtype.is_string() ? printable(dtype.get<std::string>()) : "?",
+                     " (qkv reads F32, F64, I64, BOOL)"));
+    if (!shape.is_array() || shape.size() > 8) throw fail(cat("tensor '", shown, "' has a shape that is not a list of at most 8 sizes"));
+    Shape dims;
+    uint64_t count = 1;
+    for (const nlohmann::json& d : shape) {
+      uint64_t size;
+      if (!size_of(d, size) || size > (uint64_t{1} << 40)) throw fail(cat("tensor '", shown, "' has a bad size in its shape"));
+      dims.push_back(static_cast<int64_t>(size));
+      if (__builtin_mul_overflow(count, size, &count) || count > (uint64_t{1} << 40))
+        throw fail(cat("tensor '", shown, "' is too large"));
+    }
+    uint64_t begin, end;
+    if (!offsets.is_array() || offsets.size() != 2 || !size_of(offsets[0], begin) || !size_of(offsets[1], end) || end < begin)
+      throw fail(cat("tensor '", shown, "' has bad data_offsets"));
+    if (end > data_size)
+      throw fail(cat("tensor '", shown, "' data_offsets [", begin, ", ", end, ") run past the data (", data_size, " bytes)"));
+    if (end - begin != count * element_size(dt))
+      throw fail(cat("tensor '", shown, "' holds ", end - begin, " bytes but ", safetensors_dtype(dt), " ",
+                     shape_str(dims), " needs ", count * element_size(dt)));
+    if (dt == DType::Bool)  // only 0 and 1 are valid bools
+      for (uint64_t i = begin; i < end; ++i)
+        if (static_cast<unsigned char>(data[i]) > 1) throw fail(cat("tensor '", shown, "' has a bool that is not 0 or 1"));
+    spans.push_back({begin, end, file.tensors.size()});
+    file.tensors.emplace_back(name, Tensor());  // allocated once the spans are known to tile the data
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  uint64_t covered = 0;
+  for (const Span& s : spans) {
+    const std::string shown = printable(file.tensors[s.index].first);
+    if (s.begin < covered) throw fail(cat("tensor '", shown, "' overlaps the one before it"));
+    if (s.begin > covered) throw fail(cat("bytes [", covered, ", ", s.begin, ") of the data belong to no tensor"));
+    covered = s.end;
+  }
+  if (covered != data_size) throw fail(cat("bytes [", covered, ", ", data_size, ") of the data belong to no tensor"));
+  // The spans tile the data without overlap: the tensors take at most the file's size.
+  NamedTensors ordered;
+  for (const Span& s : spans) {
+    auto& [name, t] = file.tensors[s.index];
+    Shape dims;
+    for (const auto& d : header[name]["shape"]) dims.push_back(d.get<int64_t>());
+    DType dt;
+    dtype_from_name(header[name]["dtype"].get<std::string>(), dt);
+    t = Tensor::empty(dims, dt);
+    std::memcpy(t.raw_data(), data + s.begin, s.end - s.begin);
+    ordered.emplace_back(name, t);
+  }
+  file.tensors = std::move(ordered);  // in the order of their data, as written
+  return file;
+}
+
+}  // namespace qkv::io

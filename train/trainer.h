@@ -1,0 +1,125 @@
+// The training loop, owned by the library: a C++ program trains a model in
+// about twenty lines (examples/train_library.cpp), and `qkv train`, `qkv
+// bench` and the MPI test are three uses of this one loop.
+//
+// One step: the learning rate from the schedule, the caller's loss on this
+// rank's slice of the batch, backward (each rank's loss weighted by its
+// share of the global batch, then gradients averaged over the ranks),
+// clipping, a check that loss and norm are finite, the update. Around it:
+// evaluations (with a target that stops the run), a stop the ranks agree on
+// (request_stop() is safe in a signal handler), periodic saving through the
+// caller's callback, a check that every rank holds the same parameters, and
+// the per-step log (CSV or JSON lines, with each layer's gradient norm and
+// update ratio).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+namespace qkv::train {
+
+/// This rank's part of one step.
+struct StepLoss {
+  Tensor loss;        // the mean loss over this rank's examples
+  double share = 1;   // this rank's share of the global batch's loss terms (1 in one process)
+  int64_t tokens = 0; // tokens the whole step processed, for tokens/s
+};
+
+/// What an evaluation found.
+struct Evaluation {
+  double metric = 0;             // e.g. held-out accuracy or loss
+  bool higher_is_better = true;  // accuracy: yes; loss: no
+  bool reached = false;          // the run's target: training stops
+  std::string text;              // for the progress line: "held-out exact match 97.20%"
+};
+
+/// After each step, for progress lines.
+struct Progress {
+  int64_t step = 0, total = 0;  // updates taken, budget
+  double loss = 0;              // this step's loss, averaged over the ranks
+  double smoothed = 0;          // exponential moving average over about 20 steps
+  double lr = 0, grad_norm = 0, tokens_per_s = 0, elapsed_s = 0, eta_s = 0;
+  const Evaluation* evaluation = nullptr;  // set at evaluation steps (on the rank that evaluates)
+};
+
+struct TrainerOptions {
+  int64_t steps = 1000;      // the budget, counting steps a resumed optimizer already took
+  int64_t eval_every = 100;  // evaluate every N steps and after the last
+  int64_t save_every = 0;    // also save every N steps (0: only when the run ends)
+  double clip = 1;           // gradient norm limit; 0 clips nothing (the norm is still measured)
+  std::string log;           // per-step log file ("" none): CSV if it ends in .csv, else JSON lines
+  bool append_log = false;   // continue an existing log (a resumed run) instead of starting one
+  bool extra_log_column = false;  // one more logged value per step (extra_log_value)
+  std::string extra_log_name = "attn_entropy";
+  /// Ends the message when the loss or the gradient norm stops being finite.
+  std::string divergence_advice = ". Try a lower --lr or a --clip limit";
+};
+
+/// How a run ended.
+struct Outcome {
+  enum Reason { Budget, Target, Stopped } reason = Budget;
+  int64_t steps = 0;  // updates taken in all
+  double best_metric = NAN, last_metric = NAN;
+  int64_t best_step = 0;
+  double elapsed_s = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(optim::NamedTensors params, optim::Optimizer& optimizer, const optim::Schedule& schedule, TrainerOptions options);
+  ~Trainer();
+
+  /// Required: the loss of step `step` (0-based) on this rank's slice.
+  std::function<StepLoss(int64_t step)> loss;
+  /// Optional: runs on rank 0 at evaluation steps.
+  std::function<Evaluation(int64_t step)> evaluate;
+  /// Optional: writes a checkpoint (called on rank 0 only).
+  std::function<void()> save;
+  /// Optional: after every step, on rank 0 (progress lines).
+  std::function<void(const Progress&)> on_step;
+  /// Optional: the extra logged value of the step just taken (TrainerOptions::extra_log_column).
+  std::function<double()> extra_log_value;
+
+  /// Trains until the budget, the target or a stop request; saves at
+  /// save_every steps and at the end (also when stopped). A non-finite loss
+  /// or gradient norm throws qkv::Error before the update, without saving,
+  /// naming the last saved step; a log that cannot be written saves first,
+  /// then throws.
+  Outcome run();
+
+  /// The steps saved so far end at this one (-1: nothing saved by this run or before it).
+  int64_t saved_step() const { return saved_step_; }
+  void set_saved_step(int64_t step) { saved_step_ = step; }
+  /// Names the checkpoint in error messages ("reverse.safetensors").
+  std::string save_name = "the checkpoint";
+
+  /// Asks every running trainer to stop after its current step and save.
+  /// Async-signal-safe: a SIGINT handler may call it.
+  static void request_stop();
+  static bool stop_requested();
+
+ private:
+  struct Log;
+  void save_now();
+  optim::NamedTensors params_;
+  std::vector<Tensor> tensors_;
+  optim::Optimizer& optimizer_;
+  const optim::Schedule& schedule_;
+  TrainerOptions o_;
+  std::unique_ptr<Log> log_;
+  int64_t saved_step_ = -1;
+};
+
+/// A progress line in qkv's format: "step 40/4000  avg loss 2.4562  lr 6.67e-04  31774 tok/s  1m02s elapsed  ETA 3h01m".
+std::string progress_line(const Progress& p, bool eta_is_bound);
+/// "1m02s", "3h01m", "> 99 days".
+std::string duration(double seconds);
+
+}  // namespace qkv::train
