@@ -114,7 +114,7 @@ Trainer::Trainer(optim::NamedTensors params, optim::Optimizer& optimizer, const 
   QKV_CHECK(o_.eval_every > 0, "Trainer: eval_every must be positive, got ", o_.eval_every);
   QKV_CHECK(o_.steps >= 0 && o_.save_every >= 0 && o_.clip >= 0, "Trainer: steps, save_every and clip must be >= 0");
   for (const auto& [name, p] : params_) tensors_.push_back(p);
-  if (!o_.log.empty() && dist::rank() == 0) log_ = std::make_unique<Log>(o_, params_);
+  if (!o_.log.empty() && (!o_.data_parallel || dist::rank() == 0)) log_ = std::make_unique<Log>(o_, params_);
 }
 
 Trainer::~Trainer() = default;
@@ -123,14 +123,14 @@ void Trainer::request_stop() { stop_flag.store(true); }
 bool Trainer::stop_requested() { return stop_flag.load(); }
 
 void Trainer::save_now() {
-  if (save && dist::rank() == 0) save();
+  if (save && (!o_.data_parallel || dist::rank() == 0)) save();
   saved_step_ = optimizer_.steps();
 }
 
 Outcome Trainer::run() {
   QKV_CHECK(static_cast<bool>(loss), "Trainer: no loss function set");
-  const int ranks = dist::world_size();
-  const bool lead = dist::rank() == 0;
+  const int ranks = o_.data_parallel ? dist::world_size() : 1;
+  const bool lead = !o_.data_parallel || dist::rank() == 0;
   Outcome out;
   auto started = std::chrono::steady_clock::now();
   const int64_t first_step = optimizer_.steps(), total = o_.steps;
@@ -156,7 +156,7 @@ Outcome Trainer::run() {
     // One all-reduce agrees on the global loss and on stopping: a signal
     // reaches the ranks at different moments, and all must stop at one step.
     std::vector<double> shared{part.loss.item() * part.share, stop_requested() ? 1.0 : 0.0};
-    dist::sum(shared);
+    if (ranks > 1) dist::sum(shared);
     const double value = shared[0];
     stop = shared[1] > 0;
     if (!std::isfinite(value) || !std::isfinite(norm)) {

@@ -58,6 +58,9 @@ struct TrainerOptions {
   bool append_log = false;   // continue an existing log (a resumed run) instead of starting one
   bool extra_log_column = false;  // one more logged value per step (extra_log_value)
   std::string extra_log_name = "attn_entropy";
+  /// Under mpirun: average the gradients over the ranks (false: this process
+  /// trains alone, as a single-process reference beside parallel ones does).
+  bool data_parallel = true;
   /// Ends the message when the loss or the gradient norm stops being finite.
   std::string divergence_advice = ". Try a lower --lr or a --clip limit";
 };

@@ -22,6 +22,7 @@
 #include "autograd/simd.h"
 #include "dist/dist.h"
 #include "optim/optim.h"
+#include "train/trainer.h"
 #include "runner.h"
 
 namespace qkv::cli {
@@ -510,24 +511,31 @@ int bench(int argc, char** argv) {
                                                                  : static_cast<double>(c.context);
     flops_per_step = 3.0 * (4 * 2.0 * B * c.context * c.width * c.width + 2 * 2.0 * B * c.context * span * c.width);
   } else {
+    // The library's training step (train/trainer.h), as qkv train runs it.
     nn::GPT gpt(c);
     parameters = gpt.num_parameters();
     optim::AdamOptions o;
     o.lr = 1e-4;
     optim::AdamW opt(gpt.named_parameters(), o);
+    optim::ConstantLR constant(1e-4);
     std::vector<Tensor> params = gpt.parameters();
     dist::broadcast(params);
-    int64_t b = B / ranks;  // this rank's slice
-    for (int64_t i = 0; i < warmup + steps; ++i) {
+    if (ranks > 1) allreduced_bytes = static_cast<size_t>(parameters) * sizeof(float);  // every gradient, once a step
+    const int64_t b = B / ranks;  // this rank's slice: equal slices, so each rank's share is 1/ranks
+    train::Trainer trainer(gpt.named_parameters(), opt, constant,
+                           {.steps = warmup + steps, .eval_every = warmup + steps, .clip = 1.0});
+    trainer.loss = [&](int64_t) {
       Tensor ids = Tensor::randint(0, 256, {b, c.context}, &gen), targets = Tensor::randint(0, 256, {b, c.context}, &gen);
-      timed(i, [&] {
-        opt.zero_grad();
-        nn::cross_entropy(gpt.forward(ids), targets).backward();
-        if (ranks > 1) allreduced_bytes = dist::average_gradients(params);
-        optim::clip_grad_norm(opt.params(), 1.0);
-        opt.step();
-      });
-    }
+      return train::StepLoss{nn::cross_entropy(gpt.forward(ids), targets), 1.0 / ranks, b * c.context};
+    };
+    auto last = std::chrono::steady_clock::now();
+    trainer.on_step = [&](const train::Progress& p) {  // the time since the previous step ended
+      auto now = std::chrono::steady_clock::now();
+      if (p.step > warmup) ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+      last = now;
+    };
+    trainer.run();
+    if (!lead) return 0;
     // 6 FLOPs per weight per token (forward 2, backward 4) for the blocks' 12·C² and the tied head's V·C,
     // and 12·L·T·C per token for attention's two products (scores, weighted sum; causal half not discounted).
     double matmul_weights = static_cast<double>(c.layers) * 12 * c.width * c.width + static_cast<double>(c.vocab) * c.width;

@@ -15,6 +15,7 @@
 #include "dist/dist.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "train/trainer.h"
 
 using namespace qkv;
 
@@ -56,34 +57,34 @@ std::unique_ptr<nn::GPT> model() {
   return gpt;
 }
 
-// Trains a model for kSteps; with `parallel`, on this rank's slice with
-// averaged gradients (`weighted`: each rank's loss times its token share).
-// Returns the largest clipped-away norm ratio seen, to show clipping acted.
-double train(nn::GPT& gpt, bool parallel, bool weighted) {
+// Trains a model for kSteps through the library's Trainer; with `parallel`,
+// on this rank's slice with averaged gradients (`weighted`: each rank's loss
+// times its token share; unweighted, the plain per-rank mean: share 1/N).
+// Returns the largest norm seen before clipping, to show clipping acted.
+double train_for_steps(nn::GPT& gpt, bool parallel, bool weighted) {
   optim::AdamOptions o;
   o.lr = 3e-2, o.weight_decay = 0.1;
   optim::AdamW opt(gpt.named_parameters(), o);
-  std::vector<Tensor> params = gpt.parameters();
+  optim::ConstantLR constant(3e-2);
+  train::TrainerOptions options;
+  options.steps = kSteps, options.eval_every = kSteps, options.clip = 0.5;
+  options.data_parallel = parallel;  // the reference trains alone on every rank
+  train::Trainer trainer(gpt.named_parameters(), opt, constant, options);
   Generator data(99);  // the same global batches on every rank
-  double largest_norm = 0;
   const int ranks = dist::world_size();
   const dist::Slice mine = dist::slice_of(kBatch, dist::rank(), ranks);
-  for (int64_t step = 0; step < kSteps; ++step) {
+  trainer.loss = [&](int64_t) {
     Batch batch = draw(data);
-    opt.zero_grad();
-    if (parallel) {
-      Tensor targets = rows(batch.targets, mine.first, mine.count);
-      double share = static_cast<double>(counted(targets)) / static_cast<double>(counted(batch.targets));
-      Tensor loss = nn::cross_entropy(gpt.forward(rows(batch.ids, mine.first, mine.count)), targets);
-      (weighted ? loss * (share * ranks) : loss).backward();
-      dist::average_gradients(params);
-    } else {
-      nn::cross_entropy(gpt.forward(batch.ids), batch.targets).backward();
-    }
-    largest_norm = std::max(largest_norm, optim::clip_grad_norm(opt.params(), 0.5));
-    opt.step();
-  }
-  return largest_norm;
+    if (!parallel) return train::StepLoss{nn::cross_entropy(gpt.forward(batch.ids), batch.targets), 1, kBatch * kT};
+    Tensor targets = rows(batch.targets, mine.first, mine.count);
+    double share = static_cast<double>(counted(targets)) / static_cast<double>(counted(batch.targets));
+    Tensor loss = nn::cross_entropy(gpt.forward(rows(batch.ids, mine.first, mine.count)), targets);
+    return train::StepLoss{loss, weighted ? share : 1.0 / ranks, kBatch * kT};
+  };
+  double largest_norm = 0;
+  trainer.on_step = [&](const train::Progress& p) { largest_norm = std::max(largest_norm, p.grad_norm); };
+  trainer.run();
+  return largest_norm;  // on_step runs where this process trains alone, or on rank 0
 }
 
 double max_difference(nn::GPT& a, nn::GPT& b, std::string* where = nullptr) {
@@ -116,9 +117,9 @@ int main(int argc, char** argv) {
   }
   set_num_threads(1);
   auto reference = model(), weighted = model(), plain = model();
-  double norm = train(*reference, false, false);
-  train(*weighted, true, true);
-  train(*plain, true, false);
+  double norm = train_for_steps(*reference, false, false);
+  train_for_steps(*weighted, true, true);
+  train_for_steps(*plain, true, false);
   check(norm > 0.5, "clipping acted (largest gradient norm above the 0.5 limit)", norm);
   double control = max_difference(*reference, *plain);
   check(control > 1e-6, "the control (plain per-rank means) differs from one process", control);
