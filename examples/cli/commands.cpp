@@ -417,6 +417,182 @@ int info(int argc, char** argv) {
   return 0;
 }
 
+namespace {
+
+// A bench configuration: the model (or layer) and its global batch.
+struct BenchSetup {
+  std::string name, kernel;
+  nn::GPTConfig c;
+  int64_t B = 0, warmup = 0, steps = 0;
+};
+
+// What timing one configuration measured.
+struct BenchTiming {
+  std::vector<double> ms;  // each timed step, sorted
+  double flops_per_step = 0;
+  int64_t parameters = 0;
+  size_t allreduced_bytes = 0;
+};
+
+BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
+  BenchSetup b;
+  b.name = args["config"].as<std::string>(), b.kernel = args["kernel"].as<std::string>();
+  QKV_CHECK(b.kernel == "fused" || b.kernel == "composed", "--kernel must be fused or composed, got '", printable(b.kernel), "'");
+  nn::GPTConfig& c = b.c;
+  const std::string& config = b.name;
+  c.vocab = 256;
+  if (config == "tiny") c.context = 64, c.layers = 2, c.heads = 4, c.width = 128, b.B = 16;
+  else if (config == "small") c.context = 256, c.layers = 4, c.heads = 8, c.width = 256, b.B = 8;
+  else if (config == "mini") c.context = 128, c.layers = 6, c.heads = 6, c.width = 384, b.B = 4;
+  else if (config == "long") c.context = 1024, c.layers = 2, c.heads = 4, c.width = 128, b.B = 2;
+  else if (config == "deep") c.context = 512, c.layers = 6, c.heads = 6, c.width = 384, b.B = 4;
+  else if (config == "attention") c.context = 256, c.layers = 1, c.heads = 8, c.width = 256, b.B = 8;
+  else if (config == "layer") c.context = 1024, c.layers = 1, c.heads = 8, c.width = 256, b.B = 1;
+  else throw Error(cat("unknown --config '", printable(config), "' (tiny, small, mini, long, deep, attention, layer)"));
+  // Under mpirun the GPT configs train data parallel: B is the global batch.
+  QKV_CHECK(ranks == 1 || (config != "attention" && config != "layer"), "--config ", config,
+            " times one process; under mpirun use a GPT config");
+  QKV_CHECK(b.B % ranks == 0, "--config ", config, "'s batch ", b.B, " does not split evenly over ", ranks, " ranks");
+  int64_t context = args["context"].as<int64_t>();
+  QKV_CHECK(context >= 0 && context <= 1 << 20, "--context must be in [0, 1048576], got ", context);
+  if (context > 0) c.context = context;
+  // A flag a config ignores is refused rather than reported as if it applied.
+  QKV_CHECK(!args.count("attention") || config != "attention", "--attention is for the GPT configs and layer: "
+            "--config attention times full causal attention alone");
+  QKV_CHECK(!args.count("checkpoint-activations") || (config != "attention" && config != "layer"),
+            "--checkpoint-activations is for the GPT configs (tiny, small, mini, long, deep)");
+  c.attention = nn::AttentionKind::parse(args["attention"].as<std::string>());
+  c.recompute = args.count("checkpoint-activations") > 0;
+  b.steps = args["steps"].as<int64_t>(), b.warmup = args["warmup"].as<int64_t>();
+  check_range("steps", b.steps, 1, 1 << 20);
+  check_range("warmup", b.warmup, 0, 1 << 20);
+  return b;
+}
+
+// Runs warmup + steps calls of `step`, keeping the times of the last `steps`.
+template <class Step>
+std::vector<double> time_steps(const BenchSetup& b, Step&& step) {
+  std::vector<double> ms;
+  for (int64_t i = 0; i < b.warmup + b.steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    step();
+    if (i >= b.warmup) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return ms;
+}
+
+// One layer's attention alone (no projections): the fused kernel or the composed path.
+BenchTiming time_attention(const BenchSetup& b, Generator& gen) {
+  const nn::GPTConfig& c = b.c;
+  BenchTiming t;
+  int64_t hd = c.width / c.heads;
+  auto leaf = [&] { return Tensor::randn({b.B, c.context, c.heads, hd}, DType::Float32, &gen).requires_grad_(); };
+  Tensor q = leaf(), k = leaf(), v = leaf();
+  Tensor causal = nn::causal_mask(c.context, c.context);
+  t.ms = time_steps(b, [&] {
+    for (Tensor* x : {&q, &k, &v}) x->zero_grad();
+    if (b.kernel == "fused") {
+      sum(fused_attention(q, k, v, {Tensor(), Tensor(), true}, 1 / std::sqrt(static_cast<double>(hd)))).backward();
+    } else {
+      auto heads = [](const Tensor& x) { return permute(x, {0, 2, 1, 3}); };
+      Tensor o = nn::scaled_dot_product_attention(heads(q), heads(k), heads(v), causal).output;
+      sum(permute(o, {0, 2, 1, 3})).backward();
+    }
+  });
+  // scores and weighted sum, 2·B·T²·C each, x3 for backward (causal half not discounted)
+  t.flops_per_step = 3.0 * 2 * 2.0 * b.B * c.context * c.context * c.width;
+  return t;
+}
+
+// One causal MHA layer, projections included, with the chosen attention.
+BenchTiming time_layer(const BenchSetup& b, Generator& gen) {
+  const nn::GPTConfig& c = b.c;
+  BenchTiming t;
+  nn::MultiHeadAttention mha(c.width, c.heads);
+  t.parameters = mha.num_parameters();
+  nn::MhaOptions options;
+  options.causal = true;
+  options.kind = c.attention;
+  Tensor x = Tensor::randn({b.B, c.context, c.width}, DType::Float32, &gen).requires_grad_();
+  t.ms = time_steps(b, [&] {
+    mha.zero_grad();
+    x.zero_grad();
+    sum(mha.forward(x, options).output).backward();
+  });
+  double span = c.attention.type == nn::AttentionKind::Window ? std::min<double>(c.context, c.attention.window + 1)
+                                                               : static_cast<double>(c.context);
+  t.flops_per_step = 3.0 * (4 * 2.0 * b.B * c.context * c.width * c.width + 2 * 2.0 * b.B * c.context * span * c.width);
+  return t;
+}
+
+// A GPT's training step through the library's Trainer (train/trainer.h), as
+// qkv train runs it: the interval between steps is what is timed.
+BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
+  const nn::GPTConfig& c = b.c;
+  const int ranks = dist::world_size();
+  BenchTiming t;
+  nn::GPT gpt(c);
+  t.parameters = gpt.num_parameters();
+  optim::AdamOptions o;
+  o.lr = 1e-4;
+  optim::AdamW opt(gpt.named_parameters(), o);
+  optim::ConstantLR constant(1e-4);
+  std::vector<Tensor> params = gpt.parameters();
+  dist::broadcast(params);
+  if (ranks > 1) t.allreduced_bytes = static_cast<size_t>(t.parameters) * sizeof(float);  // every gradient, once a step
+  const int64_t slice = b.B / ranks;  // equal slices, so each rank's share is 1/ranks
+  train::Trainer trainer(gpt.named_parameters(), opt, constant,
+                         {.steps = b.warmup + b.steps, .eval_every = b.warmup + b.steps, .clip = 1.0});
+  trainer.loss = [&](int64_t) {
+    Tensor ids = Tensor::randint(0, 256, {slice, c.context}, &gen), targets = Tensor::randint(0, 256, {slice, c.context}, &gen);
+    return train::StepLoss{nn::cross_entropy(gpt.forward(ids), targets), 1.0 / ranks, slice * c.context};
+  };
+  auto last = std::chrono::steady_clock::now();
+  trainer.on_step = [&](const train::Progress& p) {  // rank 0: the time since the previous step ended
+    auto now = std::chrono::steady_clock::now();
+    if (p.step > b.warmup) t.ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+  };
+  trainer.run();
+  // 6 FLOPs per weight per token (forward 2, backward 4) for the blocks' 12·C² and the tied head's V·C,
+  // and 12·L·T·C per token for attention's two products (scores, weighted sum; causal half not discounted).
+  double matmul_weights = static_cast<double>(c.layers) * 12 * c.width * c.width + static_cast<double>(c.vocab) * c.width;
+  t.flops_per_step = b.B * c.context * (6 * matmul_weights + 12.0 * c.layers * c.context * c.width);
+  return t;
+}
+
+void report_bench(const BenchSetup& b, BenchTiming& t) {
+  const nn::GPTConfig& c = b.c;
+  const int ranks = dist::world_size();
+  std::sort(t.ms.begin(), t.ms.end());
+  double median = t.ms[t.ms.size() / 2];
+  double step_gflops = t.flops_per_step / (median / 1000) / 1e9;
+  std::printf("bench %s: T=%lld L=%lld heads=%lld C=%lld B=%lld, %lld parameters, %s %s attention%s\n", b.name.c_str(),
+              static_cast<long long>(c.context), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
+              static_cast<long long>(c.width), static_cast<long long>(b.B), static_cast<long long>(t.parameters),
+              c.attention.str().c_str(), b.kernel.c_str(), c.recompute ? ", blocks recomputed in backward" : "");
+  std::printf("  median %.2f ms/step over %lld steps (min %.2f, max %.2f), %.0f tokens/s\n", median,
+              static_cast<long long>(b.steps), t.ms.front(), t.ms.back(), b.B * c.context / (median / 1000));
+  if (ranks > 1) {
+    // The other ranks are busy stepping: a reference sgemm here would be timed against them.
+    std::printf("  %d ranks (MPI) x %d threads, B/%d = %lld examples each; %.2f MB of gradients all-reduced per step\n",
+                ranks, get_num_threads(), ranks, static_cast<long long>(b.B / ranks), t.allreduced_bytes / 1e6);
+  } else {
+    // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T];
+    // for one layer, a projection [B·T, C]·[C, C]).
+    int64_t gm = b.name == "attention" ? c.context : b.name == "layer" ? c.width : 4 * c.width;
+    int64_t gn = b.name == "attention" ? c.context : b.B * c.context, gk = b.name == "attention" ? c.width / c.heads : c.width;
+    double blas = sgemm_gflops(gn, gk, gm);
+    std::printf("  %.1f GFLOP/s in the step; sgemm %lldx%lldx%lld here: %.1f GFLOP/s; step/sgemm %.2f\n", step_gflops,
+                static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gm), blas,
+                step_gflops / blas);
+  }
+  std::printf("  peak resident memory %.1f MiB\n", peak_rss_mib());
+  std::printf("  %d thread%s, %s\n", get_num_threads(), get_num_threads() == 1 ? "" : "s", cpu::describe_kernels().c_str());
+}
+
+}  // namespace
+
 int bench(int argc, char** argv) {
   cxxopts::Options options("qkv bench", "Time full training steps (forward, loss, backward, clip, AdamW) on random bytes.");
   options.add_options()("config", "tiny | small | mini | long | deep (T=512 L=6 C=384 B=4); attention (causal "
@@ -432,141 +608,13 @@ int bench(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
-  const int ranks = dist::world_size();
-  const bool lead = dist::rank() == 0;
-  std::string config = args["config"].as<std::string>(), kernel = args["kernel"].as<std::string>();
-  QKV_CHECK(kernel == "fused" || kernel == "composed", "--kernel must be fused or composed, got '", printable(kernel), "'");
-  nn::use_fused_attention(kernel == "fused");
-  nn::GPTConfig c;
-  int64_t B = 0;
-  c.vocab = 256;
-  if (config == "tiny") c.context = 64, c.layers = 2, c.heads = 4, c.width = 128, B = 16;
-  else if (config == "small") c.context = 256, c.layers = 4, c.heads = 8, c.width = 256, B = 8;
-  else if (config == "mini") c.context = 128, c.layers = 6, c.heads = 6, c.width = 384, B = 4;
-  else if (config == "long") c.context = 1024, c.layers = 2, c.heads = 4, c.width = 128, B = 2;
-  else if (config == "deep") c.context = 512, c.layers = 6, c.heads = 6, c.width = 384, B = 4;
-  else if (config == "attention") c.context = 256, c.layers = 1, c.heads = 8, c.width = 256, B = 8;
-  else if (config == "layer") c.context = 1024, c.layers = 1, c.heads = 8, c.width = 256, B = 1;
-  else throw Error(cat("unknown --config '", printable(config), "' (tiny, small, mini, long, deep, attention, layer)"));
-  // Under mpirun the GPT configs train data parallel: B is the global batch.
-  QKV_CHECK(ranks == 1 || (config != "attention" && config != "layer"), "--config ", config,
-            " times one process; under mpirun use a GPT config");
-  QKV_CHECK(B % ranks == 0, "--config ", config, "'s batch ", B, " does not split evenly over ", ranks, " ranks");
-  int64_t context = args["context"].as<int64_t>();
-  QKV_CHECK(context >= 0 && context <= 1 << 20, "--context must be in [0, 1048576], got ", context);
-  if (context > 0) c.context = context;
-  // A flag a config ignores is refused rather than reported as if it applied.
-  QKV_CHECK(!args.count("attention") || config != "attention", "--attention is for the GPT configs and layer: "
-            "--config attention times full causal attention alone");
-  QKV_CHECK(!args.count("checkpoint-activations") || (config != "attention" && config != "layer"),
-            "--checkpoint-activations is for the GPT configs (tiny, small, mini, long, deep)");
-  c.attention = nn::AttentionKind::parse(args["attention"].as<std::string>());
-  c.recompute = args.count("checkpoint-activations") > 0;
-  int64_t steps = args["steps"].as<int64_t>(), warmup = args["warmup"].as<int64_t>();
-  check_range("steps", steps, 1, 1 << 20);
-  check_range("warmup", warmup, 0, 1 << 20);
+  BenchSetup b = bench_setup(args, dist::world_size());
+  nn::use_fused_attention(b.kernel == "fused");
   manual_seed(1);
   Generator gen(7);
-  std::vector<double> ms;
-  auto timed = [&](int64_t i, auto&& step) {  // runs one step; keeps its time once warm-up is over
-    auto t0 = std::chrono::steady_clock::now();
-    step();
-    if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  };
-  double flops_per_step = 0;
-  int64_t parameters = 0;
-  size_t allreduced_bytes = 0;
-  if (config == "attention") {  // one layer's attention alone (no projections): the fused kernel or the composed path
-    int64_t hd = c.width / c.heads;
-    auto leaf = [&] { return Tensor::randn({B, c.context, c.heads, hd}, DType::Float32, &gen).requires_grad_(); };
-    Tensor q = leaf(), k = leaf(), v = leaf();
-    Tensor causal = nn::causal_mask(c.context, c.context);
-    for (int64_t i = 0; i < warmup + steps; ++i)
-      timed(i, [&] {
-        for (Tensor* t : {&q, &k, &v}) t->zero_grad();
-        if (kernel == "fused") {
-          sum(fused_attention(q, k, v, {Tensor(), Tensor(), true}, 1 / std::sqrt(static_cast<double>(hd)))).backward();
-        } else {
-          auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };
-          Tensor o = nn::scaled_dot_product_attention(heads(q), heads(k), heads(v), causal).output;
-          sum(permute(o, {0, 2, 1, 3})).backward();
-        }
-      });
-    // scores and weighted sum, 2·B·T²·C each, x3 for backward (causal half not discounted)
-    flops_per_step = 3.0 * 2 * 2.0 * B * c.context * c.context * c.width;
-  } else if (config == "layer") {  // one causal MHA layer, projections included, with the chosen attention
-    nn::MultiHeadAttention mha(c.width, c.heads);
-    parameters = mha.num_parameters();
-    nn::MhaOptions options;
-    options.causal = true;
-    options.kind = c.attention;
-    Tensor x = Tensor::randn({B, c.context, c.width}, DType::Float32, &gen).requires_grad_();
-    for (int64_t i = 0; i < warmup + steps; ++i)
-      timed(i, [&] {
-        mha.zero_grad();
-        x.zero_grad();
-        sum(mha.forward(x, options).output).backward();
-      });
-    double span = c.attention.type == nn::AttentionKind::Window ? std::min<double>(c.context, c.attention.window + 1)
-                                                                 : static_cast<double>(c.context);
-    flops_per_step = 3.0 * (4 * 2.0 * B * c.context * c.width * c.width + 2 * 2.0 * B * c.context * span * c.width);
-  } else {
-    // The library's training step (train/trainer.h), as qkv train runs it.
-    nn::GPT gpt(c);
-    parameters = gpt.num_parameters();
-    optim::AdamOptions o;
-    o.lr = 1e-4;
-    optim::AdamW opt(gpt.named_parameters(), o);
-    optim::ConstantLR constant(1e-4);
-    std::vector<Tensor> params = gpt.parameters();
-    dist::broadcast(params);
-    if (ranks > 1) allreduced_bytes = static_cast<size_t>(parameters) * sizeof(float);  // every gradient, once a step
-    const int64_t b = B / ranks;  // this rank's slice: equal slices, so each rank's share is 1/ranks
-    train::Trainer trainer(gpt.named_parameters(), opt, constant,
-                           {.steps = warmup + steps, .eval_every = warmup + steps, .clip = 1.0});
-    trainer.loss = [&](int64_t) {
-      Tensor ids = Tensor::randint(0, 256, {b, c.context}, &gen), targets = Tensor::randint(0, 256, {b, c.context}, &gen);
-      return train::StepLoss{nn::cross_entropy(gpt.forward(ids), targets), 1.0 / ranks, b * c.context};
-    };
-    auto last = std::chrono::steady_clock::now();
-    trainer.on_step = [&](const train::Progress& p) {  // the time since the previous step ended
-      auto now = std::chrono::steady_clock::now();
-      if (p.step > warmup) ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
-      last = now;
-    };
-    trainer.run();
-    if (!lead) return 0;
-    // 6 FLOPs per weight per token (forward 2, backward 4) for the blocks' 12·C² and the tied head's V·C,
-    // and 12·L·T·C per token for attention's two products (scores, weighted sum; causal half not discounted).
-    double matmul_weights = static_cast<double>(c.layers) * 12 * c.width * c.width + static_cast<double>(c.vocab) * c.width;
-    flops_per_step = B * c.context * (6 * matmul_weights + 12.0 * c.layers * c.context * c.width);
-  }
-  std::sort(ms.begin(), ms.end());
-  double median = ms[ms.size() / 2];
-  if (!lead) return 0;  // the ranks step together (the all-reduce waits for the slowest): rank 0 reports
-  double step_gflops = flops_per_step / (median / 1000) / 1e9;
-  std::printf("bench %s: T=%lld L=%lld heads=%lld C=%lld B=%lld, %lld parameters, %s %s attention%s\n", config.c_str(),
-              static_cast<long long>(c.context), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
-              static_cast<long long>(c.width), static_cast<long long>(B), static_cast<long long>(parameters),
-              c.attention.str().c_str(), kernel.c_str(), c.recompute ? ", blocks recomputed in backward" : "");
-  std::printf("  median %.2f ms/step over %lld steps (min %.2f, max %.2f), %.0f tokens/s\n", median,
-              static_cast<long long>(steps), ms.front(), ms.back(), B * c.context / (median / 1000));
-  if (ranks > 1) {
-    // The other ranks are busy stepping: a reference sgemm here would be timed against them.
-    std::printf("  %d ranks (MPI) x %d threads, B/%d = %lld examples each; %.2f MB of gradients all-reduced per step\n",
-                ranks, get_num_threads(), ranks, static_cast<long long>(B / ranks), allreduced_bytes / 1e6);
-  } else {
-    // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T];
-    // for one layer, a projection [B·T, C]·[C, C]).
-    int64_t gm = config == "attention" ? c.context : config == "layer" ? c.width : 4 * c.width;
-    int64_t gn = config == "attention" ? c.context : B * c.context, gk = config == "attention" ? c.width / c.heads : c.width;
-    double blas = sgemm_gflops(gn, gk, gm);
-    std::printf("  %.1f GFLOP/s in the step; sgemm %lldx%lldx%lld here: %.1f GFLOP/s; step/sgemm %.2f\n", step_gflops,
-                static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gm), blas,
-                step_gflops / blas);
-  }
-  std::printf("  peak resident memory %.1f MiB\n", peak_rss_mib());
-  std::printf("  %d thread%s, %s\n", get_num_threads(), get_num_threads() == 1 ? "" : "s", cpu::describe_kernels().c_str());
+  BenchTiming t = b.name == "attention" ? time_attention(b, gen) : b.name == "layer" ? time_layer(b, gen) : time_gpt(b, gen);
+  if (dist::rank() != 0) return 0;  // the ranks step together (the all-reduce waits for the slowest): rank 0 reports
+  report_bench(b, t);
   return 0;
 }
 
