@@ -33,7 +33,6 @@ std::string AttentionKind::str() const {
 }
 
 void use_fused_attention(bool on) { fused_enabled = on; }
-bool fused_attention_enabled() { return fused_enabled; }
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, double dropout, bool bias, Generator* gen)
     : MultiHeadAttention(d_model, num_heads, MhaConfig{dropout, bias, 0, 0, gen}) {}

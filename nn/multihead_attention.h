@@ -37,7 +37,6 @@ struct MhaOptions {
 /// dropout to them, or pass a gradient to a float mask; the composed path
 /// (nn/attention.h) computes the same numbers. Switch off to compare the two.
 void use_fused_attention(bool on);
-bool fused_attention_enabled();
 
 /// MultiHeadAttention's settings beyond its width and head count (the
 /// keyword arguments of torch.nn.MultiheadAttention).

@@ -76,7 +76,8 @@ void Optimizer::load_state(const NamedTensors& state, int64_t steps) {
 
 // ---- SGD ----
 
-SGD::SGD(NamedTensors params, const SGDOptions& options) : Optimizer(std::move(params), options.lr), o_(options) {
+SGD::SGD(NamedTensors params, const SGDOptions& options)
+    : Optimizer(std::move(params), options.lr), o_{0, options.momentum, options.dampening, options.weight_decay, options.nesterov} {
   QKV_CHECK(options.momentum >= 0 && options.weight_decay >= 0 && options.dampening >= 0,
         "SGD: momentum, dampening and weight_decay must be >= 0");
   QKV_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
@@ -84,7 +85,7 @@ SGD::SGD(NamedTensors params, const SGDOptions& options) : Optimizer(std::move(p
 }
 
 std::map<std::string, std::string> SGD::hyperparameters() const {
-  return {{"lr", io::exact_number(lr())}, {"momentum", io::exact_number(o_.momentum)}, {"dampening", io::exact_number(o_.dampening)},
+  return {{"momentum", io::exact_number(o_.momentum)}, {"dampening", io::exact_number(o_.dampening)},
           {"weight_decay", io::exact_number(o_.weight_decay)}, {"nesterov", o_.nesterov ? "true" : "false"}};
 }
 
@@ -117,6 +118,7 @@ Adam::Adam(NamedTensors params, const AdamOptions& options) : Adam(std::move(par
 
 Adam::Adam(NamedTensors params, const AdamOptions& options, bool decoupled)
     : Optimizer(std::move(params), options.lr), o_(options), decoupled_(decoupled) {
+  o_.lr = 0;  // not a second copy: the rate is Optimizer::lr(), set by the schedule
   QKV_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
         name(), ": betas must be in [0, 1), got ", options.beta1, ", ", options.beta2);
   QKV_CHECK(options.eps >= 0 && options.weight_decay >= 0, name(), ": eps and weight_decay must be >= 0");
@@ -124,7 +126,7 @@ Adam::Adam(NamedTensors params, const AdamOptions& options, bool decoupled)
 }
 
 std::map<std::string, std::string> Adam::hyperparameters() const {
-  return {{"lr", io::exact_number(lr())}, {"beta1", io::exact_number(o_.beta1)}, {"beta2", io::exact_number(o_.beta2)}, {"eps", io::exact_number(o_.eps)},
+  return {{"beta1", io::exact_number(o_.beta1)}, {"beta2", io::exact_number(o_.beta2)}, {"eps", io::exact_number(o_.eps)},
           {"weight_decay", io::exact_number(o_.weight_decay)}};
 }
 

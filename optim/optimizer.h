@@ -33,7 +33,9 @@ class Optimizer {
   const NamedTensors& params() const { return params_; }
   /// The kind, for checkpoints: "sgd", "adam", "adamw".
   virtual std::string name() const = 0;
-  /// Hyper-parameters as text, for checkpoints and logs.
+  /// Hyper-parameters as text, for checkpoints and logs: all but the
+  /// learning rate, which lr() holds (a schedule sets it at every step, and
+  /// a training checkpoint's run settings record the rate it starts from).
   virtual std::map<std::string, std::string> hyperparameters() const = 0;
 
   /// Per-parameter state (moments, momentum buffers) under names like
@@ -72,7 +74,7 @@ class SGD : public Optimizer {
   void update(size_t index, const Tensor& param, const Tensor& grad) override;
 
  private:
-  SGDOptions o_;
+  SGDOptions o_;  // its lr is 0: the one rate is lr()
 };
 
 struct AdamOptions {
@@ -97,7 +99,7 @@ class Adam : public Optimizer {
   void update(size_t index, const Tensor& param, const Tensor& grad) override;
 
  private:
-  AdamOptions o_;
+  AdamOptions o_;  // its lr is 0: the one rate is lr()
   bool decoupled_;
   std::vector<bool> decays_;
 };

@@ -14,14 +14,12 @@ void check_rate(const char* who, double lr) {
 }  // namespace
 
 ConstantLR::ConstantLR(double lr) : lr_(lr) { check_rate("ConstantLR", lr); }
-std::string ConstantLR::describe() const { return cat("constant ", lr_); }
 
 StepLR::StepLR(double lr, int64_t step_size, double gamma) : lr_(lr), step_size_(step_size), gamma_(gamma) {
   check_rate("StepLR", lr);
   QKV_CHECK(step_size > 0 && gamma > 0, "StepLR: step_size must be > 0 and gamma > 0, got ", step_size, ", ", gamma);
 }
 double StepLR::lr(int64_t step) const { return lr_ * std::pow(gamma_, static_cast<double>(step / step_size_)); }
-std::string StepLR::describe() const { return cat("step ", lr_, " x", gamma_, " every ", step_size_); }
 
 CosineLR::CosineLR(double lr, int64_t warmup, int64_t total, double min_lr)
     : lr_(lr), warmup_(warmup), total_(total), min_lr_(min_lr) {
@@ -37,8 +35,5 @@ double CosineLR::lr(int64_t step) const {
   return min_lr_ + 0.5 * (lr_ - min_lr_) * (1 + std::cos(std::numbers::pi * progress));
 }
 
-std::string CosineLR::describe() const {
-  return cat("cosine ", lr_, " -> ", min_lr_, " over ", total_, " steps, warm-up ", warmup_);
-}
 
 }  // namespace qkv::optim

@@ -13,7 +13,6 @@ class Schedule {
   virtual ~Schedule() = default;
   /// The learning rate for update number `step` (counting from 0).
   virtual double lr(int64_t step) const = 0;
-  virtual std::string describe() const = 0;
 };
 
 /// The same rate throughout.
@@ -21,7 +20,6 @@ class ConstantLR : public Schedule {
  public:
   explicit ConstantLR(double lr);
   double lr(int64_t) const override { return lr_; }
-  std::string describe() const override;
 
  private:
   double lr_;
@@ -32,7 +30,6 @@ class StepLR : public Schedule {
  public:
   StepLR(double lr, int64_t step_size, double gamma);
   double lr(int64_t step) const override;
-  std::string describe() const override;
 
  private:
   double lr_;
@@ -46,7 +43,6 @@ class CosineLR : public Schedule {
  public:
   CosineLR(double lr, int64_t warmup, int64_t total, double min_lr = 0);
   double lr(int64_t step) const override;
-  std::string describe() const override;
 
  private:
   double lr_;

@@ -17,20 +17,40 @@
 #include "dist/dist.h"
 
 namespace {
-const char* kUsage = R"(usage: qkv <command> [options]     (qkv <command> --help for its options; qkv --version)
+// The commands, once: the usage text, the dispatch and the unknown-command
+// message are all read from this table.
+struct Command {
+  const char* name;
+  int (*run)(int argc, char** argv);
+  const char* summary;
+};
+const Command kCommands[] = {
+    {"train", qkv::cli::train, "train a model on a task (reverse by default) and save a checkpoint"},
+    {"eval", qkv::cli::eval, "exact-match accuracy (tasks) or held-out loss (text) of a checkpoint"},
+    {"sample", qkv::cli::sample, "answer a prompt, or continue text, with a checkpoint"},
+    {"attention", qkv::cli::attention, "draw every layer's and head's attention for a prompt (SVG)"},
+    {"gradcheck", qkv::cli::gradcheck, "compare every parameter's gradient with finite differences"},
+    {"grads", qkv::cli::grads, "a checkpoint's gradient norms (per head) on one input, and a safetensors file of them"},
+    {"graph", qkv::cli::graph, "draw the autograd graph of one forward and backward (Graphviz DOT and SVG)"},
+    {"info", qkv::cli::info, "what a checkpoint holds: model, task, training settings, step (--system: this machine)"},
+    {"plot", qkv::cli::plot, "a --log file as an HTML page of charts"},
+    {"bench", qkv::cli::bench, "time full training steps of a standard configuration"},
+};
 
-commands:
-  train       train a model on a task (reverse by default) and save a checkpoint
-  eval        exact-match accuracy (tasks) or held-out loss (text) of a checkpoint
-  sample      answer a prompt, or continue text, with a checkpoint
-  attention   draw every layer's and head's attention for a prompt (SVG)
-  gradcheck   compare every parameter's gradient with finite differences
-  grads       a checkpoint's gradient norms (per head) on one input, and a safetensors file of them
-  graph       draw the autograd graph of one forward and backward (Graphviz DOT and SVG)
-  info        what a checkpoint holds: model, task, training settings, step
-  plot        a --log file as an HTML page of charts
-  bench       time full training steps of a standard configuration
-)";
+std::string usage() {
+  std::string text = "usage: qkv <command> [options]     (qkv <command> --help for its options; qkv --version)\n\ncommands:\n";
+  for (const Command& c : kCommands) {
+    std::string name = c.name;
+    text += "  " + name + std::string(12 - name.size(), ' ') + c.summary + "\n";
+  }
+  return text;
+}
+
+std::string command_names() {
+  std::string names;
+  for (const Command& c : kCommands) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  return names;
+}
 
 // Runs one command; an error on one rank of several ends the whole job.
 int run(const std::string& command, int argc, char** argv) {
@@ -50,20 +70,10 @@ int run(const std::string& command, int argc, char** argv) {
     return 2;
   }
   try {
-    using namespace qkv::cli;
     qkv::simd::active_isa();  // a bad QKV_SIMD is a one-line error before any work
-    if (command == "train") return train(argc - 1, argv + 1);
-    if (command == "eval") return eval(argc - 1, argv + 1);
-    if (command == "sample") return sample(argc - 1, argv + 1);
-    if (command == "attention") return attention(argc - 1, argv + 1);
-    if (command == "gradcheck") return gradcheck(argc - 1, argv + 1);
-    if (command == "grads") return grads(argc - 1, argv + 1);
-    if (command == "graph") return graph(argc - 1, argv + 1);
-    if (command == "bench") return bench(argc - 1, argv + 1);
-    if (command == "info") return info(argc - 1, argv + 1);
-    if (command == "plot") return plot(argc - 1, argv + 1);
-    std::fprintf(stderr, "qkv: unknown command '%s' (train, eval, sample, attention, gradcheck, grads, graph, info, plot, bench; see qkv --help)\n",
-                 name.c_str());
+    for (const Command& c : kCommands)
+      if (command == c.name) return c.run(argc - 1, argv + 1);
+    std::fprintf(stderr, "qkv: unknown command '%s' (%s; see qkv --help)\n", name.c_str(), command_names().c_str());
     return 2;
   } catch (const cxxopts::exceptions::exception& e) {
     // cxxopts quotes the user's own words: they pass through the one printer too.
@@ -107,7 +117,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    std::fputs(usage().c_str(), argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   std::string command = argv[1];

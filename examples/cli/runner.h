@@ -58,7 +58,6 @@ class Runner {
   const ModelSpec& spec() const { return spec_; }
   nn::Module& module();
   const SequenceTask* task() const { return task_.get(); }
-  const TextTask* text() const { return text_.get(); }
 
   /// Mean cross-entropy of a batch of examples (answer tokens only, padding ignored).
   Tensor loss(const std::vector<Example>& batch);

@@ -8,7 +8,7 @@ set -u
 qkv=$1
 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 common=(--task text --steps 20 --eval-every 10 --batch 4 --context 32 --dim 32 --schedule constant --threads 1)
 for kind in window:8 linear; do
   name=${kind%%:*}

@@ -6,7 +6,7 @@
 set -u
 qkv=$1 compare=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 small=(--dim 32 --layers 1 --heads 4 --steps 3 --batch 8 --threads 1)
 "$qkv" train "${small[@]}" --save gpt.safetensors >/dev/null 2>&1 || fail "gpt"
 "$qkv" train "${small[@]}" --model seq2seq --task sort --save s2s.safetensors >/dev/null 2>&1 || fail "seq2seq"

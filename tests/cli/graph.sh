@@ -7,7 +7,7 @@
 set -u
 qkv=$1 dot_bin=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 
 # The op names in a DOT file's boxes (the first line of each label), counted: "linear 4" per line, sorted.
 dot_ops() { sed -n 's/^ *n[0-9]* \[shape=box.*label="\([a-z_0-9]*\)\\n.*/\1/p' "$1" | sort | uniq -c | awk '{print $2, $1}'; }

@@ -4,13 +4,11 @@
 set -u
 qkv=$1
 work=$2
+. "$(dirname "$0")/lib.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 "$qkv" train --steps 1000000 --eval-every 10 --save run.safetensors >log.txt 2>&1 &
 pid=$!
-for _ in $(seq 600); do  # up to 60 s for the first evaluation line
-  grep -q "step 10/" log.txt && break
-  sleep 0.1
-done
+wait_for "step 10/" log.txt 60  # the first evaluation line
 kill -INT $pid
 wait $pid
 rc=$?

@@ -8,7 +8,7 @@
 set -u
 qkv=$1 shim=$2 work=$3 sanitized=${4:-}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 one_line_error() {  # one_line_error LABEL: the last command's err.txt holds one line and it failed
   [ "$rc" -ne 0 ] || fail "$1: exit 0"
   [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "$1: not a one-line error"; }

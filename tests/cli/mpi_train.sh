@@ -8,7 +8,7 @@
 set -u
 qkv=$1 compare=$2 mpiexec=$3 work=$4
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 # Root in CI containers; oversubscribe: 2 ranks on however many cores there are.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_rmaps_base_oversubscribe=1
@@ -54,12 +54,10 @@ grep -q "global batch" err.txt || { cat err.txt; fail "the error does not say wh
 set -m
 "$mpiexec" -n 2 "$qkv" train --steps 1000000 --batch 16 --threads 1 --eval-every 1000 --target 2 --save stop.safetensors >stop.txt 2>&1 &
 job=$!
-for _ in $(seq 100); do grep -q "^qkv train" stop.txt && break; sleep 0.1; done
-grep -q "^qkv train" stop.txt || { kill -9 -- -$job; cat stop.txt; fail "no banner within 10 s"; }
+wait_for "^qkv train" stop.txt 10 || { kill -9 -- -$job; cat stop.txt; fail "no banner within 10 s"; }
 sleep 1
 kill -INT -- -$job
-for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
-kill -0 $job 2>/dev/null && { kill -9 -- -$job; fail "mpirun still runs 30 s after SIGINT"; }
+wait_exit $job 30 || { kill -9 -- -$job; fail "mpirun still runs 30 s after SIGINT"; }
 grep -q "interrupted at step" stop.txt || { tr '\r' '\n' <stop.txt | tail; fail "no save on interrupt"; }
 [ "$(grep -o 'interrupted at step' stop.txt | wc -l)" -eq 1 ] || fail "saved more than once"
 "$qkv" eval --checkpoint stop.safetensors --examples 10 >/dev/null || fail "the interrupted run's checkpoint does not load"
@@ -81,8 +79,7 @@ done
 grep -q "^qkv train" killed.txt || { kill -9 -- -$job; cat killed.txt; fail "no banner within 10 s"; }
 start=$(date +%s)
 kill -9 "$victim"
-for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
-kill -0 $job 2>/dev/null && { kill -9 -- -$job; fail "the job still runs 30 s after a rank died"; }
+wait_exit $job 30 || { kill -9 -- -$job; fail "the job still runs 30 s after a rank died"; }
 wait $job && fail "the job exited 0 after a rank died"
 grep -q "rank 1" killed.txt || { cat killed.txt; fail "the job's end does not name the dead rank"; }
 echo "ok: a killed rank ends the job in $(( $(date +%s) - start )) s"

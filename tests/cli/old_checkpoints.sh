@@ -6,7 +6,7 @@
 set -u
 qkv=$1 fixtures=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 # Within a float32 rounding's drift, as another CPU's BLAS kernels may round
 # differently: the accuracy within one example in 200, the loss within 1e-4.
 near() { awk -v a="$1" -v b="$2" -v tol="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= tol) }'; }

@@ -5,7 +5,7 @@
 set -u
 qkv=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 run=(--task text --dim 32 --layers 1 --heads 2 --batch 4 --context 32 --steps 12 --eval-every 4 --threads 1)
 "$qkv" train "${run[@]}" --save a.safetensors --log run.csv >train.txt 2>&1 || { cat train.txt; fail "training with a CSV log"; }
 grep -q "qkv plot run.csv" train.txt || fail "the summary does not say how to draw the log"

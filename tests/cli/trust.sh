@@ -7,8 +7,7 @@
 set -u
 qkv=$1 hostile=$2 work=$3 sanitized=${4:-}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
-ok() { echo "ok: $*"; }
+. "$(dirname "$0")/lib.sh"
 small=(--dim 32 --layers 1 --heads 2 --batch 8 --eval-every 5 --threads 1)
 one_line_error() {  # one_line_error FILE: a single stderr line
   [ "$(wc -l <"$1")" -eq 1 ] || { cat "$1"; fail "expected a one-line error"; }
@@ -63,8 +62,7 @@ ok "a diverging run stops, exits non-zero and leaves the checkpoint byte-identic
 for sig in TERM HUP; do
   "$qkv" train "${small[@]}" --schedule constant --steps 1000000 --target 2 --save sig$sig.safetensors >sig.txt 2>&1 &
   pid=$!
-  for _ in $(seq 300); do grep -q "step 5/" sig.txt && break; sleep 0.1; done
-  grep -q "step 5/" sig.txt || { cat sig.txt; fail "SIG$sig: no progress line within 30 s"; }
+  wait_for "step 5/" sig.txt 30 || { cat sig.txt; fail "SIG$sig: no progress line within 30 s"; }
   kill -$sig $pid
   wait $pid
   rc=$?
@@ -83,9 +81,8 @@ ok "SIGTERM and SIGHUP save; the SIGTERM checkpoint resumes bit-identically"
 # this size takes seconds, so both signals land inside the first step).
 "$qkv" train --dim 256 --layers 4 --heads 4 --batch 2048 --threads 1 --steps 5 --save second.safetensors >second.txt 2>&1 &
 pid=$!
-for _ in $(seq 300); do grep -q "^qkv train" second.txt && break; sleep 0.1; done
 # The banner is flushed before the first step (it once waited in the buffer, and this test waited 30 s for it).
-grep -q "^qkv train" second.txt || { cat second.txt; fail "no banner within 30 s"; }
+wait_for "^qkv train" second.txt 30 || { cat second.txt; fail "no banner within 30 s"; }
 kill -TERM $pid
 sleep 1.2
 kill -TERM $pid
