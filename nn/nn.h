@@ -6,6 +6,7 @@
 #include "nn/dropout.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
+#include "nn/model_kinds.h"
 #include "nn/models.h"
 #include "nn/module.h"
 #include "nn/multihead_attention.h"

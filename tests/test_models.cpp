@@ -139,3 +139,25 @@ TEST_CASE("model errors name the model and the sizes", "[models][errors]") {
   CHECK_THROWS_WITH(model.forward(ids({1, 2}, {1, 2}), {1, 2}, ids({1}, {1, 1})), Contains("Seq2Seq: 2 source lengths for a batch of 1"));
   CHECK_THROWS_WITH(model.forward(ids({1, 2}, {1, 2}), {3}, ids({1}, {1, 1})), Contains("key_padding_mask: length 3 outside [0, 2]"));
 }
+
+TEST_CASE("model kinds: the parameter-count formula equals the built model's count, and fields round-trip with bounds") {
+  REQUIRE(model_kind_names() == std::vector<std::string>{"gpt", "seq2seq"});
+  for (const std::string& name : model_kind_names()) {
+    const ModelKind& kind = model_kind(name);
+    for (ModelShape s : {ModelShape{13, 9, 8, 2, 1}, ModelShape{256, 64, 32, 4, 3, 0.1, true, "window:4"}}) {
+      INFO(name << " width " << s.width << " layers " << s.layers);
+      Generator gen(1);
+      CHECK(kind.build(s, &gen)->num_parameters() == kind.parameter_count(s));
+      ModelShape back = ModelShape::from_fields(s.fields(), "test");
+      CHECK(back.fields() == s.fields());
+    }
+  }
+  CHECK_THROWS_WITH(model_kind("rnn"), Catch::Matchers::Contains("unknown model 'rnn' (gpt, seq2seq)"));
+  auto fields = ModelShape{13, 9, 8, 2, 1}.fields();
+  fields["layers"] = "129";
+  CHECK_THROWS_WITH(ModelShape::from_fields(fields, "f.safetensors"), Catch::Matchers::Contains("layers = '129', expected an integer in [1, 128]"));
+  ModelShape flags{13, 9, 8, 2, 129};
+  CHECK_THROWS_WITH(flags.check_flags(), Catch::Matchers::Contains("--layers must be in [1, 128], got 129"));
+  // The counts of the largest shapes the bounds allow stay finite (a hostile file is compared against them).
+  CHECK(model_kind("seq2seq").parameter_count({kMaxVocab, kMaxContext, kMaxWidth, kMaxWidth, kMaxLayers}) > (int64_t{1} << 40));
+}

@@ -1,5 +1,5 @@
 // The baseline level's kernels, compiled with the build's own flags
-// (x86-64-v2 unless QKV_NATIVE): SSE2 vectors on x86-64, the build's own
+// (x86-64-v2 on x86-64): SSE2 vectors there, the build's own
 // vector unit (e.g. NEON) elsewhere, named sse2 either way.
 #include "autograd/simd/kernels.h"
 

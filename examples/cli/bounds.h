@@ -8,9 +8,15 @@
 #include <cstdint>
 #include <string>
 
+#include "nn/model_kinds.h"
+
 namespace qkv::cli {
 
-inline constexpr int64_t kMaxLayers = 128, kMaxWidth = 1 << 16, kMaxContext = 1 << 20, kMaxVocab = 1 << 20;
+// The model's own sizes are bounded where models are described (nn/model_kinds.h).
+using nn::kMaxContext;
+using nn::kMaxLayers;
+using nn::kMaxVocab;
+using nn::kMaxWidth;
 inline constexpr int64_t kMaxInputLength = 64, kMaxDigits = 9;  // the sequence tasks' --max-len and --digits
 inline constexpr int64_t kMaxBatch = 1 << 16, kMaxExamples = 1 << 20, kMaxSteps = int64_t{1} << 40;
 inline constexpr int64_t kMaxNewTokens = 1 << 20;

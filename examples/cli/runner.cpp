@@ -21,13 +21,9 @@ std::vector<double> row(const Tensor& logits, int64_t b, int64_t t) {
 }  // namespace
 
 std::map<std::string, std::string> ModelSpec::metadata() const {
-  std::map<std::string, std::string> config{{"vocab", std::to_string(vocab)},   {"context", std::to_string(context)},
-                                            {"width", std::to_string(width)},   {"heads", std::to_string(heads)},
-                                            {"layers", std::to_string(layers)}, {"dropout", io::exact_number(dropout)},
-                                            {"post_ln", post_ln ? "1" : "0"}, {"attention", attention}};
   std::map<std::string, std::string> task_fields{{"name", task}, {"max_len", std::to_string(max_len)},
                                                  {"digits", std::to_string(digits)}, {"data", data}};
-  return {{"qkv.model", model}, {"qkv.config", io::json_object(config)}, {"qkv.task", io::json_object(task_fields)}};
+  return {{"qkv.model", model}, {"qkv.config", io::json_object(fields())}, {"qkv.task", io::json_object(task_fields)}};
 }
 
 ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
@@ -37,41 +33,29 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
     QKV_CHECK(it != meta.end(), file, ": not a qkv model checkpoint (no ", key, " in its metadata)");
     return it->second;
   };
-  auto field = [&](const std::map<std::string, std::string>& object, const char* key) -> const std::string& {
-    auto it = object.find(key);
-    QKV_CHECK(it != object.end(), file, ": bad model description in its metadata (no ", key, ")");
-    return it->second;
-  };
-  // Every size bounded before anything is built from it: a file saying
-  // layers = 100000000 must not allocate until the memory runs out.
-  auto integer = [&](const std::map<std::string, std::string>& object, const char* key, int64_t low, int64_t high) {
-    const std::string& text = field(object, key);
-    int64_t v = 0;
-    QKV_CHECK(io::parse_integer(text, v) && v >= low && v <= high, file, ": bad model description in its metadata (",
-              key, " = '", printable(text), "', expected an integer in [", low, ", ", high, "])");
-    return v;
-  };
   ModelSpec s;
   try {
     s.model = need("qkv.model");
-    QKV_CHECK(s.model == "gpt" || s.model == "seq2seq", file, ": unknown model '", printable(s.model), "' (gpt, seq2seq)");
-    auto config = io::parse_json_object(need("qkv.config"));
+    nn::model_kind(s.model);  // a kind qkv knows
+    static_cast<nn::ModelShape&>(s) = nn::ModelShape::from_fields(io::parse_json_object(need("qkv.config")), file);
     auto task = io::parse_json_object(need("qkv.task"));
-    s.vocab = integer(config, "vocab", 1, kMaxVocab);
-    s.context = integer(config, "context", 1, kMaxContext);
-    s.width = integer(config, "width", 1, kMaxWidth);
-    s.heads = integer(config, "heads", 1, s.width);
-    s.layers = integer(config, "layers", 1, kMaxLayers);
-    s.dropout = io::parse_number(field(config, "dropout"), cat(file, ": dropout"));
-    QKV_CHECK(s.dropout >= 0 && s.dropout < 1, file, ": bad model description in its metadata (dropout ", s.dropout, ")");
-    s.post_ln = field(config, "post_ln") == "1";
-    if (config.count("attention")) s.attention = nn::AttentionKind::parse(config.at("attention")).str();  // older files: full
-    s.task = field(task, "name");
+    auto field = [&](const char* key) -> const std::string& {
+      auto it = task.find(key);
+      QKV_CHECK(it != task.end(), file, ": bad model description in its metadata (no ", key, ")");
+      return it->second;
+    };
+    auto integer = [&](const char* key, int64_t high) {
+      int64_t v = 0;
+      QKV_CHECK(io::parse_integer(field(key), v) && v >= 1 && v <= high, file, ": bad model description in its metadata (",
+                key, " = '", printable(field(key)), "', expected an integer in [1, ", high, "])");
+      return v;
+    };
+    s.task = field("name");
     QKV_CHECK(s.task == "text" || s.task == "copy" || s.task == "reverse" || s.task == "sort" || s.task == "add", file,
               ": unknown task '", printable(s.task), "'");
-    s.max_len = integer(task, "max_len", 1, kMaxInputLength);
-    s.digits = integer(task, "digits", 1, kMaxDigits);
-    s.data = field(task, "data");  // where it trained: shown, never opened (qkv reads only files the user names)
+    s.max_len = integer("max_len", kMaxInputLength);
+    s.digits = integer("digits", kMaxDigits);
+    s.data = field("data");  // where it trained: shown, never opened (qkv reads only files the user names)
   } catch (const Error& e) {
     std::string what = e.what();
     throw Error(what.compare(0, file.size(), file) == 0 ? what : cat(file, ": bad model description in its metadata (", what, ")"));
@@ -79,23 +63,10 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
   return s;
 }
 
-int64_t ModelSpec::parameter_count() const {
-  // Per block: ln1, ln2 (2C each), attention's four C x C projections with
-  // biases, the MLP's C x 4C and 4C x C with biases: 12C² + 13C. A decoder
-  // block adds ln_cross and cross-attention: 4C² + 6C. Embeddings V·C + T·C,
-  // the head tied to tok_emb. A test checks this against the built models.
-  const double C = static_cast<double>(width), block = 12 * C * C + 13 * C;
-  double n = static_cast<double>(vocab) * C + static_cast<double>(context) * C + 2 * C;  // ln_f
-  if (model == "gpt") n += static_cast<double>(layers) * block;
-  else n += static_cast<double>(layers) * (2 * block + 4 * C * C + 6 * C) + 2 * C;  // encoder_ln
-  return n > 9e18 ? INT64_MAX : static_cast<int64_t>(n);
-}
+int64_t ModelSpec::parameter_count() const { return nn::model_kind(model).parameter_count(*this); }
 
 void ModelSpec::check_sizes() const {
-  check_range("layers", layers, 1, kMaxLayers);
-  check_range("dim", width, 1, kMaxWidth);
-  check_range("heads", heads, 1, width);
-  if (context != 0) check_range("context", context, 1, kMaxContext);
+  check_flags();
   check_range("max-len", max_len, 1, kMaxInputLength);
   check_range("digits", digits, 1, kMaxDigits);
 }
@@ -110,12 +81,9 @@ void ModelSpec::check_tensors(const io::TensorFile& file, const std::string& pat
 }
 
 Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::move(spec)) {
-  QKV_CHECK(spec_.model == "gpt" || spec_.model == "seq2seq", "unknown --model '", printable(spec_.model), "' (gpt, seq2seq)");
+  const nn::ModelKind& kind = nn::model_kind(spec_.model);
   spec_.check_sizes();
-  QKV_CHECK(spec_.width > 0 && spec_.heads > 0 && spec_.layers > 0, "--dim, --heads and --layers must be positive, got ",
-        spec_.width, ", ", spec_.heads, ", ", spec_.layers);
-  QKV_CHECK(spec_.width % spec_.heads == 0, "--heads ", spec_.heads, " does not divide --dim ", spec_.width);
-  nn::AttentionKind attention = nn::AttentionKind::parse(spec_.attention);
+  nn::AttentionKind::parse(spec_.attention);
   if (spec_.task == "text") {
     QKV_CHECK(spec_.model == "gpt", "the text task trains a GPT (--model gpt)");
     spec_.vocab = 256;
@@ -132,18 +100,11 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::mov
   }
   check_fits_in_memory(4.0 * static_cast<double>(spec_.parameter_count()), cat("a model of ", spec_.parameter_count(),
                        " parameters"), "use a smaller --dim, --layers or --context");
-  if (spec_.model == "gpt") {
-    nn::GPTConfig c;
-    c.vocab = spec_.vocab, c.context = spec_.context, c.width = spec_.width, c.heads = spec_.heads;
-    c.layers = spec_.layers, c.dropout = spec_.dropout, c.post_ln = spec_.post_ln, c.attention = attention;
-    gpt_ = std::make_unique<nn::GPT>(c, init);
-  } else {
-    nn::Seq2SeqConfig c;
-    c.vocab = spec_.vocab, c.context = spec_.context, c.width = spec_.width, c.heads = spec_.heads;
-    c.encoder_layers = c.decoder_layers = spec_.layers, c.dropout = spec_.dropout, c.post_ln = spec_.post_ln;
-    c.attention = attention;
-    seq2seq_ = std::make_unique<nn::Seq2Seq>(c, init);
-  }
+  // The registry builds the kind; this program then drives it as what it is.
+  std::unique_ptr<nn::Module> built = kind.build(spec_, init);
+  if (auto* gpt = dynamic_cast<nn::GPT*>(built.get())) built.release(), gpt_.reset(gpt);
+  else if (auto* s2s = dynamic_cast<nn::Seq2Seq*>(built.get())) built.release(), seq2seq_.reset(s2s);
+  else throw Error(cat("the qkv program does not train model kind '", spec_.model, "'"));
 }
 
 void Runner::use_text(const std::string& path) {

@@ -10,28 +10,27 @@
 
 #include "nn/checkpoint.h"
 #include "bounds.h"
+#include "nn/model_kinds.h"
 #include "nn/nn.h"
 #include "tasks.h"
 
 namespace qkv::cli {
 
-/// Everything needed to rebuild a model; travels in the checkpoint's metadata.
-struct ModelSpec {
-  std::string model = "gpt";  // gpt | seq2seq
+/// Everything needed to rebuild a model, travelling in the checkpoint's
+/// metadata: the model's kind and shape (nn/model_kinds.h owns their fields,
+/// bounds and parameter count) and the task it learns.
+struct ModelSpec : nn::ModelShape {
+  std::string model = "gpt";        // a kind in nn::model_kind_names()
   std::string task = "reverse";
-  int64_t vocab = 0, context = 0, width = 64, heads = 4, layers = 2;
-  double dropout = 0;
-  bool post_ln = false;
-  std::string attention = "full";   // full | window:W | linear (nn::AttentionKind)
   int64_t max_len = 8, digits = 3;  // sequence tasks
   std::string data;                 // text task: the --data file, "" for the bundled text
   std::map<std::string, std::string> metadata() const;
   /// Parses and bounds a checkpoint's description (one-line errors naming `path`).
   static ModelSpec from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
-  /// The parameter count of the model this spec builds.
+  /// The parameter count of the model this spec builds (the kind's formula).
   int64_t parameter_count() const;
-  /// Flags' sizes against bounds.h (the bounds loading applies to a file's):
-  /// one-line errors naming the flag. Context 0 means "what the task needs".
+  /// Flags' sizes against the bounds loading applies to a file's: one-line
+  /// errors naming the flag. Context 0 means "what the task needs".
   void check_sizes() const;
   /// Throws unless the file's model tensors hold exactly parameter_count()
   /// elements: run before building, so the file's size bounds the model's.

@@ -166,6 +166,12 @@ int64_t trim_log(const std::string& path, int64_t step) {
   return dropped;
 }
 
+std::string kind_names() {
+  std::string names;
+  for (const std::string& n : nn::model_kind_names()) names += (names.empty() ? "" : " | ") + n;
+  return names;
+}
+
 cxxopts::Options train_options() {
   cxxopts::Options options("qkv train", "Train a model on a task and save a checkpoint.\n"
                            "The progress line's loss is an exponential moving average over about 20 steps "
@@ -173,7 +179,7 @@ cxxopts::Options train_options() {
   options.add_options("model and task (fixed by the checkpoint on --resume)")
     ("task", "copy | reverse | sort | add | text (default reverse)", cxxopts::value<std::string>(), "NAME")
     ("data", "the text for --task text (default: the bundled text)", cxxopts::value<std::string>(), "FILE")
-    ("model", "gpt | seq2seq (default gpt)", cxxopts::value<std::string>(), "KIND")
+    ("model", kind_names() + " (default gpt)", cxxopts::value<std::string>(), "KIND")
     ("max-len", cat("longest input for copy, reverse and sort, in ", range(1, kMaxInputLength), " (default 8)"),
      cxxopts::value<int64_t>(), "N")
     ("digits", cat("operand digits for add, in ", range(1, kMaxDigits), " (default 3)"), cxxopts::value<int64_t>(), "N")

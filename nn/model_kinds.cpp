@@ -1,0 +1,125 @@
+#include "nn/model_kinds.h"
+
+#include <cmath>
+
+#include "autograd/error.h"
+#include "io/metadata.h"
+
+namespace qkv::nn {
+
+std::map<std::string, std::string> ModelShape::fields() const {
+  return {{"vocab", std::to_string(vocab)}, {"context", std::to_string(context)}, {"width", std::to_string(width)},
+          {"heads", std::to_string(heads)}, {"layers", std::to_string(layers)}, {"dropout", io::exact_number(dropout)},
+          {"post_ln", post_ln ? "1" : "0"}, {"attention", attention}};
+}
+
+ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fields, const std::string& where) {
+  auto field = [&](const char* key) -> const std::string& {
+    auto it = fields.find(key);
+    QKV_CHECK(it != fields.end(), where, ": bad model description in its metadata (no ", key, ")");
+    return it->second;
+  };
+  // Every size bounded before anything is built from it: a file saying
+  // layers = 100000000 must not allocate until the memory runs out.
+  auto integer = [&](const char* key, int64_t low, int64_t high) {
+    const std::string& text = field(key);
+    int64_t v = 0;
+    QKV_CHECK(io::parse_integer(text, v) && v >= low && v <= high, where, ": bad model description in its metadata (",
+              key, " = '", printable(text), "', expected an integer in [", low, ", ", high, "])");
+    return v;
+  };
+  ModelShape s;
+  s.vocab = integer("vocab", 1, kMaxVocab);
+  s.context = integer("context", 1, kMaxContext);
+  s.width = integer("width", 1, kMaxWidth);
+  s.heads = integer("heads", 1, s.width);
+  s.layers = integer("layers", 1, kMaxLayers);
+  s.dropout = io::parse_number(field("dropout"), cat(where, ": dropout"));
+  QKV_CHECK(s.dropout >= 0 && s.dropout < 1, where, ": bad model description in its metadata (dropout ", s.dropout, ")");
+  s.post_ln = field("post_ln") == "1";
+  if (fields.count("attention")) s.attention = AttentionKind::parse(fields.at("attention")).str();  // older files: full
+  return s;
+}
+
+void ModelShape::check_flags() const {
+  auto in = [](const char* flag, int64_t v, int64_t low, int64_t high) {
+    QKV_CHECK(v >= low && v <= high, "--", flag, " must be in [", low, ", ", high, "], got ", v);
+  };
+  in("layers", layers, 1, kMaxLayers);
+  in("dim", width, 1, kMaxWidth);
+  in("heads", heads, 1, width);
+  QKV_CHECK(width % heads == 0, "--heads ", heads, " does not divide --dim ", width);
+  if (context != 0) in("context", context, 1, kMaxContext);
+}
+
+GPTConfig gpt_config(const ModelShape& s) {
+  GPTConfig c;
+  c.vocab = s.vocab, c.context = s.context, c.width = s.width, c.heads = s.heads, c.layers = s.layers;
+  c.dropout = s.dropout, c.post_ln = s.post_ln, c.attention = AttentionKind::parse(s.attention);
+  return c;
+}
+
+Seq2SeqConfig seq2seq_config(const ModelShape& s) {
+  Seq2SeqConfig c;
+  c.vocab = s.vocab, c.context = s.context, c.width = s.width, c.heads = s.heads;
+  c.encoder_layers = c.decoder_layers = s.layers, c.dropout = s.dropout, c.post_ln = s.post_ln;
+  c.attention = AttentionKind::parse(s.attention);
+  return c;
+}
+
+namespace {
+
+// Per block: ln1, ln2 (2C each), attention's four C x C projections with
+// biases, the MLP's C x 4C and 4C x C with biases: 12C² + 13C. A decoder
+// block adds ln_cross and cross-attention: 4C² + 6C. Embeddings V·C + T·C,
+// the head tied to tok_emb, and ln_f. Counted in double: a hostile file's
+// sizes must not overflow before they are compared.
+double block_parameters(double C) { return 12 * C * C + 13 * C; }
+double embedding_parameters(const ModelShape& s) {
+  double C = static_cast<double>(s.width);
+  return static_cast<double>(s.vocab) * C + static_cast<double>(s.context) * C + 2 * C;  // + ln_f
+}
+int64_t saturate(double n) { return n > 9e18 ? INT64_MAX : static_cast<int64_t>(n); }
+
+std::vector<ModelKind>& kinds() {
+  static std::vector<ModelKind> all{
+      {"gpt", "decoder-only transformer (causal self-attention, tied head)",
+       [](const ModelShape& s) {
+         return saturate(embedding_parameters(s) + static_cast<double>(s.layers) * block_parameters(static_cast<double>(s.width)));
+       },
+       [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> { return std::make_unique<GPT>(gpt_config(s), gen); }},
+      {"seq2seq", "encoder-decoder transformer (self- and cross-attention)",
+       [](const ModelShape& s) {
+         double C = static_cast<double>(s.width);
+         return saturate(embedding_parameters(s) + static_cast<double>(s.layers) * (2 * block_parameters(C) + 4 * C * C + 6 * C) +
+                         2 * C);  // + encoder_ln
+       },
+       [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {
+         return std::make_unique<Seq2Seq>(seq2seq_config(s), gen);
+       }},
+  };
+  return all;
+}
+
+}  // namespace
+
+const ModelKind& model_kind(const std::string& name) {
+  for (const ModelKind& k : kinds())
+    if (k.name == name) return k;
+  std::string names;
+  for (const ModelKind& k : kinds()) names += (names.empty() ? "" : ", ") + k.name;
+  throw Error(cat("unknown model '", printable(name), "' (", names, ")"));
+}
+
+std::vector<std::string> model_kind_names() {
+  std::vector<std::string> names;
+  for (const ModelKind& k : kinds()) names.push_back(k.name);
+  return names;
+}
+
+void register_model_kind(ModelKind kind) {
+  for (const ModelKind& k : kinds()) QKV_CHECK(k.name != kind.name, "register_model_kind: '", kind.name, "' exists");
+  kinds().push_back(std::move(kind));
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,63 @@
+// The kinds of model qkv builds from a description (a checkpoint's
+// qkv.model and qkv.config, or a program's flags), each with its typed
+// config's fields, bounds, parameter-count formula and builder. Adding a
+// model kind means one entry here (model_kinds.cpp) and the program's table
+// of what it does with it; --model, info, eval, sample and the checks on a
+// hostile file all ask this registry.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/models.h"
+
+namespace qkv::nn {
+
+/// Bounds on every model size, whether it comes from flags or from a file:
+/// generous for a CPU framework, small enough that no file can make qkv
+/// allocate without limit before its tensors are counted.
+inline constexpr int64_t kMaxLayers = 128, kMaxWidth = 1 << 16, kMaxContext = 1 << 20, kMaxVocab = 1 << 20;
+
+/// The sizes every attention model here has: the fields of qkv.config.
+struct ModelShape {
+  int64_t vocab = 0, context = 0, width = 64, heads = 4, layers = 2;  // layers: per side for an encoder-decoder
+  double dropout = 0;
+  bool post_ln = false;
+  std::string attention = "full";  // full | window:W | linear (AttentionKind)
+
+  /// As checkpoints store them: {"vocab": "14", "width": "64", ...}.
+  std::map<std::string, std::string> fields() const;
+  /// The inverse, every field parsed strictly and bounded; errors name `where`
+  /// (the file) and the field. Files from before the attention field mean full.
+  static ModelShape from_fields(const std::map<std::string, std::string>& fields, const std::string& where);
+  /// The bounds above, for sizes given as flags: errors name the flag
+  /// (--layers, --dim, --heads, --context). Context 0 means "not chosen yet".
+  void check_flags() const;
+};
+
+struct ModelKind {
+  std::string name;     // "gpt"
+  std::string summary;  // for --help and errors
+  /// The parameter count of the model `shape` describes, from the formula
+  /// beside the model (tests hold it equal to the built model's count).
+  std::function<int64_t(const ModelShape& shape)> parameter_count;
+  /// Builds it (initial weights from `gen`, or the default generator).
+  std::function<std::unique_ptr<Module>(const ModelShape& shape, Generator* gen)> build;
+};
+
+/// The kind named `name`; throws "unknown model 'x' (gpt, seq2seq)" otherwise.
+const ModelKind& model_kind(const std::string& name);
+/// Every kind's name, in registration order.
+std::vector<std::string> model_kind_names();
+/// Adds a kind (a program's own model registers itself this way).
+void register_model_kind(ModelKind kind);
+
+/// The typed configs of the built-in kinds.
+GPTConfig gpt_config(const ModelShape& shape);
+Seq2SeqConfig seq2seq_config(const ModelShape& shape);
+
+}  // namespace qkv::nn
