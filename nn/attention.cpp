@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "autograd/engine.h"
+#include "autograd/ops/attention.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/logical.h"
 #include "autograd/ops/matmul.h"
@@ -64,22 +65,23 @@ Tensor BilinearScore::forward(const Tensor& q, const Tensor& k) const {
 
 // ---- masks ----
 
+// The position rules live in AttentionMasks (autograd/ops/attention.h), which
+// the fused kernels read too: these are its dense forms.
 Tensor causal_mask(int64_t n_q, int64_t n_k) {
   QKV_CHECK(n_q >= 0 && n_k >= 0, "causal_mask: negative size ", n_q, " x ", n_k);
-  Tensor mask = Tensor::empty({n_q, n_k}, DType::Bool);
-  bool* p = mask.data<bool>();
-  for (int64_t i = 0; i < n_q; ++i)
-    for (int64_t j = 0; j < n_k; ++j) p[i * n_k + j] = j <= i;
-  return mask;
+  AttentionMasks rules;
+  rules.causal = true;
+  return rules.position_mask(n_q, n_k);
 }
 
 Tensor window_mask(int64_t n_q, int64_t n_k, int64_t window, bool causal) {
   QKV_CHECK(n_q >= 0 && n_k >= 0 && window >= 0, "window_mask: negative size ", n_q, " x ", n_k, " or window ", window);
-  Tensor mask = Tensor::empty({n_q, n_k}, DType::Bool);
-  bool* p = mask.data<bool>();
-  for (int64_t i = 0; i < n_q; ++i)
-    for (int64_t j = 0; j < n_k; ++j) p[i * n_k + j] = j >= i - window && (causal ? j <= i : j <= i + window);
-  return mask;
+  AttentionMasks rules;
+  rules.causal = true, rules.window = window;
+  // A band of width 0 is the diagonal (in AttentionMasks, window 0 means no band).
+  if (window == 0) return logical_and(causal_mask(n_q, n_k), transpose(causal_mask(n_k, n_q), 0, 1));
+  rules.causal = causal;
+  return rules.position_mask(n_q, n_k);
 }
 
 Tensor key_padding_mask(const std::vector<int64_t>& lengths, int64_t n) {

@@ -44,6 +44,7 @@ Tensor GPT::forward(const Tensor& ids, std::vector<Tensor>* weights) const {
   MhaOptions causal;
   causal.causal = true;
   causal.kind = config_.attention;
+  causal.fused = config_.fused_attention;
   for (const auto& block : *blocks) {
     if (config_.recompute && !weights && grad_enabled()) {  // keep the block's input only; replay it in backward
       x = recompute([block, causal](const std::vector<Tensor>& in) { return block->forward(in[0], causal); }, {x}, gen_);
@@ -72,6 +73,7 @@ Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
   MhaOptions causal;
   causal.causal = true;
   causal.kind = config_.attention;
+  causal.fused = config_.fused_attention;
   for (size_t i = 0; i < blocks->size(); ++i)
     x = (*blocks)[i]->forward_cached(x, cache.keys[i], cache.values[i], pos, causal);
   cache.length = pos + t;
@@ -107,6 +109,7 @@ Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_length
   MhaOptions padding;
   padding.key_padding_mask = key_padding_mask(src_lengths, src.size(1));
   padding.kind = config_.attention;
+  padding.fused = config_.fused_attention;
   for (const auto& block : *encoder)
     x = config_.recompute && !weights && grad_enabled()
             ? recompute([block, padding](const std::vector<Tensor>& in) { return block->forward(in[0], padding); }, {x}, gen_)
@@ -120,6 +123,7 @@ Tensor Seq2Seq::decode(const Tensor& tgt, const Tensor& memory, const std::vecto
   MhaOptions causal, cross;
   causal.causal = true;
   causal.kind = config_.attention;
+  causal.fused = cross.fused = config_.fused_attention;
   cross.key_padding_mask = key_padding_mask(src_lengths, memory.size(1));
   for (const auto& block : *decoder)
     x = config_.recompute && !weights && grad_enabled()

@@ -15,6 +15,7 @@ struct GPTConfig {
   bool post_ln = false;
   AttentionKind attention;  // every layer's self-attention: full, window:W or linear
   bool recompute = false;   // activation checkpointing: blocks replay their forward in backward (less memory)
+  bool fused_attention = true;  // attention may take the fused kernel (MhaOptions::fused)
 };
 
 /// Decoder-only transformer with ARCHITECTURE.md's parameter names:
@@ -35,6 +36,8 @@ class GPT : public Module {
   KVCache make_cache(int64_t batch) const;
   /// Switches activation checkpointing (GPTConfig::recompute) on or off.
   void set_recompute(bool on) { config_.recompute = on; }
+  /// Whether attention may take the fused kernel (GPTConfig::fused_attention).
+  void set_fused_attention(bool on) { config_.fused_attention = on; }
   const GPTConfig& config() const { return config_; }
 
   std::shared_ptr<Embedding> tok_emb, pos_emb;
@@ -52,6 +55,7 @@ struct Seq2SeqConfig {
   bool post_ln = false;
   AttentionKind attention;  // the encoder's and decoder's self-attention (cross-attention stays full)
   bool recompute = false;   // activation checkpointing, as in GPTConfig
+  bool fused_attention = true;  // as in GPTConfig
 };
 
 /// Encoder-decoder transformer for variable-length toy tasks. Parameters:
@@ -72,6 +76,8 @@ class Seq2Seq : public Module {
                 std::vector<Tensor>* weights = nullptr) const;
   Tensor forward(const Tensor& src, const std::vector<int64_t>& src_lengths, const Tensor& tgt) const;
   void set_recompute(bool on) { config_.recompute = on; }
+  /// Whether attention may take the fused kernel (GPTConfig::fused_attention).
+  void set_fused_attention(bool on) { config_.fused_attention = on; }
   const Seq2SeqConfig& config() const { return config_; }
 
   std::shared_ptr<Embedding> tok_emb, pos_emb;

@@ -10,7 +10,6 @@
 namespace qkv::nn {
 
 namespace {
-bool fused_enabled = true;
 }  // namespace
 
 AttentionKind AttentionKind::parse(const std::string& text) {
@@ -31,8 +30,6 @@ std::string AttentionKind::str() const {
     default: return "full";
   }
 }
-
-void use_fused_attention(bool on) { fused_enabled = on; }
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, double dropout, bool bias, Generator* gen)
     : MultiHeadAttention(d_model, num_heads, MhaConfig{dropout, bias, 0, 0, gen}) {}
@@ -56,19 +53,23 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, const
 }
 
 AttentionResult MultiHeadAttention::forward(const Tensor& x, const MhaOptions& options) const {
-  return forward(x, x, x, options);
+  return attend(x, x, x, options, true, "self-attention's key ");
 }
 
 AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const MhaOptions& options) const {
-  return forward(x, memory, memory, options);
+  return attend(x, memory, memory, options, false, "memory ");
 }
 
-AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& key, const Tensor& value,
+AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const MhaOptions& options) const {
+  return attend(query, key, value, options, false, "key ");
+}
+
+AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& key, const Tensor& value,
+                                           const MhaOptions& options, bool self_attention, const char* key_name) const {
   auto scope = this->scope();  // names this module in graph pictures
   auto where = [&] { return cat("MultiHeadAttention(d_model=", d_model_, ", heads=", heads_, "): "); };
   QKV_CHECK(x.dim() == 3 && x.size(-1) == d_model_, where(), "query ", shape_str(x.shape()), " must be [B, n, ", d_model_, "]");
-  const char* key_name = key.impl() == x.impl() ? "self-attention's key " : key.impl() == value.impl() ? "memory " : "key ";
   QKV_CHECK(key.dim() == 3 && key.size(-1) == kdim_ && key.size(0) == x.size(0), where(), key_name,
             shape_str(key.shape()), " must be [", x.size(0), ", n_k, ", kdim_, "]");
   QKV_CHECK(value.dim() == 3 && value.size(-1) == vdim_ && value.size(0) == x.size(0) && value.size(1) == key.size(1),
@@ -84,8 +85,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& key, 
               shape_str(options.key_padding_mask.shape()), " must be [", B, ", ", nk, "]");
   const AttentionKind& kind = options.kind;
   if (kind.type == AttentionKind::Linear) {  // no weight matrix: no weights to return, none to drop out
-    QKV_CHECK(x.impl() == key.impl() && x.impl() == value.impl(), where(),
-              "linear attention is self-attention only (no cross-attention)");
+    QKV_CHECK(self_attention, where(), "linear attention is self-attention only (no cross-attention)");
     QKV_CHECK(!options.need_weights, where(), "linear attention computes no attention weights (no n x n matrix exists)");
     QKV_CHECK(!attn_mask.defined(), where(), "linear attention takes no attn_mask (only causal and key padding)");
     Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k = reshape(k_proj->forward(x), {B, nk, heads_, hd}),
@@ -96,15 +96,16 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& key, 
   const int64_t window = kind.type == AttentionKind::Window ? kind.window : 0;
   double p = is_training() ? dropout_ : 0.0;
   Tensor mask3 = attn_mask.defined() && attn_mask.dim() == 3 ? unsqueeze(attn_mask, 1) : attn_mask;  // [B, 1, n_q, n_k]
-  bool fused = fused_enabled && p == 0 && !options.need_weights && !(attn_mask.defined() && attn_mask.requires_grad());
-  if (fused && x.impl() == key.impl() && x.impl() == value.impl()) {
+  // Which keys each query sees, in one description that every path reads.
+  const AttentionMasks masks{mask3, options.key_padding_mask, options.causal, window};
+  bool fused = options.fused && p == 0 && !options.need_weights && !(attn_mask.defined() && attn_mask.requires_grad());
+  if (fused && self_attention) {
     // Self-attention: one [3·d_model, d_model] projection (q, k, v weights stacked), its output read in place.
     try {
       Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
       Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, key_bias(), v_proj->bias}, 0) : Tensor();
       Tensor qkv = reshape(qkv::linear(x, w, b), {B, nq, 3, heads_, hd});
-      Tensor o = fused_self_attention(qkv, {mask3, options.key_padding_mask, options.causal, window},
-                                      1.0 / std::sqrt(static_cast<double>(hd)));
+      Tensor o = fused_self_attention(qkv, masks, 1.0 / std::sqrt(static_cast<double>(hd)));
       return {out_proj->forward(reshape(o, {B, nq, d_model_})), Tensor()};
     } catch (const Error& e) {
       throw Error(where() + e.what());
@@ -120,7 +121,6 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& key, 
   v = reshape(v_proj->forward(value), {B, nk, heads_, hd});
   try {
     if (fused) {
-      AttentionMasks masks{mask3, options.key_padding_mask, options.causal, window};
       Tensor o = fused_attention(q, k, v, masks, 1.0 / std::sqrt(static_cast<double>(hd)));
       return {out_proj->forward(reshape(o, {B, nq, d_model_})), Tensor()};
     }
@@ -128,8 +128,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& key, 
     // broadcastable to the scores [B, heads, n_q, n_k].
     Tensor mask = mask3;
     if (options.key_padding_mask.defined()) mask = merge_masks(mask, reshape(options.key_padding_mask, {B, 1, 1, nk}));
-    if (options.causal) mask = merge_masks(mask, causal_mask(nq, nk));
-    if (window > 0) mask = merge_masks(mask, window_mask(nq, nk, window, options.causal));
+    mask = merge_masks(mask, masks.position_mask(nq, nk));  // causal and window, as the kernels read them
     auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };  // -> [B, heads, n, head_dim]
     AttentionResult r = scaled_dot_product_attention(heads(q), heads(k), heads(v), mask, p, gen_);
     Tensor merged = reshape(permute(r.output, {0, 2, 1, 3}), {B, nq, d_model_});
@@ -162,14 +161,11 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, const Tensor& keys, c
     }
   });
   int64_t n = pos + t;
-  // New query i sits at position pos + i: it sees keys j <= pos + i (and j >= pos + i − window).
-  int64_t window = options.kind.type == AttentionKind::Window ? options.kind.window : 0;
-  Tensor allowed = Tensor::empty({t, n}, DType::Bool);
-  bool* a = allowed.data<bool>();
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j < n; ++j) a[i * n + j] = j <= pos + i && (window == 0 || j >= pos + i - window);
-  Tensor o = fused_attention(q, narrow(keys, 1, 0, n), narrow(values, 1, 0, n), {allowed, Tensor(), false},
-                             1.0 / std::sqrt(static_cast<double>(hd)));
+  // New query i sits at position pos + i among the keys: causal (and windowed) from there.
+  AttentionMasks masks;
+  masks.causal = true, masks.query_offset = pos;
+  masks.window = options.kind.type == AttentionKind::Window ? options.kind.window : 0;
+  Tensor o = fused_attention(q, narrow(keys, 1, 0, n), narrow(values, 1, 0, n), masks, 1.0 / std::sqrt(static_cast<double>(hd)));
   return out_proj->forward(reshape(o, {B, t, d_model_}));
 }
 

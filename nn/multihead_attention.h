@@ -30,13 +30,12 @@ struct MhaOptions {
   bool causal = false;      // also block keys after the query (causal_mask())
   bool need_weights = false;
   AttentionKind kind;       // full by default
+  /// May the fused kernel (autograd/ops/attention.h) run this call? It does
+  /// unless the call must return the weights, drop out on them, or pass a
+  /// gradient to a float mask; the composed path (nn/attention.h) computes
+  /// the same numbers. false compares the two, or draws each step (qkv graph).
+  bool fused = true;
 };
-
-/// Whether MultiHeadAttention may use the fused kernel (autograd/ops/attention.h);
-/// on by default. It does so unless it must return the weights, apply
-/// dropout to them, or pass a gradient to a float mask; the composed path
-/// (nn/attention.h) computes the same numbers. Switch off to compare the two.
-void use_fused_attention(bool on);
 
 /// MultiHeadAttention's settings beyond its width and head count (the
 /// keyword arguments of torch.nn.MultiheadAttention).
@@ -59,7 +58,9 @@ class MultiHeadAttention : public Module {
   /// [d_model, kdim], v_proj.weight [d_model, vdim] (torch's kdim/vdim).
   MultiHeadAttention(int64_t d_model, int64_t num_heads, const MhaConfig& config);
 
-  /// Self-attention: x [B, n, d_model] attends to itself.
+  /// Self-attention: x [B, n, d_model] attends to itself (one stacked q/k/v
+  /// projection on the fused path). Self or cross is said by which form is
+  /// called, never guessed from the arguments.
   AttentionResult forward(const Tensor& x, const MhaOptions& options = {}) const;
   /// Cross-attention with keys and values from one tensor: x [B, n_q, d_model]
   /// attends to memory [B, n_k, kdim] (kdim must equal vdim).
@@ -78,6 +79,14 @@ class MultiHeadAttention : public Module {
   /// 0 .. its own. Inference only (no dropout); full and window attention.
   Tensor forward_cached(const Tensor& x, const Tensor& keys, const Tensor& values, int64_t pos,
                         const MhaOptions& options) const;
+
+ private:
+  // The forms above, said by the caller: self-attention, or a key input named
+  // `key_name` in errors ("memory " for the two-input form).
+  AttentionResult attend(const Tensor& query, const Tensor& key, const Tensor& value, const MhaOptions& options,
+                         bool self_attention, const char* key_name) const;
+
+ public:
 
   int64_t d_model() const { return d_model_; }
   int64_t num_heads() const { return heads_; }

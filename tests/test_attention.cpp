@@ -222,22 +222,23 @@ TEST_CASE("softmax attention's key bias gets its exact zero gradient, linear att
   // output does not depend on b_k, so its gradient is exactly zero, not the
   // rounding noise that Adam would turn into a random walk of b_k.
   for (bool fused : {true, false}) {
-    use_fused_attention(fused);
     MultiHeadAttention mha(8, 2);
     Tensor x = Tensor::randn({2, 5, 8}), memory = Tensor::randn({2, 3, 8});
     MhaOptions causal;
     causal.causal = true;
+    causal.fused = fused;
     Tensor before = mha.forward(x, causal).output;
     mha.k_proj->bias.assign_(Tensor::randn({8}) * 10.0);
     Tensor after = mha.forward(x, causal).output;
     CHECK(testing::worst_difference(before, after) < 1e-5);  // the output does not depend on b_k
     sum(mha.forward(x, causal).output).backward();
-    sum(mha.forward(x, memory).output).backward();
+    MhaOptions cross;
+    cross.fused = fused;
+    sum(mha.forward(x, memory, cross).output).backward();
     CHECK_FALSE(mha.k_proj->bias.grad().defined());
     CHECK(mha.k_proj->weight.grad().defined());
     CHECK(mha.q_proj->bias.grad().defined());
   }
-  use_fused_attention(true);
   MultiHeadAttention mha(8, 2);
   MhaOptions linear;
   linear.kind = AttentionKind::parse("linear");

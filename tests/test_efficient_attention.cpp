@@ -121,3 +121,34 @@ TEST_CASE("linear attention rejects inputs that do not fit", "[attention][linear
   CHECK_THROWS_AS(linear_attention(q, q, v, true, Tensor::ones({1, 3}, DType::Bool)), Error);
   CHECK_THROWS_AS(linear_attention(q, q, v, true, Tensor(), 0.0), Error);
 }
+
+TEST_CASE("AttentionMasks: one set of position rules for the dense masks, the kernel's block bounds and an offset") {
+  for (bool causal : {false, true})
+    for (int64_t window : {0, 1, 3})
+      for (int64_t offset : {0, 2, 5}) {
+        if (offset > 0 && !causal) continue;  // an offset is for decoding after cached keys, which is causal
+        AttentionMasks rules;
+        rules.causal = causal, rules.window = window, rules.query_offset = offset;
+        const int64_t nq = 6, nk = 6 + offset;
+        INFO("causal " << causal << " window " << window << " offset " << offset);
+        Tensor dense = rules.position_mask(nq, nk);
+        for (int64_t i = 0; i < nq; ++i)
+          for (int64_t j = 0; j < nk; ++j) {
+            int64_t p = i + offset;  // the query's position among the keys
+            bool want = (!causal || j <= p) && (window == 0 || (j >= p - window && (causal || j <= p + window)));
+            CHECK(rules.sees(i, j) == want);
+            if (dense.defined()) CHECK(dense.data<bool>()[i * nk + j] == want);
+            // The block bounds never cut off a key the rules let a query see.
+            if (want) CHECK((j >= rules.first_key(i) && j < rules.end_key(i + 1, nk)));
+            if (want) CHECK((i >= rules.first_query(j) && i < rules.end_query(j + 1, nq)));
+          }
+        if (!causal && window == 0) CHECK_FALSE(dense.defined());
+        // The kernel with the rules equals the kernel with their dense mask.
+        Generator gen(5);
+        Tensor q = Tensor::randn({2, nq, 2, 4}, DType::Float64, &gen), k = Tensor::randn({2, nk, 2, 4}, DType::Float64, &gen),
+               v = Tensor::randn({2, nk, 2, 3}, DType::Float64, &gen);
+        AttentionMasks as_mask;
+        as_mask.mask = dense;
+        CHECK(testing::worst_difference(fused_attention(q, k, v, rules, 0.5), fused_attention(q, k, v, as_mask, 0.5)) < 1e-14);
+      }
+}

@@ -327,19 +327,28 @@ TEST_CASE("fixtures: MultiHeadAttention self and cross with kdim/vdim matches to
   using In = const std::vector<Tensor>&;
   // The output (through the fused kernel when it is on and allowed), then the
   // per-head weights from a second call, which takes the composed path.
-  auto output_and_weights = [](const MultiHeadAttention& m, const Tensor& query, const Tensor& key, const Tensor& value,
-                               MhaOptions o) {
+  bool fused = true;
+  auto output_and_weights = [&fused](const MultiHeadAttention& m, const Tensor& query, const Tensor& key,
+                                     const Tensor& value, MhaOptions o) {
+    o.fused = fused;
     Tensor out = m.forward(query, key, value, o).output;
     o.need_weights = true;
     return std::vector<Tensor>{out, m.forward(query, key, value, o).weights};
   };
-  for (bool fused : {true, false}) {
-    use_fused_attention(fused);
+  // Self-attention said as such (the stacked q/k/v projection on the fused path).
+  auto self_output_and_weights = [&fused](const MultiHeadAttention& m, const Tensor& x, MhaOptions o) {
+    o.fused = fused;
+    Tensor out = m.forward(x, o).output;
+    o.need_weights = true;
+    return std::vector<Tensor>{out, m.forward(x, o).weights};
+  };
+  for (bool use_fused : {true, false}) {
+    fused = use_fused;
     for (DType dtype : {DType::Float64, DType::Float32}) {
       // PyTorch's masks say true = blocked; qkv's true = may attend: the fixture holds qkv's convention.
       MultiHeadAttention self_attn(8, 2);
       run_case(fx, "mha_self_causal_padding", dtype,
-               [&](In x) { return output_and_weights(self_attn, x[0], x[0], x[0], MhaOptions{x[1], x[2]}); },
+               [&](In x) { return self_output_and_weights(self_attn, x[0], MhaOptions{x[1], x[2]}); },
                &self_attn, {"k_proj.bias"});
       MultiHeadAttention cross(8, 2, {.kdim = 3, .vdim = 5});
       run_case(fx, "mha_cross_kdim_vdim_float_mask", dtype,
@@ -353,11 +362,10 @@ TEST_CASE("fixtures: MultiHeadAttention self and cross with kdim/vdim matches to
       // holds its output for the summed mask given as one attn_mask.
       MultiHeadAttention summed(8, 2);
       run_case(fx, "mha_two_float_masks_summed", dtype,
-               [&](In x) { return output_and_weights(summed, x[0], x[0], x[0], MhaOptions{x[1], x[2]}); }, &summed,
+               [&](In x) { return self_output_and_weights(summed, x[0], MhaOptions{x[1], x[2]}); }, &summed,
                {"k_proj.bias"});
     }
   }
-  use_fused_attention(true);
   CHECK_THAT(fx.note("mha_two_float_masks_summed"), Catch::Matchers::Contains("RuntimeError"));
   require_all_run(fx);
 }

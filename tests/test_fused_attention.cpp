@@ -140,14 +140,13 @@ TEST_CASE("a GPT gives the same logits and gradients with the fused kernel on an
     gpt.to(dtype);
     Tensor ids = Tensor::randint(0, 20, {2, 70}, &init), targets = Tensor::randint(0, 20, {2, 70}, &init);
     auto run = [&](bool fused) {
-      use_fused_attention(fused);
+      gpt.set_fused_attention(fused);
       gpt.zero_grad();
       Tensor logits = gpt.forward(ids);
       cross_entropy(logits, targets).backward();
       std::vector<Tensor> out{logits.detach()};
       for (const auto& [name, p] : gpt.named_parameters())  // no gradient (the key biases') is an exact zero
         out.push_back(p.grad().defined() ? p.grad() : Tensor::zeros(p.shape(), p.dtype()));
-      use_fused_attention(true);
       return out;
     };
     std::vector<Tensor> fused = run(true), composed = run(false);

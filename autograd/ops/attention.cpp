@@ -50,16 +50,15 @@ struct MaskView {
   int64_t sb = 0, sh = 0, si = 0, sj = 0;
   const bool* padding = nullptr;  // [B, n_k]
   int64_t nk = 0;
-  bool causal = false;
-  int64_t window = 0;
+  AttentionMasks rules;  // its position rules (causal, window, offset): the tensors above are read in place
 };
 
 MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dtype) {
   MaskView v;
-  v.causal = m.causal;
   v.nk = dims.nk;
   QKV_CHECK(m.window >= 0, "fused_attention: window must be >= 0, got ", m.window);
-  v.window = m.window;
+  QKV_CHECK(m.query_offset >= 0, "fused_attention: query_offset must be >= 0, got ", m.query_offset);
+  v.rules.causal = m.causal, v.rules.window = m.window, v.rules.query_offset = m.query_offset;
   if (m.key_padding.defined()) {
     QKV_CHECK(m.key_padding.dtype() == DType::Bool && (m.key_padding.shape() == Shape{dims.B, dims.nk}),
               "fused_attention: key_padding must be bool [", dims.B, ", ", dims.nk, "], got ",
@@ -112,12 +111,14 @@ void apply_masks(T* S, int64_t rows, int64_t cols, int64_t ld, const MaskView& m
     if (mv.padding)
       for (int64_t c = 0; c < cols; ++c)
         if (!mv.padding[b * mv.nk + j0 + c]) s[c] = kNegInf;
-    if (mv.causal)
-      for (int64_t c = std::max<int64_t>(0, i - j0 + 1); c < cols; ++c) s[c] = kNegInf;
-    if (mv.window > 0) {  // keys before i − W, and (not causal) after i + W
-      for (int64_t c = 0; c < std::min(cols, i - mv.window - j0); ++c) s[c] = kNegInf;
-      if (!mv.causal)
-        for (int64_t c = std::max<int64_t>(0, i + mv.window + 1 - j0); c < cols; ++c) s[c] = kNegInf;
+    // The position rules (AttentionMasks::sees) as ranges: query i stands at p.
+    const int64_t p = i + mv.rules.query_offset, window = mv.rules.window;
+    if (mv.rules.causal)
+      for (int64_t c = std::max<int64_t>(0, p - j0 + 1); c < cols; ++c) s[c] = kNegInf;
+    if (window > 0) {  // keys before p − W, and (not causal) after p + W
+      for (int64_t c = 0; c < std::min(cols, p - window - j0); ++c) s[c] = kNegInf;
+      if (!mv.rules.causal)
+        for (int64_t c = std::max<int64_t>(0, p + window + 1 - j0); c < cols; ++c) s[c] = kNegInf;
     }
   }
 }
@@ -146,21 +147,6 @@ double exp_in_place(T* x, T shift, int64_t n) {
   }
 }
 
-// The keys queries [i0, i1) can see under the causal mask and the window: [first, end).
-int64_t key_begin(const MaskView& mv, int64_t i0) { return mv.window > 0 ? std::max<int64_t>(0, i0 - mv.window) : 0; }
-int64_t key_end(const MaskView& mv, int64_t nk, int64_t i1) {
-  if (mv.causal) return std::min(nk, i1);
-  return mv.window > 0 ? std::min(nk, i1 + mv.window) : nk;
-}
-// The queries that can see keys [j0, j1): [first, end).
-int64_t query_begin(const MaskView& mv, int64_t j0) {
-  if (mv.causal) return j0;
-  return mv.window > 0 ? std::max<int64_t>(0, j0 - mv.window) : 0;
-}
-int64_t query_end(const MaskView& mv, int64_t nq, int64_t j1) {
-  return mv.window > 0 ? std::min(nq, j1 + mv.window) : nq;
-}
-
 template <class T>
 void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, T* o, double* lse) {
   const int64_t ldq = D.ldq, ldk = D.ldk, ldv = D.ldv, ldo = D.H * D.dv, qblocks = (D.nq + kQueryBlock - 1) / kQueryBlock;
@@ -176,7 +162,7 @@ void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, co
       for (int64_t r = 0; r < rows; ++r) std::fill(oi + r * ldo, oi + r * ldo + D.dv, T(0));
       std::fill(m.begin(), m.end(), -INFINITY);
       std::fill(l.begin(), l.end(), 0.0);
-      for (int64_t j0 = key_begin(mv, i0), jend = key_end(mv, D.nk, i0 + rows); j0 < jend; j0 += kKeyBlock) {
+      for (int64_t j0 = mv.rules.first_key(i0), jend = mv.rules.end_key(i0 + rows, D.nk); j0 < jend; j0 += kKeyBlock) {
         int64_t cols = std::min(kKeyBlock, jend - j0);
         const T* kj = k + (b * D.nk + j0) * ldk + h * D.d;
         const T* vj = v + (b * D.nk + j0) * ldv + h * D.dv;
@@ -237,7 +223,8 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
         T* gkj = gk + (b * D.nk + j0) * ldk + h * D.d;
         T* gvj = gv + (b * D.nk + j0) * ldv + h * D.dv;
         // only the queries that can see these keys (causal, window)
-        for (int64_t i0 = query_begin(mv, j0), iend = query_end(mv, D.nq, j0 + cols); i0 < iend; i0 += kBackwardQueries) {
+        for (int64_t i0 = mv.rules.first_query(j0), iend = mv.rules.end_query(j0 + cols, D.nq); i0 < iend;
+             i0 += kBackwardQueries) {
           int64_t rows = std::min(kBackwardQueries, iend - i0);
           const T* qi = q + (b * D.nq + i0) * ldq + h * D.d;
           const T* goi = go + (b * D.nq + i0) * ldo + h * D.dv;
@@ -266,6 +253,17 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
 }
 
 }  // namespace
+
+Tensor AttentionMasks::position_mask(int64_t nq, int64_t nk) const {
+  QKV_CHECK(nq >= 0 && nk >= 0 && window >= 0 && query_offset >= 0, "AttentionMasks: negative size ", nq, " x ", nk,
+            ", window ", window, " or offset ", query_offset);
+  if (!causal && window == 0) return Tensor();
+  Tensor m = Tensor::empty({nq, nk}, DType::Bool);
+  bool* p = m.data<bool>();
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t j = 0; j < nk; ++j) p[i * nk + j] = sees(i, j);
+  return m;
+}
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks, double scale) {
   QKV_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "fused_attention: q ", shape_str(q.shape()), ", k ",

@@ -2,13 +2,20 @@
 // in one op, tiled so no [n_q, n_k] matrix is ever kept.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+
 #include "autograd/tensor.h"
 
 namespace qkv {
 
-/// The masks of one fused attention call; each may be left out. A bool mask
-/// means true = MAY ATTEND; a float mask is added to the scores (masks are
-/// constants: they get no gradient). What any of them blocks is blocked.
+/// Which keys each query may see: the one place attention's masking rules
+/// live. The fused kernels' block bounds, the composed path's mask
+/// (nn::causal_mask, nn::window_mask, MultiHeadAttention) and decoding with
+/// a cache all ask it. Each part may be left out, and what any part blocks
+/// is blocked. A bool mask means true = MAY ATTEND; a float mask is added to
+/// the scores (masks are constants: they get no gradient). A query whose
+/// keys are all blocked gets zero weights: zeros out, zero gradients.
 struct AttentionMasks {
   Tensor mask;          // bool or float, broadcastable to [B, heads, n_q, n_k]
   Tensor key_padding;   // bool [B, n_k]: true for real keys
@@ -17,6 +24,33 @@ struct AttentionMasks {
   /// i when causal, i − window .. i + window otherwise; blocks of keys outside
   /// the band are never computed, so time and memory grow as n·window.
   int64_t window = 0;
+  /// Query i stands at position query_offset + i among the keys: decoding
+  /// with a cache, the new queries come after the cached keys.
+  int64_t query_offset = 0;
+
+  /// The position rules (causal, window) for query i and key j.
+  bool sees(int64_t i, int64_t j) const {
+    const int64_t p = i + query_offset;
+    if (causal && j > p) return false;
+    return window <= 0 || (j >= p - window && (causal || j <= p + window));
+  }
+  /// The keys that queries [i0, i1) may see by position: [first, end), within [0, n_k).
+  int64_t first_key(int64_t i0) const { return window > 0 ? std::max<int64_t>(0, i0 + query_offset - window) : 0; }
+  int64_t end_key(int64_t i1, int64_t nk) const {
+    if (causal) return std::min(nk, i1 + query_offset);
+    return window > 0 ? std::min(nk, i1 + query_offset + window) : nk;
+  }
+  /// The queries that may see keys [j0, j1) by position: [first, end), within [0, n_q).
+  int64_t first_query(int64_t j0) const {
+    if (causal) return std::max<int64_t>(0, j0 - query_offset);
+    return window > 0 ? std::max<int64_t>(0, j0 - query_offset - window) : 0;
+  }
+  int64_t end_query(int64_t j1, int64_t nq) const {
+    return window > 0 ? std::min(nq, std::max<int64_t>(0, j1 - query_offset + window)) : nq;
+  }
+  /// The position rules as a bool [n_q, n_k] mask (undefined when there are
+  /// none): what the composed path merges with `mask` and `key_padding`.
+  Tensor position_mask(int64_t nq, int64_t nk) const;
 };
 
 /// softmax(q·kᵀ·scale + masks)·v for every batch entry and head, with the

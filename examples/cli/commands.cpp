@@ -463,6 +463,7 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
             "--checkpoint-activations is for the GPT configs (tiny, small, mini, long, deep)");
   c.attention = nn::AttentionKind::parse(args["attention"].as<std::string>());
   c.recompute = args.count("checkpoint-activations") > 0;
+  c.fused_attention = b.kernel == "fused";
   b.steps = args["steps"].as<int64_t>(), b.warmup = args["warmup"].as<int64_t>();
   check_range("steps", b.steps, 1, 1 << 20);
   check_range("warmup", b.warmup, 0, 1 << 20);
@@ -513,6 +514,7 @@ BenchTiming time_layer(const BenchSetup& b, Generator& gen) {
   nn::MhaOptions options;
   options.causal = true;
   options.kind = c.attention;
+  options.fused = c.fused_attention;
   Tensor x = Tensor::randn({b.B, c.context, c.width}, DType::Float32, &gen).requires_grad_();
   t.ms = time_steps(b, [&] {
     mha.zero_grad();
@@ -609,7 +611,6 @@ int bench(int argc, char** argv) {
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
   BenchSetup b = bench_setup(args, dist::world_size());
-  nn::use_fused_attention(b.kernel == "fused");
   manual_seed(1);
   Generator gen(7);
   BenchTiming t = b.name == "attention" ? time_attention(b, gen) : b.name == "layer" ? time_layer(b, gen) : time_gpt(b, gen);

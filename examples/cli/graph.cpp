@@ -85,7 +85,7 @@ int graph(int argc, char** argv) {
   const bool force = args.count("force") > 0;
   io::check_output_file(out, "--out", force, {path});
   io::check_output_file(svg, "--out's SVG", force, {path});
-  nn::use_fused_attention(args.count("fused") > 0);  // by default attention shows each of its steps
+  const bool fused = args.count("fused") > 0;  // by default attention shows each of its steps
 
   Generator gen(1);
   manual_seed(1);
@@ -96,6 +96,7 @@ int graph(int argc, char** argv) {
   GraphRecording recording;  // nodes get their module's name; the engine counts what it records
   if (!path.empty()) {
     runner = load_runner(path);
+    runner->set_fused_attention(fused);
     std::string what;
     loss = input_loss(*runner, args["prompt"].as<std::string>(), &what);
     title = cat(printable(path), ": ", what);
@@ -104,6 +105,7 @@ int graph(int argc, char** argv) {
     x = Tensor::randn({1, 4, 8}, DType::Float32, &gen).requires_grad_();
     nn::MhaOptions causal;
     causal.causal = true;
+    causal.fused = fused;
     Tensor y = mha->forward(x, causal).output;
     loss = mean(mul(y, y));
     title = "MultiHeadAttention(d_model=8, heads=2), causal, on x [1, 4, 8]; loss = mean(output²)";
@@ -111,6 +113,7 @@ int graph(int argc, char** argv) {
     ModelSpec spec;
     spec.model = kind, spec.task = "reverse", spec.max_len = 4, spec.width = 8, spec.heads = 2, spec.layers = 2;
     runner = std::make_unique<Runner>(spec, &gen);
+    runner->set_fused_attention(fused);
     runner->module().eval();
     loss = runner->fixed_batch_loss(1, gen)();
     title = cat(kind == "gpt" ? "GPT" : "Seq2Seq", " (width 8, 2 heads, 2 layers", kind == "gpt" ? "" : " per side",

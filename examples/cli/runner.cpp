@@ -119,6 +119,11 @@ void Runner::set_recompute(bool on) {
   else seq2seq_->set_recompute(on);
 }
 
+void Runner::set_fused_attention(bool on) {
+  if (gpt_) gpt_->set_fused_attention(on);
+  if (seq2seq_) seq2seq_->set_fused_attention(on);
+}
+
 bool Runner::uses_cache() const {
   return gpt_ && use_cache_ && spec_.attention != "linear";  // linear attention keeps no keys and values
 }

@@ -88,6 +88,8 @@ class Runner {
 
   /// Activation checkpointing for training: blocks recompute their forward in backward.
   void set_recompute(bool on);
+  /// Whether attention may take the fused kernel (off: each step of it is an op, for qkv graph).
+  void set_fused_attention(bool on);
 
   /// Whether GPT generation keeps a key/value cache (on by default; not for
   /// linear attention). Off: every token recomputes the whole prefix.
