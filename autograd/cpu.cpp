@@ -55,7 +55,8 @@ std::string blas_warning() {
   if (better.empty()) return "";
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
   return cat("qkv: warning: OpenBLAS runs its ", core, " kernels on a CPU with ", level(f),
-             forced ? cat(" (OPENBLAS_CORETYPE=", printable(forced, 40), " is set)") : std::string(" (it does not know this CPU)"),
+             forced ? cat(" (OPENBLAS_CORETYPE=", printable(forced, 40), " is set)")
+                    : std::string(" (it does not know this CPU)"),
              ", so matrix products run several times slower; start with OPENBLAS_CORETYPE=", better,
              " (the qkv program does this itself)");
 }

@@ -28,9 +28,7 @@ GradModeGuard::~GradModeGuard() { grad_mode = previous_; }
 
 OpDeclaration::OpDeclaration(const char* name) { op_declarations().insert(name); }
 
-std::vector<std::string> declared_ops() {
-  return {op_declarations().begin(), op_declarations().end()};
-}
+std::vector<std::string> declared_ops() { return {op_declarations().begin(), op_declarations().end()}; }
 
 namespace {
 template <class Range>
@@ -86,7 +84,8 @@ void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn 
   // An op that records without a declaration would escape the gradcheck registry.
   static thread_local std::unordered_set<const char*> known;
   if (!known.count(op)) {
-    QKV_CHECK(op_declarations().count(op), "internal: op '", op, "' records a node but is not declared with QKV_DECLARE_OP");
+    QKV_CHECK(op_declarations().count(op), "internal: op '", op,
+              "' records a node but is not declared with QKV_DECLARE_OP");
     known.insert(op);
   }
   auto node = std::make_shared<Node>();
@@ -125,9 +124,9 @@ std::vector<Tensor> data_flow_order(const Tensor& root) {
 namespace {
 
 void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
-  QKV_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype(), "backward of ", op,
-        ": gradient ", shape_str(grad.shape()), " ", dtype_name(grad.dtype()), " does not match input ",
-        shape_str(input.shape()), " ", dtype_name(input.dtype()));
+  QKV_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype(), "backward of ", op, ": gradient ",
+            shape_str(grad.shape()), " ", dtype_name(grad.dtype()), " does not match input ", shape_str(input.shape()),
+            " ", dtype_name(input.dtype()));
 }
 
 }  // namespace
@@ -138,7 +137,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   Tensor seed = grad;
   if (!seed.defined()) {
     QKV_CHECK(numel() == 1, "backward: tensor of shape ", shape_str(shape()),
-          " is not a scalar; pass the gradient of the output explicitly");
+              " is not a scalar; pass the gradient of the output explicitly");
     seed = Tensor::ones(shape(), dtype());
   }
   check_gradient("backward", seed, *this);
@@ -147,14 +146,14 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   std::unordered_map<TensorImpl*, Tensor> grads{{impl(), seed}};
   std::vector<Tensor> order = data_flow_order(*this);
   for (auto handle = order.rbegin(); handle != order.rend(); ++handle) {  // from the root back to the leaves
-    Tensor keep = std::move(*handle);  // released once this tensor is done
+    Tensor keep = std::move(*handle);                                     // released once this tensor is done
     TensorImpl* t = keep.impl();
     auto it = grads.find(t);
     if (it == grads.end()) continue;
     Tensor g = std::move(it->second);
     grads.erase(it);
     if (!t->grad_fn) {  // a leaf: accumulate into .grad in place (the first time a copy: g may be shared)
-      if (!t->grad) {  // a gradient nothing else holds (no other handle, no shared storage) is taken as it is
+      if (!t->grad) {   // a gradient nothing else holds (no other handle, no shared storage) is taken as it is
         bool sole = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.impl()->grad_fn;
         t->grad = sole ? g.impl_ptr() : g.clone().impl_ptr();
       } else {
@@ -173,7 +172,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     if (t->retains_grad) t->grad = g.clone().impl_ptr();  // its whole gradient: every consumer has added to g
     Node& node = *t->grad_fn;
     QKV_CHECK(!node.released, "backward: the graph through '", node.op,
-          "' was already freed by an earlier backward(); pass retain_graph=true to the first call");
+              "' was already freed by an earlier backward(); pass retain_graph=true to the first call");
     std::vector<Tensor> input_grads = node.backward(g);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const Tensor& input = node.inputs[i];

@@ -60,21 +60,29 @@ inline std::string printable(std::string_view text, size_t limit = 200) {
   size_t i = 0;
   for (; i < text.size() && i < limit;) {
     unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '\\') out += "\\\\", ++i;
-    else if (c == '\n') out += "\\n", ++i;
-    else if (c == '\t') out += "\\t", ++i;
-    else if (c < 0x20 || c == 0x7f) hex(c), ++i;
-    else if (c < 0x80) out += static_cast<char>(c), ++i;
+    if (c == '\\')
+      out += "\\\\", ++i;
+    else if (c == '\n')
+      out += "\\n", ++i;
+    else if (c == '\t')
+      out += "\\t", ++i;
+    else if (c < 0x20 || c == 0x7f)
+      hex(c), ++i;
+    else if (c < 0x80)
+      out += static_cast<char>(c), ++i;
     else {  // a UTF-8 sequence: lead byte, then 1-3 continuation bytes; shortest form, no surrogates, <= U+10FFFF
       size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
       bool ok = n > 0 && i + n <= text.size();
       for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
       if (ok && n >= 3) {
         unsigned char c1 = static_cast<unsigned char>(text[i + 1]);
-        ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+        ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) &&
+             !(c == 0xf4 && c1 >= 0x90);
       }
-      if (ok) out.append(text.substr(i, n)), i += n;
-      else hex(c), ++i;
+      if (ok)
+        out.append(text.substr(i, n)), i += n;
+      else
+        hex(c), ++i;
     }
   }
   if (i < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
@@ -86,7 +94,7 @@ inline std::string printable(std::string_view text, size_t limit = 200) {
 /// Throws qkv::Error with the concatenated message when `cond` is false. A
 /// macro, so the message (often built with shape_str) costs nothing unless
 /// the check fails: checks sit on hot paths such as numel().
-#define QKV_CHECK(cond, ...)                                     \
-  do {                                                           \
-    if (!(cond)) throw ::qkv::Error(::qkv::cat(__VA_ARGS__));    \
+#define QKV_CHECK(cond, ...)                                  \
+  do {                                                        \
+    if (!(cond)) throw ::qkv::Error(::qkv::cat(__VA_ARGS__)); \
   } while (0)

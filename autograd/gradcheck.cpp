@@ -25,7 +25,7 @@ Tensor evaluate(const std::function<Tensor()>& f, const Replay& replay) {
   replay.restore();
   Tensor out = f();
   QKV_CHECK(out.dtype() == DType::Float64, "gradcheck: the function returned ", dtype_name(out.dtype()),
-        "; gradients are checked in float64");
+            "; gradients are checked in float64");
   return out;
 }
 
@@ -47,7 +47,7 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
                                  const GradcheckOptions& options) {
   for (const auto& [name, leaf] : leaves)
     QKV_CHECK(leaf.dtype() == DType::Float64 && leaf.is_leaf() && leaf.requires_grad(), "gradcheck: ", name, " ",
-          shape_str(leaf.shape()), " must be a float64 leaf that requires grad, got ", dtype_name(leaf.dtype()));
+              shape_str(leaf.shape()), " must be a float64 leaf that requires grad, got ", dtype_name(leaf.dtype()));
   Replay replay(options.replay);
   for (const auto& [name, leaf] : leaves) leaf.zero_grad();
 
@@ -102,7 +102,7 @@ GradcheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, 
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& t = inputs[k];
     QKV_CHECK(t.dtype() != DType::Float32, "gradcheck: input ", k, " ", shape_str(t.shape()),
-          " is float32; convert inputs to float64");
+              " is float32; convert inputs to float64");
     Tensor leaf = t.to(t.dtype());  // a private copy: perturbing it leaves the caller's data alone
     if (t.dtype() == DType::Float64) leaves.emplace_back(cat("input ", k), leaf.requires_grad_());
     all.push_back(leaf);
@@ -121,7 +121,8 @@ std::string GradcheckResult::summary() const {
 
 double GradcheckResult::worst_rel_error() const {
   double worst = 0;  // NaN, once seen, stays: std::max(NaN, x) is NaN
-  for (const InputReport& r : inputs) worst = std::isnan(r.max_rel_error) ? r.max_rel_error : std::max(worst, r.max_rel_error);
+  for (const InputReport& r : inputs)
+    worst = std::isnan(r.max_rel_error) ? r.max_rel_error : std::max(worst, r.max_rel_error);
   return worst;
 }
 

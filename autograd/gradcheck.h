@@ -28,10 +28,10 @@ struct GradcheckOptions {
 };
 
 struct InputReport {
-  std::string name;           // "input 0", or a parameter's dotted name
+  std::string name;  // "input 0", or a parameter's dotted name
   Shape shape;
-  double max_abs_error = 0;   // max |analytic - numeric|
-  double max_rel_error = 0;   // max |analytic - numeric| / max(|analytic|, |numeric|), over entries above 1e-8
+  double max_abs_error = 0;  // max |analytic - numeric|
+  double max_rel_error = 0;  // max |analytic - numeric| / max(|analytic|, |numeric|), over entries above 1e-8
   bool ok = true;
 };
 

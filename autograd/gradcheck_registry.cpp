@@ -108,66 +108,110 @@ std::vector<GradcheckCase> builtin_cases() {
   // ---- reductions ----
   add_case("sum", "all dims", one(normal, {3, 4}), [](const Inputs& x) { return sum(x[0]); });
   add_case("sum", "dim 1 keepdim", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum(x[0], {1}, true); });
-  add_case("sum", "dims {0, 2} (not adjacent)", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum(x[0], {0, 2}); });
+  add_case("sum", "dims {0, 2} (not adjacent)", one(normal, {2, 3, 4}), [](const Inputs& x) {
+    return sum(x[0], {0, 2});
+  });
   add_case("sum", "dims {-1, -2}", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum(x[0], {-1, -2}); });
   add_case("mean", "all dims", one(normal, {3, 4}), [](const Inputs& x) { return mean(x[0]); });
-  add_case("mean", "dims {0, 2} keepdim", one(normal, {2, 3, 4}), [](const Inputs& x) { return mean(x[0], {0, 2}, true); });
+  add_case("mean", "dims {0, 2} keepdim", one(normal, {2, 3, 4}), [](const Inputs& x) {
+    return mean(x[0], {0, 2}, true);
+  });
   add_case("max", "all dims", one(distinct, {3, 4}), [](const Inputs& x) { return max(x[0]); });
   add_case("max", "dim 1", one(distinct, {2, 3, 4}), [](const Inputs& x) { return max(x[0], {1}); });
-  add_case("max", "dims {0, 2} keepdim", one(distinct, {2, 3, 4}), [](const Inputs& x) { return max(x[0], {0, 2}, true); });
+  add_case("max", "dims {0, 2} keepdim", one(distinct, {2, 3, 4}), [](const Inputs& x) {
+    return max(x[0], {0, 2}, true);
+  });
   add_case("var", "dim 1", one(normal, {3, 5}), [](const Inputs& x) { return var(x[0], {1}); });
-  add_case("var", "dims {0, 2} keepdim, correction 0", one(normal, {2, 3, 4}),
-           [](const Inputs& x) { return var(x[0], {0, 2}, true, 0); });
-  add_case("sum_to", "[2, 3, 4] to [3, 1]", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum_to(x[0], {3, 1}); });
+  add_case("var", "dims {0, 2} keepdim, correction 0", one(normal, {2, 3, 4}), [](const Inputs& x) {
+    return var(x[0], {0, 2}, true, 0);
+  });
+  add_case("sum_to", "[2, 3, 4] to [3, 1]", one(normal, {2, 3, 4}), [](const Inputs& x) {
+    return sum_to(x[0], {3, 1});
+  });
   add_case("sum_to", "[2, 3, 4] to [4]", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum_to(x[0], {4}); });
 
   // ---- shape ----
-  add_case("reshape", "[2, 3, 4] to [6, -1]", one(normal, {2, 3, 4}), [](const Inputs& x) { return reshape(x[0], {6, -1}); });
+  add_case("reshape", "[2, 3, 4] to [6, -1]", one(normal, {2, 3, 4}), [](const Inputs& x) {
+    return reshape(x[0], {6, -1});
+  });
   add_case("reshape", "[6] to [1, 2, 3]", one(normal, {6}), [](const Inputs& x) { return reshape(x[0], {1, 2, 3}); });
   add_case("unsqueeze", "dim 1", one(normal, {2, 3}), [](const Inputs& x) { return unsqueeze(x[0], 1); });
   add_case("unsqueeze", "dim -1", one(normal, {2, 3}), [](const Inputs& x) { return unsqueeze(x[0], -1); });
   add_case("squeeze", "dim 1", one(normal, {2, 1, 3}), [](const Inputs& x) { return squeeze(x[0], 1); });
   add_case("squeeze", "dim -1", one(normal, {3, 1}), [](const Inputs& x) { return squeeze(x[0], -1); });
   add_case("permute", "{2, 0, 1}", one(normal, {2, 3, 4}), [](const Inputs& x) { return permute(x[0], {2, 0, 1}); });
-  add_case("permute", "{0, 2, 1, 3}", one(normal, {2, 3, 2, 2}), [](const Inputs& x) { return permute(x[0], {0, 2, 1, 3}); });
+  add_case("permute", "{0, 2, 1, 3}", one(normal, {2, 3, 2, 2}), [](const Inputs& x) {
+    return permute(x[0], {0, 2, 1, 3});
+  });
   add_case("transpose", "last two", one(normal, {2, 3, 4}), [](const Inputs& x) { return transpose(x[0], -1, -2); });
   add_case("transpose", "0 and 2", one(normal, {2, 3, 4}), [](const Inputs& x) { return transpose(x[0], 0, 2); });
   add_case("narrow", "dim 1 [1, 3)", one(normal, {2, 4, 3}), [](const Inputs& x) { return narrow(x[0], 1, 1, 2); });
   add_case("narrow", "dim 0 [2, 3)", one(normal, {4, 2}), [](const Inputs& x) { return narrow(x[0], 0, 2, 1); });
   add_case("slice", "dim -1 [-3, -1)", one(normal, {2, 5}), [](const Inputs& x) { return slice(x[0], -1, -3, -1); });
-  add_case("slice", "dim 0 [1, 99) clamped", one(normal, {3, 2}), [](const Inputs& x) { return slice(x[0], 0, 1, 99); });
-  add_case("concat", "three along dim 1",
-           [](Generator& g) { return Inputs{normal(g, {2, 1, 3}), normal(g, {2, 2, 3}), normal(g, {2, 3, 3})}; },
-           [](const Inputs& x) { return concat(x, 1); });
-  add_case("concat", "two along dim 0", pair(normal, {1, 3}, normal, {2, 3}), [](const Inputs& x) { return concat(x, 0); });
+  add_case("slice", "dim 0 [1, 99) clamped", one(normal, {3, 2}),
+           [](const Inputs& x) { return slice(x[0], 0, 1, 99); });
+  add_case(
+      "concat", "three along dim 1",
+      [](Generator& g) {
+        return Inputs{normal(g, {2, 1, 3}), normal(g, {2, 2, 3}), normal(g, {2, 3, 3})};
+      },
+      [](const Inputs& x) { return concat(x, 1); });
+  add_case("concat", "two along dim 0", pair(normal, {1, 3}, normal, {2, 3}),
+           [](const Inputs& x) { return concat(x, 0); });
   add_case("stack", "dim 0", pair(normal, {2, 3}, normal, {2, 3}), [](const Inputs& x) { return stack(x, 0); });
   add_case("stack", "dim -1", pair(normal, {2, 3}, normal, {2, 3}), [](const Inputs& x) { return stack(x, -1); });
-  add_case("expand", "[3, 1] to [2, 3, 4]", one(normal, {3, 1}), [](const Inputs& x) { return expand(x[0], {2, 3, 4}); });
+  add_case("expand", "[3, 1] to [2, 3, 4]", one(normal, {3, 1}), [](const Inputs& x) {
+    return expand(x[0], {2, 3, 4});
+  });
   add_case("expand", "[1, 2] to [3, -1]", one(normal, {1, 2}), [](const Inputs& x) { return expand(x[0], {3, -1}); });
-  add_case("index_select", "dim 0, repeated rows",
-           [](Generator& g) { return Inputs{normal(g, {4, 3}), indices({2, 0, 2, 3, 2}, {5})}; },
-           [](const Inputs& x) { return index_select(x[0], 0, x[1]); });
-  add_case("index_select", "dim 1",
-           [](Generator& g) { return Inputs{normal(g, {2, 4, 3}), indices({3, 1, 1}, {3})}; },
-           [](const Inputs& x) { return index_select(x[0], 1, x[1]); });
-  add_case("gather", "dim 1, repeats",
-           [](Generator& g) { return Inputs{normal(g, {3, 4}), indices({0, 3, 3, 1, 2, 2, 0, 0, 1}, {3, 3})}; },
-           [](const Inputs& x) { return gather(x[0], 1, x[1]); });
-  add_case("gather", "dim 0, smaller index",
-           [](Generator& g) { return Inputs{normal(g, {3, 4, 2}), indices({2, 0, 1, 1, 0, 2}, {2, 3, 1})}; },
-           [](const Inputs& x) { return gather(x[0], 0, x[1]); });
-  add_case("masked_fill", "broadcast mask [1, 4]",
-           [](Generator& g) { return Inputs{normal(g, {3, 4}), bools({true, false, false, true}, {1, 4})}; },
-           [](const Inputs& x) { return masked_fill(x[0], x[1], -2.0); });
-  add_case("masked_fill", "x broadcast by the mask",
-           [](Generator& g) { return Inputs{normal(g, {1, 3}), bools({true, false, false, false, true, false}, {2, 3})}; },
-           [](const Inputs& x) { return masked_fill(x[0], x[1], 0.5); });
-  add_case("where", "same shapes",
-           [](Generator& g) { return Inputs{bools({true, false, true, true, false, false}, {2, 3}), normal(g, {2, 3}), normal(g, {2, 3})}; },
-           [](const Inputs& x) { return where(x[0], x[1], x[2]); });
-  add_case("where", "all broadcast",
-           [](Generator& g) { return Inputs{bools({true, false, true}, {3, 1}), normal(g, {4}), normal(g, {3, 1})}; },
-           [](const Inputs& x) { return where(x[0], x[1], x[2]); });
+  add_case(
+      "index_select", "dim 0, repeated rows",
+      [](Generator& g) {
+        return Inputs{normal(g, {4, 3}), indices({2, 0, 2, 3, 2}, {5})};
+      },
+      [](const Inputs& x) { return index_select(x[0], 0, x[1]); });
+  add_case(
+      "index_select", "dim 1",
+      [](Generator& g) {
+        return Inputs{normal(g, {2, 4, 3}), indices({3, 1, 1}, {3})};
+      },
+      [](const Inputs& x) { return index_select(x[0], 1, x[1]); });
+  add_case(
+      "gather", "dim 1, repeats",
+      [](Generator& g) {
+        return Inputs{normal(g, {3, 4}), indices({0, 3, 3, 1, 2, 2, 0, 0, 1}, {3, 3})};
+      },
+      [](const Inputs& x) { return gather(x[0], 1, x[1]); });
+  add_case(
+      "gather", "dim 0, smaller index",
+      [](Generator& g) {
+        return Inputs{normal(g, {3, 4, 2}), indices({2, 0, 1, 1, 0, 2}, {2, 3, 1})};
+      },
+      [](const Inputs& x) { return gather(x[0], 0, x[1]); });
+  add_case(
+      "masked_fill", "broadcast mask [1, 4]",
+      [](Generator& g) {
+        return Inputs{normal(g, {3, 4}), bools({true, false, false, true}, {1, 4})};
+      },
+      [](const Inputs& x) { return masked_fill(x[0], x[1], -2.0); });
+  add_case(
+      "masked_fill", "x broadcast by the mask",
+      [](Generator& g) {
+        return Inputs{normal(g, {1, 3}), bools({true, false, false, false, true, false}, {2, 3})};
+      },
+      [](const Inputs& x) { return masked_fill(x[0], x[1], 0.5); });
+  add_case(
+      "where", "same shapes",
+      [](Generator& g) {
+        return Inputs{bools({true, false, true, true, false, false}, {2, 3}), normal(g, {2, 3}), normal(g, {2, 3})};
+      },
+      [](const Inputs& x) { return where(x[0], x[1], x[2]); });
+  add_case(
+      "where", "all broadcast",
+      [](Generator& g) {
+        return Inputs{bools({true, false, true}, {3, 1}), normal(g, {4}), normal(g, {3, 1})};
+      },
+      [](const Inputs& x) { return where(x[0], x[1], x[2]); });
 
   // ---- matmul ----
   struct Mm {
@@ -188,13 +232,14 @@ std::vector<GradcheckCase> builtin_cases() {
 
   // ---- linear: x·Wᵀ + b ----
   auto linear_case = [&](const char* label, Shape xs, int64_t out, bool bias) {
-    add_case("linear", label,
-             [=](Generator& g) {
-               Inputs in{normal(g, xs), normal(g, {out, xs.back()})};
-               if (bias) in.push_back(normal(g, {out}));
-               return in;
-             },
-             [](const Inputs& x) { return linear(x[0], x[1], x.size() > 2 ? x[2] : Tensor()); });
+    add_case(
+        "linear", label,
+        [=](Generator& g) {
+          Inputs in{normal(g, xs), normal(g, {out, xs.back()})};
+          if (bias) in.push_back(normal(g, {out}));
+          return in;
+        },
+        [](const Inputs& x) { return linear(x[0], x[1], x.size() > 2 ? x[2] : Tensor()); });
   };
   linear_case("[3, 4] -> 5 with bias", {3, 4}, 5, true);
   linear_case("[2, 3, 4] -> 2 with bias (rows folded)", {2, 3, 4}, 2, true);
@@ -204,33 +249,45 @@ std::vector<GradcheckCase> builtin_cases() {
   auto attention_case = [&](const char* label, Shape qs, Shape ks, int64_t dv, std::function<AttentionMasks()> masks) {
     Shape vs = ks;
     vs.back() = dv;
-    add_case("fused_attention", label, [=](Generator& g) { return Inputs{normal(g, qs), normal(g, ks), normal(g, vs)}; },
-             [masks, d = qs.back()](const Inputs& x) {
-               return fused_attention(x[0], x[1], x[2], masks(), 1.0 / std::sqrt(static_cast<double>(d)));
-             });
+    add_case(
+        "fused_attention", label,
+        [=](Generator& g) {
+          return Inputs{normal(g, qs), normal(g, ks), normal(g, vs)};
+        },
+        [masks, d = qs.back()](const Inputs& x) {
+          return fused_attention(x[0], x[1], x[2], masks(), 1.0 / std::sqrt(static_cast<double>(d)));
+        });
   };
-  attention_case("causal self, B=2 n=5 H=2", {2, 5, 2, 3}, {2, 5, 2, 3}, 3, [] { return AttentionMasks{{}, {}, true}; });
+  attention_case("causal self, B=2 n=5 H=2", {2, 5, 2, 3}, {2, 5, 2, 3}, 3, [] {
+    return AttentionMasks{{}, {}, true};
+  });
   attention_case("cross n_q=4 n_k=6 d_v=2, key padding, one sequence fully padded", {2, 4, 2, 3}, {2, 6, 2, 3}, 2, [] {
-    return AttentionMasks{{}, bools({true, true, true, false, false, false, false, false, false, false, false, false}, {2, 6}), false};
+    return AttentionMasks{
+        {}, bools({true, true, true, false, false, false, false, false, false, false, false, false}, {2, 6}), false};
   });
   attention_case("bool [n_q, n_k] mask with a fully masked row, plus causal", {1, 3, 2, 2}, {1, 4, 2, 2}, 2, [] {
-    return AttentionMasks{bools({true, false, true, true, false, false, false, false, true, true, false, true}, {3, 4}), {}, true};
+    return AttentionMasks{
+        bools({true, false, true, true, false, false, false, false, true, true, false, true}, {3, 4}), {}, true};
   });
   attention_case("float mask [B, 1, n_q, n_k] with -inf entries", {2, 3, 1, 2}, {2, 3, 1, 2}, 2, [] {
     double inf = std::numeric_limits<double>::infinity();
-    return AttentionMasks{Tensor::from_vector(std::vector<double>{0.5, -inf, 0, 0, -1, 2, -inf, -inf, -inf, 1, 0, 0, 0.25,
-                                                                  0, -inf, 0, 0, 0},
+    return AttentionMasks{Tensor::from_vector(std::vector<double>{0.5, -inf, 0, 0, -1, 2, -inf, -inf, -inf, 1, 0, 0,
+                                                                  0.25, 0, -inf, 0, 0, 0},
                                               {2, 1, 3, 3}),
-                          {}, false};
+                          {},
+                          false};
   });
   attention_case("causal n=130: several query and key blocks, blocks above the diagonal skipped", {1, 130, 1, 2},
-                 {1, 130, 1, 2}, 2, [] { return AttentionMasks{{}, {}, true}; });
+                 {1, 130, 1, 2}, 2, [] {
+                   return AttentionMasks{{}, {}, true};
+                 });
 
-  attention_case("sliding window 3, causal, n=9, float mask with a fully masked row", {1, 9, 2, 2}, {1, 9, 2, 2}, 2, [] {
-    std::vector<double> m(81, 0.0);
-    for (int64_t j = 0; j < 9; ++j) m[4 * 9 + j] = -std::numeric_limits<double>::infinity();
-    return AttentionMasks{Tensor::from_vector(m, {9, 9}), {}, true, 3};
-  });
+  attention_case("sliding window 3, causal, n=9, float mask with a fully masked row", {1, 9, 2, 2}, {1, 9, 2, 2}, 2,
+                 [] {
+                   std::vector<double> m(81, 0.0);
+                   for (int64_t j = 0; j < 9; ++j) m[4 * 9 + j] = -std::numeric_limits<double>::infinity();
+                   return AttentionMasks{Tensor::from_vector(m, {9, 9}), {}, true, 3};
+                 });
   attention_case("sliding window 2 on each side, n=70, key padding", {2, 70, 1, 2}, {2, 70, 1, 2}, 2, [] {
     std::vector<bool> keep(140, true);
     for (int64_t j = 100; j < 140; ++j) keep[j] = false;
@@ -239,8 +296,12 @@ std::vector<GradcheckCase> builtin_cases() {
 
   // ---- linear attention ----
   auto linear_attention_case = [&](const char* label, Shape s, bool causal, Tensor padding) {
-    add_case("linear_attention", label, [=](Generator& g) { return Inputs{normal(g, s), normal(g, s), normal(g, s)}; },
-             [causal, padding](const Inputs& x) { return linear_attention(x[0], x[1], x[2], causal, padding); });
+    add_case(
+        "linear_attention", label,
+        [=](Generator& g) {
+          return Inputs{normal(g, s), normal(g, s), normal(g, s)};
+        },
+        [causal, padding](const Inputs& x) { return linear_attention(x[0], x[1], x[2], causal, padding); });
   };
   linear_attention_case("causal [2, 6, 2, 3]", {2, 6, 2, 3}, true, Tensor());
   linear_attention_case("not causal, key padding, one sequence fully padded", {2, 5, 1, 3}, false,
@@ -249,10 +310,11 @@ std::vector<GradcheckCase> builtin_cases() {
                         bools({true, false, true, true, false, true, true}, {1, 7}));
 
   auto packed_case = [&](const char* label, Shape s, std::function<AttentionMasks()> masks) {
-    add_case("fused_self_attention", label, [=](Generator& g) { return Inputs{normal(g, s)}; },
-             [masks, d = s.back()](const Inputs& x) {
-               return fused_self_attention(x[0], masks(), 1.0 / std::sqrt(static_cast<double>(d)));
-             });
+    add_case(
+        "fused_self_attention", label, [=](Generator& g) { return Inputs{normal(g, s)}; },
+        [masks, d = s.back()](const Inputs& x) {
+          return fused_self_attention(x[0], masks(), 1.0 / std::sqrt(static_cast<double>(d)));
+        });
   };
   packed_case("packed [2, 5, 3, 2, 3], causal", {2, 5, 3, 2, 3}, [] { return AttentionMasks{{}, {}, true}; });
   packed_case("packed, key padding with one sequence fully padded, n=70", {2, 70, 3, 1, 2}, [] {
@@ -262,28 +324,31 @@ std::vector<GradcheckCase> builtin_cases() {
   });
 
   // ---- recompute (activation checkpointing) ----
-  add_case("recompute", "tanh(a·b) + a, replayed in backward", pair(normal, {3, 4}, normal, {4}), [](const Inputs& x) {
-    return recompute([](const Inputs& in) { return tanh(in[0] * in[1]) + in[0]; }, x);
-  });
-  add_case("recompute", "nested: a segment inside a segment", pair(normal, {2, 3}, normal, {3, 2}), [](const Inputs& x) {
-    return recompute(
-        [](const Inputs& in) {
-          Tensor h = recompute([](const Inputs& inner) { return exp(matmul(inner[0], inner[1]) * 0.3); }, in);
-          return softmax(h, -1);
-        },
-        x);
-  });
+  add_case("recompute", "tanh(a·b) + a, replayed in backward", pair(normal, {3, 4}, normal, {4}),
+           [](const Inputs& x) { return recompute([](const Inputs& in) { return tanh(in[0] * in[1]) + in[0]; }, x); });
+  add_case("recompute", "nested: a segment inside a segment", pair(normal, {2, 3}, normal, {3, 2}),
+           [](const Inputs& x) {
+             return recompute(
+                 [](const Inputs& in) {
+                   Tensor h = recompute([](const Inputs& inner) { return exp(matmul(inner[0], inner[1]) * 0.3); }, in);
+                   return softmax(h, -1);
+                 },
+                 x);
+           });
 
   // ---- softmax ----
   add_case("softmax", "last dim", one(normal, {3, 5}), [](const Inputs& x) { return softmax(x[0], -1); });
   add_case("softmax", "dim 1 of [2, 3, 4]", one(normal, {2, 3, 4}), [](const Inputs& x) { return softmax(x[0], 1); });
-  add_case("softmax", "masked with -inf, one row fully masked",
-           [](Generator& g) {
-             return Inputs{normal(g, {3, 4}), bools({false, true, false, false, true, true, true, true, false, false, false, true}, {3, 4})};
-           },
-           [](const Inputs& x) { return softmax(masked_fill(x[0], x[1], -std::numeric_limits<double>::infinity()), -1); });
+  add_case(
+      "softmax", "masked with -inf, one row fully masked",
+      [](Generator& g) {
+        return Inputs{normal(g, {3, 4}),
+                      bools({false, true, false, false, true, true, true, true, false, false, false, true}, {3, 4})};
+      },
+      [](const Inputs& x) { return softmax(masked_fill(x[0], x[1], -std::numeric_limits<double>::infinity()), -1); });
   add_case("log_softmax", "last dim", one(normal, {3, 5}), [](const Inputs& x) { return log_softmax(x[0], -1); });
-  add_case("log_softmax", "dim 0 of [3, 2, 2]", one(normal, {3, 2, 2}), [](const Inputs& x) { return log_softmax(x[0], 0); });
+  add_case("log_softmax", "dim 0 of [3, 2, 2]", one(normal, {3, 2, 2}),
+           [](const Inputs& x) { return log_softmax(x[0], 0); });
   return cases;
 }
 

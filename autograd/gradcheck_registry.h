@@ -12,8 +12,8 @@
 namespace qkv {
 
 struct GradcheckCase {
-  std::string op;     // the declared op (or layer) the case covers
-  std::string label;  // what it exercises, e.g. "broadcast [3,1] + [4]"
+  std::string op;                                              // the declared op (or layer) the case covers
+  std::string label;                                           // what it exercises, e.g. "broadcast [3,1] + [4]"
   std::function<std::vector<Tensor>(Generator&)> make_inputs;  // float64 (+ int64/bool) inputs
   TensorFn fn;
   GradcheckOptions options = {};

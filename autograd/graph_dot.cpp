@@ -103,8 +103,8 @@ std::string graph_dot(const Graph& graph, const GraphDotOptions& options) {
       if (!node.scope.empty()) all.insert(node.scope);
     std::string known;
     for (const std::string& s : all) known += (known.empty() ? "" : ", ") + s;
-    throw Error(cat("graph_dot: no node lies in module '", printable(focus), "' (this graph's modules: ",
-                    known.empty() ? "none recorded" : known, ")"));
+    throw Error(cat("graph_dot: no node lies in module '", printable(focus),
+                    "' (this graph's modules: ", known.empty() ? "none recorded" : known, ")"));
   }
 
   std::ostringstream out;
@@ -147,8 +147,8 @@ std::string graph_dot(const Graph& graph, const GraphDotOptions& options) {
         const GraphNode& from = graph.nodes[j];
         std::string what = !from.op.empty() ? from.op : from.name.empty() ? "input" : from.name;
         out << "  s" << j << " [shape=box, style=\"rounded,dashed\", color=\"#888888\", fontcolor=\"#555555\", label=\""
-            << dot_text((from.scope.empty() ? "" : from.scope + ": ") + what) << "\\n" << shape_str(from.tensor.shape())
-            << "\"];\n";
+            << dot_text((from.scope.empty() ? "" : from.scope + ": ") + what) << "\\n"
+            << shape_str(from.tensor.shape()) << "\"];\n";
       }
       out << "  " << (drawn[j] ? "n" : "s") << j << " -> n" << i << ";\n";
     }

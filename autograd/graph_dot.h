@@ -22,11 +22,11 @@ namespace qkv {
 
 /// One tensor of a recorded graph: an op's output, or a leaf that requires grad.
 struct GraphNode {
-  Tensor tensor;              // kept alive by the graph
-  std::string op;             // the op that recorded it; "" for a leaf
-  std::string scope;          // the module that recorded it ("blocks.0.attn"); a named leaf's module
-  std::string name;           // a leaf's name from trace_graph's `names` ("" when not named)
-  std::vector<size_t> inputs; // the nodes it was computed from, in argument order (indices into Graph::nodes)
+  Tensor tensor;               // kept alive by the graph
+  std::string op;              // the op that recorded it; "" for a leaf
+  std::string scope;           // the module that recorded it ("blocks.0.attn"); a named leaf's module
+  std::string name;            // a leaf's name from trace_graph's `names` ("" when not named)
+  std::vector<size_t> inputs;  // the nodes it was computed from, in argument order (indices into Graph::nodes)
 };
 
 struct Graph {

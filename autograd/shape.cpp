@@ -56,7 +56,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
     int64_t sa = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t sb = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     QKV_CHECK(sa == sb || sa == 1 || sb == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
-          " do not broadcast");
+              " do not broadcast");
     out[i] = sa == 1 ? sb : sa;
   }
   return out;

@@ -58,7 +58,8 @@ const Table* initial() {
   try {
     isa = parse_isa(name);
   } catch (const Error&) {
-    throw Error(cat("QKV_SIMD='", printable(name), "' is not an instruction set (sse2, avx2 or avx512; unset it for the best)"));
+    throw Error(cat("QKV_SIMD='", printable(name),
+                    "' is not an instruction set (sse2, avx2 or avx512; unset it for the best)"));
   }
   const Table* forced = select(isa);
   QKV_CHECK(forced, "QKV_SIMD=", name, ": this CPU lacks that instruction set (it has ", cpu_levels(), ")");
@@ -128,12 +129,15 @@ void layer_norm_row(const float* x, float mu, float rstd, const float* w, const 
 void row_moments(const float* x, int64_t n, double eps, double& mu, double& rstd) {
   current()->row_moments(x, n, eps, mu, rstd);
 }
-void layer_norm_backward_row(const float* x, const float* g, const float* w, float mu, float rstd, float* gx, int64_t n) {
+void layer_norm_backward_row(const float* x, const float* g, const float* w, float mu, float rstd, float* gx,
+                             int64_t n) {
   current()->layer_norm_backward_row(x, g, w, mu, rstd, gx, n);
 }
 void layer_norm_param_grads(const float* x, const float* g, float mu, float rstd, float* gw, float* gb, int64_t n) {
   current()->layer_norm_param_grads(x, g, mu, rstd, gw, gb, n);
 }
-void adam(const AdamStep& s, float* p, const float* g, float* m, float* v, int64_t n) { current()->adam(s, p, g, m, v, n); }
+void adam(const AdamStep& s, float* p, const float* g, float* m, float* v, int64_t n) {
+  current()->adam(s, p, g, m, v, n);
+}
 
 }  // namespace qkv::simd

@@ -59,7 +59,8 @@ void layer_norm_row(const float* x, float mu, float rstd, const float* w, const 
 /// Returns the row's mean and rstd = 1/√(var + eps), both computed in two passes.
 void row_moments(const float* x, int64_t n, double eps, double& mu, double& rstd);
 /// dx = rstd·(d − mean(d) − x̂·mean(d⊙x̂)), d = g⊙w, x̂ = (x − mu)·rstd.
-void layer_norm_backward_row(const float* x, const float* g, const float* w, float mu, float rstd, float* gx, int64_t n);
+void layer_norm_backward_row(const float* x, const float* g, const float* w, float mu, float rstd, float* gx,
+                             int64_t n);
 /// gw += g⊙x̂ and gb += g for one row, over columns [0, n) (either may be null).
 void layer_norm_param_grads(const float* x, const float* g, float mu, float rstd, float* gw, float* gb, int64_t n);
 

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <iomanip>
 #include <mutex>
-#include <unordered_map>
 #include <sstream>
+#include <unordered_map>
 
 #include "autograd/engine.h"
 
@@ -139,7 +139,7 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   QKV_CHECK(step != 0, "arange: step must be non-zero");
   double count = std::ceil((end - start) / step);
   QKV_CHECK(std::isfinite(count) && count < 1e15, "arange: [", start, ", ", end, ") with step ", step,
-        " does not give a finite count");
+            " does not give a finite count");
   Tensor t = empty({count > 0 ? static_cast<int64_t>(count) : 0}, dtype);
   for (int64_t i = 0, n = t.numel(); i < n; ++i) write_element(t.raw_data(), dtype, i, start + i * step);
   return t;
@@ -149,7 +149,7 @@ template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
   check_shape(shape);
   QKV_CHECK(static_cast<int64_t>(values.size()) == qkv::numel(shape), "from_vector: ", values.size(),
-        " values do not fill shape ", shape_str(shape));
+            " values do not fill shape ", shape_str(shape));
   Tensor t = empty(shape, dtype_of<T>());
   T* out = t.data<T>();
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
@@ -206,7 +206,7 @@ int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim("size", d, 
 template <class T>
 T* Tensor::data() const {
   QKV_CHECK(dtype() == dtype_of<T>(), "data: tensor is ", dtype_name(dtype()), ", asked for ",
-        dtype_name(dtype_of<T>()));
+            dtype_name(dtype_of<T>()));
   return static_cast<T*>(impl_->storage->data);
 }
 template float* Tensor::data<float>() const;
@@ -228,7 +228,7 @@ int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index) {
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t i = index[d] < 0 ? index[d] + shape[d] : index[d];
     QKV_CHECK(i >= 0 && i < shape[d], "at: index ", index[d], " out of range for dim ", d, " of shape ",
-          shape_str(shape));
+              shape_str(shape));
     flat = flat * shape[d] + i;
   }
   return flat;
@@ -254,7 +254,8 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) {
     std::memcpy(out.raw_data(), raw_data(), numel() * element_size(target));
   } else {
-    for (int64_t i = 0, n = numel(); i < n; ++i) write_element(out.raw_data(), target, i, read_element(raw_data(), dtype(), i));
+    for (int64_t i = 0, n = numel(); i < n; ++i)
+      write_element(out.raw_data(), target, i, read_element(raw_data(), dtype(), i));
   }
   return out;
 }
@@ -288,7 +289,7 @@ bool Tensor::requires_grad() const { return checked().requires_grad; }
 
 Tensor& Tensor::requires_grad_(bool on) {
   QKV_CHECK(is_leaf(), "requires_grad_: only leaf tensors can be marked; this one was produced by ",
-        impl_->grad_fn ? impl_->grad_fn->op : "?");
+            impl_->grad_fn ? impl_->grad_fn->op : "?");
   QKV_CHECK(!on || is_floating(dtype()), "requires_grad_: a ", dtype_name(dtype()), " tensor cannot require grad");
   impl_->requires_grad = on;
   return *this;
@@ -314,8 +315,8 @@ const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked().grad_fn;
 
 namespace {
 
-void print_block(std::ostream& out, const Tensor& t, const std::vector<double>& values, int64_t dim,
-                 int64_t offset, int indent, bool summarise) {
+void print_block(std::ostream& out, const Tensor& t, const std::vector<double>& values, int64_t dim, int64_t offset,
+                 int indent, bool summarise) {
   const Shape& shape = t.shape();
   int64_t n = shape[dim];
   int64_t inner = 1;
@@ -329,9 +330,12 @@ void print_block(std::ostream& out, const Tensor& t, const std::vector<double>& 
     }
     if (dim + 1 == t.dim()) {
       double v = values[offset + i];
-      if (t.dtype() == DType::Bool) out << (v != 0 ? "true" : "false");
-      else if (t.dtype() == DType::Int64) out << static_cast<int64_t>(v);
-      else out << std::setw(8) << v;
+      if (t.dtype() == DType::Bool)
+        out << (v != 0 ? "true" : "false");
+      else if (t.dtype() == DType::Int64)
+        out << static_cast<int64_t>(v);
+      else
+        out << std::setw(8) << v;
     } else {
       print_block(out, t, values, dim + 1, offset + i * inner, indent + 1, summarise);
     }
@@ -347,8 +351,10 @@ std::string Tensor::to_string() const {
   std::ostringstream out;
   out << std::fixed << std::setprecision(4) << "tensor(";
   std::vector<double> values = to_vector();
-  if (dim() == 0) out << values[0];
-  else print_block(out, *this, values, 0, 0, 7, numel() > 1000);
+  if (dim() == 0)
+    out << values[0];
+  else
+    print_block(out, *this, values, 0, 0, 7, numel() > 1000);
   if (dtype() != DType::Float32) out << ", dtype=" << dtype_name(dtype());
   if (requires_grad()) out << (is_leaf() ? ", requires_grad=true" : cat(", grad_fn=", grad_fn()->op));
   out << ')';

@@ -34,8 +34,8 @@ int main(int argc, char** argv) {
   };
   auto time_direct = [&] {
     auto t0 = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n,
-                0.0f, c.data<float>(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f,
+                c.data<float>(), n);
     return seconds_since(t0);
   };
   for (int r = 0; r < repeats + 3; ++r) {
@@ -55,9 +55,9 @@ int main(int argc, char** argv) {
   }
   double flops = 2.0 * n * n * n;
   double g_api = flops / median(api) / 1e9, g_direct = flops / median(direct) / 1e9;
-  std::printf("matmul %lldx%lldx%lld float32, %d threads, OpenBLAS core %s, median of %d\n",
-              static_cast<long long>(n), static_cast<long long>(n), static_cast<long long>(n), get_num_threads(),
-              openblas_get_corename(), repeats);
+  std::printf("matmul %lldx%lldx%lld float32, %d threads, OpenBLAS core %s, median of %d\n", static_cast<long long>(n),
+              static_cast<long long>(n), static_cast<long long>(n), get_num_threads(), openblas_get_corename(),
+              repeats);
   std::printf("  tensor API    %7.1f GFLOP/s\n  cblas_sgemm   %7.1f GFLOP/s\n  ratio         %7.3f\n", g_api, g_direct,
               g_api / g_direct);
 }

@@ -135,7 +135,8 @@ size_t average_gradients(const std::vector<Tensor>& params, size_t bucket_bytes)
 }
 
 void sum(std::vector<double>& values) {
-  if (ranks > 1) MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  if (ranks > 1)
+    MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 }
 
 int64_t broadcast_value(int64_t value, int root) {

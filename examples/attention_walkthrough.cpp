@@ -39,8 +39,8 @@ void show(const std::string& title, const Tensor& t, int64_t h, bool columns_are
 
 // A gradient's two checks: the formula, and central differences of the loss
 // as a function of that one intermediate (every other input held fixed).
-void check(const std::string& name, const Tensor& autograd, const Tensor& formula, const std::function<Tensor()>& loss_of,
-           const Tensor& leaf) {
+void check(const std::string& name, const Tensor& autograd, const Tensor& formula,
+           const std::function<Tensor()>& loss_of, const Tensor& leaf) {
   double formula_error = max(abs(autograd - formula)).item();
   GradcheckResult numeric = gradcheck_leaves(loss_of, {{name, leaf}});
   bool ok = formula_error < 1e-12 && numeric.ok;
@@ -123,11 +123,11 @@ int main() {
 
   // The formulas, from the forward values and the gradient one step later.
   Tensor dO_formula = split(matmul(reshape(target, {n, d_model}), mha.out_proj->weight));  // dL/dO = target Wo
-  Tensor dP_formula = matmul(dO, V, false, true);                                 // dL/dP = dL/dO V^T
-  Tensor dV_formula = matmul(P, dO, true, false);                                 // dL/dV = P^T dL/dO
-  Tensor dS_formula = P * (dP - sum(dP * P, {-1}, true));                         // softmax backward
-  Tensor dQ_formula = matmul(dS, K) * scale;                                      // dL/dQ = dL/dS K / sqrt(d)
-  Tensor dK_formula = matmul(dS, Q, true, false) * scale;                         // dL/dK = dL/dS^T Q / sqrt(d)
+  Tensor dP_formula = matmul(dO, V, false, true);                                          // dL/dP = dL/dO V^T
+  Tensor dV_formula = matmul(P, dO, true, false);                                          // dL/dV = P^T dL/dO
+  Tensor dS_formula = P * (dP - sum(dP * P, {-1}, true));                                  // softmax backward
+  Tensor dQ_formula = matmul(dS, K) * scale;                                               // dL/dQ = dL/dS K / sqrt(d)
+  Tensor dK_formula = matmul(dS, Q, true, false) * scale;  // dL/dK = dL/dS^T Q / sqrt(d)
 
   for (int64_t h = 0; h < heads; ++h) {
     std::printf("== head %lld ==\n", static_cast<long long>(h));
@@ -140,12 +140,18 @@ int main() {
     std::printf("\n");
   }
   std::printf("every one of them, all heads, against its formula and against central differences:\n");
-  check("dO", dO, dO_formula, [&] { return loss_from_O(O_leaf); }, O_leaf);
-  check("dP", dP, dP_formula, [&] { return loss_from_P(P_leaf, V_leaf); }, P_leaf);
-  check("dS", dS, dS_formula, [&] { return loss_from_S(S_leaf, V); }, S_leaf);
-  check("dQ", dQ, dQ_formula, [&] { return loss_from_QKV(Q_leaf, K_leaf, V2_leaf); }, Q_leaf);
-  check("dK", dK, dK_formula, [&] { return loss_from_QKV(Q_leaf, K_leaf, V2_leaf); }, K_leaf);
-  check("dV", dV, dV_formula, [&] { return loss_from_QKV(Q_leaf, K_leaf, V2_leaf); }, V2_leaf);
+  check(
+      "dO", dO, dO_formula, [&] { return loss_from_O(O_leaf); }, O_leaf);
+  check(
+      "dP", dP, dP_formula, [&] { return loss_from_P(P_leaf, V_leaf); }, P_leaf);
+  check(
+      "dS", dS, dS_formula, [&] { return loss_from_S(S_leaf, V); }, S_leaf);
+  check(
+      "dQ", dQ, dQ_formula, [&] { return loss_from_QKV(Q_leaf, K_leaf, V2_leaf); }, Q_leaf);
+  check(
+      "dK", dK, dK_formula, [&] { return loss_from_QKV(Q_leaf, K_leaf, V2_leaf); }, K_leaf);
+  check(
+      "dV", dV, dV_formula, [&] { return loss_from_QKV(Q_leaf, K_leaf, V2_leaf); }, V2_leaf);
   // dL/dV through the whole layer equals the one from the weighted sum alone: V enters only there.
   all_ok = all_ok && max(abs(dV - dV_from_O)).item() < 1e-12;
 
@@ -155,7 +161,8 @@ int main() {
   std::printf("projections and input (dL/dWq = sum over positions of dL/dq^T x, and so on):\n");
   std::cout << "d loss / d x:\n" << x.grad() << "\n";
   for (auto& [name, p] : mha.named_parameters())
-    std::cout << "d loss / d " << name << ":\n" << (p.grad().defined() ? p.grad() : Tensor::zeros(p.shape(), p.dtype())) << "\n";
+    std::cout << "d loss / d " << name << ":\n"
+              << (p.grad().defined() ? p.grad() : Tensor::zeros(p.shape(), p.dtype())) << "\n";
   std::cout << "(k_proj.bias gets exactly zero: adding b to every key adds q.b to a whole row of scores,\n"
                " and softmax does not change when a row shifts.)\n";
   auto leaves = mha.named_parameters();

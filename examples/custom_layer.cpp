@@ -56,12 +56,12 @@ class TinyModel : public nn::Module {
 
 int main() {
   // Register the op's gradient check like the library's own ops, then run it.
-  register_gradcheck_case({"rms_norm", "[3, 5] with a weight",
-                           [](Generator& g) {
-                             return std::vector<Tensor>{Tensor::randn({3, 5}, DType::Float64, &g),
-                                                        Tensor::randn({5}, DType::Float64, &g)};
-                           },
-                           [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1]); }});
+  register_gradcheck_case(
+      {"rms_norm", "[3, 5] with a weight",
+       [](Generator& g) {
+         return std::vector<Tensor>{Tensor::randn({3, 5}, DType::Float64, &g), Tensor::randn({5}, DType::Float64, &g)};
+       },
+       [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1]); }});
   bool ok = true;
   for (const GradcheckCase& c : gradcheck_registry()) {
     if (c.op != "rms_norm") continue;

@@ -57,7 +57,8 @@ int main() {
         correct += best == labels[i];
       }
       accuracy = static_cast<double>(correct) / static_cast<double>(predicted.size(0));
-      std::printf("step %5lld  loss %.4f  accuracy %.1f%%\n", static_cast<long long>(step), loss.item(), 100 * accuracy);
+      std::printf("step %5lld  loss %.4f  accuracy %.1f%%\n", static_cast<long long>(step), loss.item(),
+                  100 * accuracy);
     }
     if (step == 0) first_loss = loss.item();
     last_loss = loss.item();

@@ -40,7 +40,8 @@ int main() {
     if (p.evaluation) std::printf("%s  %s\n", train::progress_line(p, true).c_str(), p.evaluation->text.c_str());
   };
   train::Outcome out = trainer.run();
-  std::printf("%s after %lld steps: held-out loss %.4f\n", out.reason == train::Outcome::Target ? "reached the target" : "stopped",
+  std::printf("%s after %lld steps: held-out loss %.4f\n",
+              out.reason == train::Outcome::Target ? "reached the target" : "stopped",
               static_cast<long long>(out.steps), out.last_metric);
   return out.last_metric < 0.05 ? 0 : 1;
 }

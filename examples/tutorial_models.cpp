@@ -75,8 +75,9 @@ void self_attention() {
 // SelfAttentionV2(2, 2, 2): nn.Linear projections, masked_fill(mask == 0,
 // -inf) for padding, nn.Dropout(0.5) on the weights.
 void self_attention_v2() {
-  std::printf("SelfAttentionV2(2, 2, 2) on [3, 4, 2], padding rows 1110, 1100, 1000: "
-              "SingleHeadAttention(2, 2, 2, {.dropout = 0.5})\n");
+  std::printf(
+      "SelfAttentionV2(2, 2, 2) on [3, 4, 2], padding rows 1110, 1100, 1000: "
+      "SingleHeadAttention(2, 2, 2, {.dropout = 0.5})\n");
   SingleHeadAttention head(2, 2, 2, {.dropout = 0.5});
   head.to(DType::Float64);
   set(head.q_proj->weight, get("self_attention_v2:w.W_query.weight"));
@@ -174,8 +175,9 @@ void mha_128() {
 // The bias-free variant (nn.Linear(..., bias=False) everywhere), given
 // separate query, key and value tensors.
 void mha_no_bias() {
-  std::printf("MultiHeadAttention(16, 4, bias=False) on query [2, 3, 16], key and value [2, 5, 16]: "
-              "MultiHeadAttention(16, 4, {.bias = false})\n");
+  std::printf(
+      "MultiHeadAttention(16, 4, bias=False) on query [2, 3, 16], key and value [2, 5, 16]: "
+      "MultiHeadAttention(16, 4, {.bias = false})\n");
   MultiHeadAttention mha(16, 4, {.bias = false});
   mha.to(DType::Float64);
   set(mha.q_proj->weight, get("mha_no_bias:w.W_q.weight"));
@@ -192,10 +194,11 @@ void mha_no_bias() {
 
 // A standalone ScaledDotProductAttention module with a causal mask.
 void sdpa_module() {
-  std::printf("ScaledDotProductAttention()(q, k, v, causal) on [2, 3, 6], [2, 4, 6], [2, 4, 5]: "
-              "scaled_dot_product_attention\n");
-  AttentionResult r = scaled_dot_product_attention(get("sdpa_module:q"), get("sdpa_module:k"), get("sdpa_module:v"),
-                                                   causal_mask(3, 4));
+  std::printf(
+      "ScaledDotProductAttention()(q, k, v, causal) on [2, 3, 6], [2, 4, 6], [2, 4, 5]: "
+      "scaled_dot_product_attention\n");
+  AttentionResult r =
+      scaled_dot_product_attention(get("sdpa_module:q"), get("sdpa_module:k"), get("sdpa_module:v"), causal_mask(3, 4));
   show(r.output);
   check("output", r.output, get("sdpa_module:out"));
   check("weights", r.weights, get("sdpa_module:weights"));
@@ -216,8 +219,10 @@ void scoring_functions() {
   BilinearScore bilinear(2, 2);
   bilinear.to(DType::Float64);
   set(bilinear.weight, get("scores:bilinear.w.W"));
-  std::pair<std::string, ScoreFn> scores[] = {
-      {"dot", dot_score}, {"scaled_dot", scaled_dot_score}, {"additive", std::ref(additive)}, {"bilinear", std::ref(bilinear)}};
+  std::pair<std::string, ScoreFn> scores[] = {{"dot", dot_score},
+                                              {"scaled_dot", scaled_dot_score},
+                                              {"additive", std::ref(additive)},
+                                              {"bilinear", std::ref(bilinear)}};
   for (auto& [name, score] : scores) {
     AttentionResult r = attention(q, keys, values, score, valid);
     check(name + " output", r.output, get("scores:" + name + ".out"));
@@ -244,7 +249,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tutorial_models: %s\n", e.what());
     return 1;
   }
-  if (failures) std::printf("%d check(s) differ from PyTorch\n", failures);
-  else std::printf("every model matches PyTorch\n");
+  if (failures)
+    std::printf("%d check(s) differ from PyTorch\n", failures);
+  else
+    std::printf("every model matches PyTorch\n");
   return failures ? 1 : 0;
 }

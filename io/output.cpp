@@ -146,7 +146,8 @@ OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::
   temporary_ = cat(path_, ".tmp.", ::getpid());
   std::error_code ec;
   std::filesystem::remove_all(temporary_, ec);  // a crashed process of this pid left it
-  QKV_CHECK(::mkdir(temporary_.c_str(), 0755) == 0, "cannot write ", flag_, " ", shown(path_), ": ", std::strerror(errno));
+  QKV_CHECK(::mkdir(temporary_.c_str(), 0755) == 0, "cannot write ", flag_, " ", shown(path_), ": ",
+            std::strerror(errno));
 }
 
 OutputFolder::~OutputFolder() {

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -74,8 +74,10 @@ void check_writable_target(const std::string& path, bool probe) {
   QKV_CHECK(!path.empty(), "no file name given to write");
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) {
-    const char* kind = S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a folder"
-                       : !S_ISREG(st.st_mode) ? "not a regular file (a device, pipe or socket)" : nullptr;
+    const char* kind = S_ISLNK(st.st_mode)    ? "a symbolic link"
+                       : S_ISDIR(st.st_mode)  ? "a folder"
+                       : !S_ISREG(st.st_mode) ? "not a regular file (a device, pipe or socket)"
+                                              : nullptr;
     QKV_CHECK(!kind, "refusing to write ", printable(path), ": it is ", kind);
   } else {
     QKV_CHECK(errno == ENOENT, "cannot write ", printable(path), ": ", std::strerror(errno));
@@ -104,7 +106,8 @@ std::string read_regular_file(const std::string& path, int64_t max_bytes, const 
   if (!S_ISREG(st.st_mode) || st.st_size > max_bytes) ::close(fd);
   QKV_CHECK(!S_ISDIR(st.st_mode), shown, ": is a folder, not a ", what, " file");
   QKV_CHECK(S_ISREG(st.st_mode), shown, ": is not a regular file (a ", what, " must be one)");
-  QKV_CHECK(st.st_size <= max_bytes, shown, ": holds ", st.st_size, " bytes; a ", what, " may hold at most ", max_bytes);
+  QKV_CHECK(st.st_size <= max_bytes, shown, ": holds ", st.st_size, " bytes; a ", what, " may hold at most ",
+            max_bytes);
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
   while (got < bytes.size()) {
@@ -132,7 +135,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     QKV_CHECK(!name.empty() && name != "__metadata__" && names.insert(name).second, "save_safetensors ", path,
-          ": bad or repeated tensor name '", name, "'");
+              ": bad or repeated tensor name '", name, "'");
     uint64_t bytes = static_cast<uint64_t>(t.numel()) * element_size(t.dtype());
     std::string dims;
     for (int64_t s : t.shape()) {
@@ -226,33 +229,40 @@ TensorFile load_safetensors(const std::string& path) {
     const nlohmann::json &dtype = entry["dtype"], &shape = entry["shape"], &offsets = entry["data_offsets"];
     DType dt;
     if (!dtype.is_string() || !dtype_from_name(dtype.get<std::string>(), dt))
-      throw fail(cat("tensor '", shown, "' has unsupported dtype ", dtype.is_string() ? printable(dtype.get<std::string>()) : "?",
+      throw fail(cat("tensor '", shown, "' has unsupported dtype ",
+                     dtype.is_string() ? printable(dtype.get<std::string>()) : "?",
                      " (qkv reads F32, F64, I64, BOOL)"));
-    if (!shape.is_array() || shape.size() > 8) throw fail(cat("tensor '", shown, "' has a shape that is not a list of at most 8 sizes"));
+    if (!shape.is_array() || shape.size() > 8)
+      throw fail(cat("tensor '", shown, "' has a shape that is not a list of at most 8 sizes"));
     Shape dims;
     uint64_t count = 1;
     for (const nlohmann::json& d : shape) {
       uint64_t size;
-      if (!size_of(d, size) || size > (uint64_t{1} << 40)) throw fail(cat("tensor '", shown, "' has a bad size in its shape"));
+      if (!size_of(d, size) || size > (uint64_t{1} << 40))
+        throw fail(cat("tensor '", shown, "' has a bad size in its shape"));
       dims.push_back(static_cast<int64_t>(size));
       if (__builtin_mul_overflow(count, size, &count) || count > (uint64_t{1} << 40))
         throw fail(cat("tensor '", shown, "' is too large"));
     }
     uint64_t begin, end;
-    if (!offsets.is_array() || offsets.size() != 2 || !size_of(offsets[0], begin) || !size_of(offsets[1], end) || end < begin)
+    if (!offsets.is_array() || offsets.size() != 2 || !size_of(offsets[0], begin) || !size_of(offsets[1], end) ||
+        end < begin)
       throw fail(cat("tensor '", shown, "' has bad data_offsets"));
     if (end > data_size)
-      throw fail(cat("tensor '", shown, "' data_offsets [", begin, ", ", end, ") run past the data (", data_size, " bytes)"));
+      throw fail(
+          cat("tensor '", shown, "' data_offsets [", begin, ", ", end, ") run past the data (", data_size, " bytes)"));
     if (end - begin != count * element_size(dt))
       throw fail(cat("tensor '", shown, "' holds ", end - begin, " bytes but ", safetensors_dtype(dt), " ",
                      shape_str(dims), " needs ", count * element_size(dt)));
     if (dt == DType::Bool)  // only 0 and 1 are valid bools
       for (uint64_t i = begin; i < end; ++i)
-        if (static_cast<unsigned char>(data[i]) > 1) throw fail(cat("tensor '", shown, "' has a bool that is not 0 or 1"));
+        if (static_cast<unsigned char>(data[i]) > 1)
+          throw fail(cat("tensor '", shown, "' has a bool that is not 0 or 1"));
     spans.push_back({begin, end, file.tensors.size()});
     file.tensors.emplace_back(name, Tensor());  // allocated once the spans are known to tile the data
   }
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
   uint64_t covered = 0;
   for (const Span& s : spans) {
     const std::string shown = printable(file.tensors[s.index].first);

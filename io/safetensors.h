@@ -1,6 +1,6 @@
-// safetensors files (the serialization floor: io/ sits below nn/ and optim/): the format Hugging Face's safetensors library reads
-// (8-byte little-endian header length, a JSON header, raw little-endian data),
-// written atomically and validated in full when read. Little-endian hosts only.
+// safetensors files (the serialization floor: io/ sits below nn/ and optim/): the format Hugging Face's safetensors
+// library reads (8-byte little-endian header length, a JSON header, raw little-endian data), written atomically and
+// validated in full when read. Little-endian hosts only.
 #pragma once
 
 #include <functional>

@@ -19,9 +19,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void check_qk(const char* op, const Tensor& q, const Tensor& k) {
   QKV_CHECK(q.dim() >= 2 && k.dim() >= 2, op, ": q ", shape_str(q.shape()), " and k ", shape_str(k.shape()),
-        " need rank >= 2");
+            " need rank >= 2");
   QKV_CHECK(q.size(-1) == k.size(-1), op, ": q ", shape_str(q.shape()), " and k ", shape_str(k.shape()),
-        " differ in feature size");
+            " differ in feature size");
 }
 }  // namespace
 
@@ -46,7 +46,7 @@ AdditiveScore::AdditiveScore(int64_t d_q, int64_t d_k, int64_t hidden, Generator
 // Every query meets every key through broadcasting: [.., n_q, 1, h] + [.., 1, n_k, h].
 Tensor AdditiveScore::forward(const Tensor& q, const Tensor& k) const {
   QKV_CHECK(q.dim() >= 2 && k.dim() >= 2, "AdditiveScore: q ", shape_str(q.shape()), " and k ", shape_str(k.shape()),
-        " need rank >= 2");
+            " need rank >= 2");
   Tensor features = tanh(add(unsqueeze(w_q->forward(q), -2), unsqueeze(w_k->forward(k), -3)));
   return squeeze(w_v->forward(features), -1);
 }
@@ -58,8 +58,8 @@ BilinearScore::BilinearScore(int64_t d_q, int64_t d_k, Generator* gen) {
 
 Tensor BilinearScore::forward(const Tensor& q, const Tensor& k) const {
   QKV_CHECK(q.dim() >= 2 && k.dim() >= 2 && q.size(-1) == weight.size(0) && k.size(-1) == weight.size(1),
-        "BilinearScore(", weight.size(0), ", ", weight.size(1), "): q ", shape_str(q.shape()), " and k ",
-        shape_str(k.shape()), " do not fit");
+            "BilinearScore(", weight.size(0), ", ", weight.size(1), "): q ", shape_str(q.shape()), " and k ",
+            shape_str(k.shape()), " do not fit");
   return matmul(matmul(q, weight), k, false, true);
 }
 
@@ -108,7 +108,7 @@ Tensor merge_masks(const Tensor& a, const Tensor& b) {
   if (a.dtype() == DType::Bool && b.dtype() == DType::Bool) return logical_and(a, b);
   DType dtype = a.dtype() == DType::Bool ? b.dtype() : a.dtype();
   QKV_CHECK(is_floating(dtype), "merge_masks: masks must be bool or float, got ", dtype_name(a.dtype()), " and ",
-        dtype_name(b.dtype()));
+            dtype_name(b.dtype()));
   return add(additive(a, dtype), additive(b, dtype));
 }
 
@@ -116,10 +116,11 @@ Tensor apply_mask(const Tensor& scores, const Tensor& mask) {
   if (!mask.defined()) return scores;
   bool fits = mask.dim() <= scores.dim();
   for (int64_t i = 1; fits && i <= mask.dim(); ++i) fits = mask.size(-i) == 1 || mask.size(-i) == scores.size(-i);
-  QKV_CHECK(fits, "attention: mask ", shape_str(mask.shape()), " does not broadcast to scores ", shape_str(scores.shape()));
+  QKV_CHECK(fits, "attention: mask ", shape_str(mask.shape()), " does not broadcast to scores ",
+            shape_str(scores.shape()));
   if (mask.dtype() == DType::Bool) return masked_fill(scores, logical_not(mask), -kInf);
   QKV_CHECK(mask.dtype() == scores.dtype(), "attention: float mask is ", dtype_name(mask.dtype()), " but scores are ",
-        dtype_name(scores.dtype()));
+            dtype_name(scores.dtype()));
   return add(scores, mask);
 }
 
@@ -128,7 +129,7 @@ Tensor apply_mask(const Tensor& scores, const Tensor& mask) {
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreFn& score, const Tensor& mask,
                           double dropout_p, Generator* gen) {
   QKV_CHECK(k.dim() >= 2 && v.dim() >= 2 && k.size(-2) == v.size(-2), "attention: k ", shape_str(k.shape()), " and v ",
-        shape_str(v.shape()), " must hold the same number of keys");
+            shape_str(v.shape()), " must hold the same number of keys");
   Tensor weights = softmax(apply_mask(score(q, k), mask), -1);
   return {matmul(dropout(weights, dropout_p, true, gen), v), weights};
 }
@@ -184,17 +185,19 @@ AttentionResult SingleHeadAttention::forward(const Tensor& query, const Tensor& 
 
 Tensor attend(const Tensor& query, const Tensor& keys, const Tensor& values, const ScoreFn& score) {
   QKV_CHECK(query.dim() == 1 && keys.dim() == 2 && values.dim() == 2, "attend: query ", shape_str(query.shape()),
-        ", keys ", shape_str(keys.shape()), ", values ", shape_str(values.shape()),
-        " must be [d_q], [n, d_k], [n, d_v]");
+            ", keys ", shape_str(keys.shape()), ", values ", shape_str(values.shape()),
+            " must be [d_q], [n, d_k], [n, d_v]");
   return squeeze(attention(unsqueeze(query, 0), keys, values, score).output, 0);
 }
 
 HardAttentionResult hard_attention(const Tensor& weights, const Tensor& v, HardMode mode, Generator* gen) {
-  QKV_CHECK(weights.dim() >= 2 && v.dim() == weights.dim() && v.size(-2) == weights.size(-1) &&
-            Shape(weights.shape().begin(), weights.shape().end() - 2) == Shape(v.shape().begin(), v.shape().end() - 2),
-        "hard_attention: weights ", shape_str(weights.shape()), " and v ", shape_str(v.shape()), " do not fit");
+  QKV_CHECK(
+      weights.dim() >= 2 && v.dim() == weights.dim() && v.size(-2) == weights.size(-1) &&
+          Shape(weights.shape().begin(), weights.shape().end() - 2) == Shape(v.shape().begin(), v.shape().end() - 2),
+      "hard_attention: weights ", shape_str(weights.shape()), " and v ", shape_str(v.shape()), " do not fit");
   Generator& g = gen ? *gen : default_generator();
-  int64_t nq = weights.size(-2), nk = weights.size(-1), dv = v.size(-1), batch = weights.numel() / std::max<int64_t>(nq * nk, 1);
+  int64_t nq = weights.size(-2), nk = weights.size(-1), dv = v.size(-1),
+          batch = weights.numel() / std::max<int64_t>(nq * nk, 1);
   Shape index_shape(weights.shape().begin(), weights.shape().end() - 1);
   Tensor indices = Tensor::empty(index_shape, DType::Int64);
   Tensor output = Tensor::zeros({batch, nq, dv}, v.dtype());

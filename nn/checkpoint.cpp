@@ -38,8 +38,9 @@ void load_into(Module& module, const io::TensorFile& file, const std::string& pa
     expected.insert(name);
     Tensor t = file.get(name);
     QKV_CHECK(t.defined(), path, ": missing tensor '", name, "'");
-    QKV_CHECK(t.shape() == p.shape() && t.dtype() == p.dtype(), path, ": tensor '", name, "' is ", dtype_name(t.dtype()),
-          " ", shape_str(t.shape()), " but the model expects ", dtype_name(p.dtype()), " ", shape_str(p.shape()));
+    QKV_CHECK(t.shape() == p.shape() && t.dtype() == p.dtype(), path, ": tensor '", name, "' is ",
+              dtype_name(t.dtype()), " ", shape_str(t.shape()), " but the model expects ", dtype_name(p.dtype()), " ",
+              shape_str(p.shape()));
     // A diverged run's weights would sample garbage, score 0% and draw
     // nothing, each without a word: refuse them here, by name.
     int64_t at = first_non_finite(t);

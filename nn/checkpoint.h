@@ -12,7 +12,8 @@
 namespace qkv::nn {
 
 /// Writes a module's parameters under their dotted names, plus metadata.
-void save_module(const std::string& path, const Module& module, const std::map<std::string, std::string>& metadata = {});
+void save_module(const std::string& path, const Module& module,
+                 const std::map<std::string, std::string>& metadata = {});
 
 /// Copies the file's tensors into the module's parameters: every parameter
 /// must be present with its shape and dtype and hold only finite numbers

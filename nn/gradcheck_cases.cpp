@@ -18,32 +18,64 @@ std::vector<GradcheckCase> gradcheck_cases() {
     cases.push_back({std::move(op), std::move(label), std::move(make), std::move(fn)});
   };
 
-  add_case("layer_norm", "affine, [2, 3, 5]",
-           [](Generator& g) { return Inputs{normal(g, {2, 3, 5}), normal(g, {5}), normal(g, {5})}; },
-           [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); });
-  add_case("layer_norm", "no affine, [4, 6], eps 0.1", [](Generator& g) { return Inputs{normal(g, {4, 6})}; },
-           [](const Inputs& x) { return layer_norm(x[0], Tensor(), Tensor(), 0.1); });
-  add_case("layer_norm", "weight only, [3, 4]", [](Generator& g) { return Inputs{normal(g, {3, 4}), normal(g, {4})}; },
-           [](const Inputs& x) { return layer_norm(x[0], x[1], Tensor()); });
+  add_case(
+      "layer_norm", "affine, [2, 3, 5]",
+      [](Generator& g) {
+        return Inputs{normal(g, {2, 3, 5}), normal(g, {5}), normal(g, {5})};
+      },
+      [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); });
+  add_case(
+      "layer_norm", "no affine, [4, 6], eps 0.1",
+      [](Generator& g) {
+        return Inputs{normal(g, {4, 6})};
+      },
+      [](const Inputs& x) { return layer_norm(x[0], Tensor(), Tensor(), 0.1); });
+  add_case(
+      "layer_norm", "weight only, [3, 4]",
+      [](Generator& g) {
+        return Inputs{normal(g, {3, 4}), normal(g, {4})};
+      },
+      [](const Inputs& x) { return layer_norm(x[0], x[1], Tensor()); });
 
   // Masks replay: gradcheck restores the default generator before every evaluation.
-  add_case("dropout", "p = 0.3, [4, 5]", [](Generator& g) { return Inputs{normal(g, {4, 5})}; },
-           [](const Inputs& x) { return dropout(x[0], 0.3); });
-  add_case("dropout", "p = 0.5 then tanh, [2, 3, 4]", [](Generator& g) { return Inputs{normal(g, {2, 3, 4})}; },
-           [](const Inputs& x) { return dropout(x[0], 0.5); });
-  add_case("dropout", "eval mode is the identity", [](Generator& g) { return Inputs{normal(g, {3, 3})}; },
-           [](const Inputs& x) { return dropout(x[0], 0.5, false); });
+  add_case(
+      "dropout", "p = 0.3, [4, 5]",
+      [](Generator& g) {
+        return Inputs{normal(g, {4, 5})};
+      },
+      [](const Inputs& x) { return dropout(x[0], 0.3); });
+  add_case(
+      "dropout", "p = 0.5 then tanh, [2, 3, 4]",
+      [](Generator& g) {
+        return Inputs{normal(g, {2, 3, 4})};
+      },
+      [](const Inputs& x) { return dropout(x[0], 0.5); });
+  add_case(
+      "dropout", "eval mode is the identity",
+      [](Generator& g) {
+        return Inputs{normal(g, {3, 3})};
+      },
+      [](const Inputs& x) { return dropout(x[0], 0.5, false); });
 
   auto targets = [](std::vector<int64_t> t, Shape s) { return Tensor::from_vector(t, s); };
-  add_case("cross_entropy", "mean, [4, 5] with one ignored target",
-           [targets](Generator& g) { return Inputs{normal(g, {4, 5}), targets({1, -100, 4, 0}, {4})}; },
-           [](const Inputs& x) { return cross_entropy(x[0], x[1]); });
-  add_case("cross_entropy", "sum, [2, 3, 4]",
-           [targets](Generator& g) { return Inputs{normal(g, {2, 3, 4}), targets({0, 3, 3, 1, 2, 0}, {2, 3})}; },
-           [](const Inputs& x) { return cross_entropy(x[0], x[1], -100, Reduction::Sum); });
-  add_case("cross_entropy", "ignore_index 0",
-           [targets](Generator& g) { return Inputs{normal(g, {3, 4}), targets({0, 2, 3}, {3})}; },
-           [](const Inputs& x) { return cross_entropy(x[0], x[1], 0); });
+  add_case(
+      "cross_entropy", "mean, [4, 5] with one ignored target",
+      [targets](Generator& g) {
+        return Inputs{normal(g, {4, 5}), targets({1, -100, 4, 0}, {4})};
+      },
+      [](const Inputs& x) { return cross_entropy(x[0], x[1]); });
+  add_case(
+      "cross_entropy", "sum, [2, 3, 4]",
+      [targets](Generator& g) {
+        return Inputs{normal(g, {2, 3, 4}), targets({0, 3, 3, 1, 2, 0}, {2, 3})};
+      },
+      [](const Inputs& x) { return cross_entropy(x[0], x[1], -100, Reduction::Sum); });
+  add_case(
+      "cross_entropy", "ignore_index 0",
+      [targets](Generator& g) {
+        return Inputs{normal(g, {3, 4}), targets({0, 2, 3}, {3})};
+      },
+      [](const Inputs& x) { return cross_entropy(x[0], x[1], 0); });
   return cases;
 }
 

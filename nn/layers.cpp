@@ -11,7 +11,7 @@ namespace qkv::nn {
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Init init, Generator* gen)
     : in_(in_features), out_(out_features) {
   QKV_CHECK(in_features > 0 && out_features > 0, "Linear: sizes must be positive, got in ", in_features, ", out ",
-        out_features);
+            out_features);
   double bound = 0;
   Tensor w;
   switch (init) {
@@ -20,9 +20,11 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Init i
     case Init::KaimingUniform: bound = std::sqrt(6.0 / static_cast<double>(in_)); break;
     case Init::Normal002: w = Tensor::randn({out_, in_}, DType::Float32, gen) * 0.02; break;
   }
-  weight = register_parameter("weight", w.defined() ? w.detach() : Tensor::uniform({out_, in_}, -bound, bound, DType::Float32, gen));
+  weight = register_parameter(
+      "weight", w.defined() ? w.detach() : Tensor::uniform({out_, in_}, -bound, bound, DType::Float32, gen));
   if (with_bias) {
-    Tensor b = init == Init::Torch ? Tensor::uniform({out_}, -bound, bound, DType::Float32, gen) : Tensor::zeros({out_});
+    Tensor b =
+        init == Init::Torch ? Tensor::uniform({out_}, -bound, bound, DType::Float32, gen) : Tensor::zeros({out_});
     bias = register_parameter("bias", b);
   }
 }
@@ -30,7 +32,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Init i
 Tensor Linear::forward(const Tensor& x) const {
   auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input ", shape_str(x.shape()),
-        " does not end in ", in_, " features");
+            " does not end in ", in_, " features");
   return qkv::linear(x, weight, bias);  // x·Wᵀ + b in one op: no transpose copy, no separate bias pass
 }
 
@@ -43,10 +45,11 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen, double
 Tensor Embedding::forward(const Tensor& ids) const {
   auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(ids.dtype() == DType::Int64, "Embedding(", num_, ", ", dim_, "): ids must be int64, got ",
-        dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
+            dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   const int64_t* p = ids.data<int64_t>();
   for (int64_t i = 0, n = ids.numel(); i < n; ++i)
-    QKV_CHECK(p[i] >= 0 && p[i] < num_, "Embedding(", num_, ", ", dim_, "): id ", p[i], " out of range [0, ", num_, ")");
+    QKV_CHECK(p[i] >= 0 && p[i] < num_, "Embedding(", num_, ", ", dim_, "): id ", p[i], " out of range [0, ", num_,
+              ")");
   Shape shape = ids.shape();
   shape.push_back(dim_);
   return reshape(index_select(weight, 0, reshape(ids, {-1})), shape);

@@ -8,10 +8,10 @@ namespace qkv::nn {
 
 /// How Linear draws its initial weights (seeded by the generator given).
 enum class Init {
-  Torch,          // PyTorch's default: weight and bias ~ U(±1/√in)
-  XavierUniform,  // Glorot: weight ~ U(±√(6/(in+out))), bias 0
-  KaimingUniform, // He, for ReLU: weight ~ U(±√(6/in)), bias 0
-  Normal002,      // GPT-2: weight ~ N(0, 0.02²), bias 0
+  Torch,           // PyTorch's default: weight and bias ~ U(±1/√in)
+  XavierUniform,   // Glorot: weight ~ U(±√(6/(in+out))), bias 0
+  KaimingUniform,  // He, for ReLU: weight ~ U(±√(6/in)), bias 0
+  Normal002,       // GPT-2: weight ~ N(0, 0.02²), bias 0
 };
 
 /// y = x·Wᵀ + b over the last dim; weight [out, in], bias [out] (as in PyTorch).

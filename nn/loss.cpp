@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/engine.h"
@@ -22,14 +22,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   QKV_CHECK(logits.dim() >= 1, "cross_entropy: logits need a class dim, got ", shape_str(logits.shape()));
   QKV_CHECK(targets.dtype() == DType::Int64, "cross_entropy: targets must be int64, got ", dtype_name(targets.dtype()));
   Shape rows_shape(logits.shape().begin(), logits.shape().end() - 1);
-  QKV_CHECK(targets.shape() == rows_shape, "cross_entropy: targets ", shape_str(targets.shape()), " do not match logits ",
-        shape_str(logits.shape()), " (expected ", shape_str(rows_shape), ")");
+  QKV_CHECK(targets.shape() == rows_shape, "cross_entropy: targets ", shape_str(targets.shape()),
+            " do not match logits ", shape_str(logits.shape()), " (expected ", shape_str(rows_shape), ")");
   int64_t C = logits.size(-1), rows = targets.numel();
   const int64_t* t = targets.data<int64_t>();
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (t[r] == ignore_index) continue;
-    QKV_CHECK(t[r] >= 0 && t[r] < C, "cross_entropy: target ", t[r], " at position ", r, " out of range for ", C, " classes");
+    QKV_CHECK(t[r] >= 0 && t[r] < C, "cross_entropy: target ", t[r], " at position ", r, " out of range for ", C,
+              " classes");
     ++count;
   }
   auto lse = std::make_shared<std::vector<double>>(rows);
@@ -74,9 +75,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                  for (int64_t r = begin; r < end; ++r) {
                    if (t[r] == ignore_index) continue;
                    if constexpr (std::is_same_v<T, float>)
-                     simd::exp_shifted_scaled(px + r * C, static_cast<float>((*lse)[r]), static_cast<float>(s), pgx + r * C, C);
+                     simd::exp_shifted_scaled(px + r * C, static_cast<float>((*lse)[r]), static_cast<float>(s),
+                                              pgx + r * C, C);
                    else
-                     for (int64_t c = 0; c < C; ++c) pgx[r * C + c] = static_cast<T>(s * std::exp(px[r * C + c] - (*lse)[r]));
+                     for (int64_t c = 0; c < C; ++c)
+                       pgx[r * C + c] = static_cast<T>(s * std::exp(px[r * C + c] - (*lse)[r]));
                    pgx[r * C + t[r]] -= static_cast<T>(s);
                  }
                });
@@ -91,7 +94,8 @@ Tensor attention_entropy(const std::vector<Tensor>& weights) {
   Tensor total;
   int64_t rows = 0;
   for (const Tensor& p : weights) {
-    QKV_CHECK(p.defined() && p.dim() >= 2 && is_floating(p.dtype()), "attention_entropy: weights must be float [..., n_q, n_k]");
+    QKV_CHECK(p.defined() && p.dim() >= 2 && is_floating(p.dtype()),
+              "attention_entropy: weights must be float [..., n_q, n_k]");
     Tensor h = neg(sum(mul(p, log(add(p, 1e-12)))));  // Σ over every row of this tensor
     total = total.defined() ? add(total, h) : h;
     rows += p.numel() / std::max<int64_t>(p.size(-1), 1);

@@ -8,9 +8,10 @@
 namespace qkv::nn {
 
 std::map<std::string, std::string> ModelShape::fields() const {
-  return {{"vocab", std::to_string(vocab)}, {"context", std::to_string(context)}, {"width", std::to_string(width)},
-          {"heads", std::to_string(heads)}, {"layers", std::to_string(layers)}, {"dropout", io::exact_number(dropout)},
-          {"post_ln", post_ln ? "1" : "0"}, {"attention", attention}};
+  return {{"vocab", std::to_string(vocab)},   {"context", std::to_string(context)},
+          {"width", std::to_string(width)},   {"heads", std::to_string(heads)},
+          {"layers", std::to_string(layers)}, {"dropout", io::exact_number(dropout)},
+          {"post_ln", post_ln ? "1" : "0"},   {"attention", attention}};
 }
 
 ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fields, const std::string& where) {
@@ -35,7 +36,8 @@ ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fie
   s.heads = integer("heads", 1, s.width);
   s.layers = integer("layers", 1, kMaxLayers);
   s.dropout = io::parse_number(field("dropout"), cat(where, ": dropout"));
-  QKV_CHECK(s.dropout >= 0 && s.dropout < 1, where, ": bad model description in its metadata (dropout ", s.dropout, ")");
+  QKV_CHECK(s.dropout >= 0 && s.dropout < 1, where, ": bad model description in its metadata (dropout ", s.dropout,
+            ")");
   s.post_ln = field("post_ln") == "1";
   if (fields.count("attention")) s.attention = AttentionKind::parse(fields.at("attention")).str();  // older files: full
   return s;
@@ -85,13 +87,17 @@ std::vector<ModelKind>& kinds() {
   static std::vector<ModelKind> all{
       {"gpt", "decoder-only transformer (causal self-attention, tied head)",
        [](const ModelShape& s) {
-         return saturate(embedding_parameters(s) + static_cast<double>(s.layers) * block_parameters(static_cast<double>(s.width)));
+         return saturate(embedding_parameters(s) +
+                         static_cast<double>(s.layers) * block_parameters(static_cast<double>(s.width)));
        },
-       [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> { return std::make_unique<GPT>(gpt_config(s), gen); }},
+       [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {
+         return std::make_unique<GPT>(gpt_config(s), gen);
+       }},
       {"seq2seq", "encoder-decoder transformer (self- and cross-attention)",
        [](const ModelShape& s) {
          double C = static_cast<double>(s.width);
-         return saturate(embedding_parameters(s) + static_cast<double>(s.layers) * (2 * block_parameters(C) + 4 * C * C + 6 * C) +
+         return saturate(embedding_parameters(s) +
+                         static_cast<double>(s.layers) * (2 * block_parameters(C) + 4 * C * C + 6 * C) +
                          2 * C);  // + encoder_ln
        },
        [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {

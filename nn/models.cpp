@@ -1,7 +1,7 @@
 #include "nn/models.h"
 
-#include "autograd/ops/elementwise.h"
 #include "autograd/engine.h"
+#include "autograd/ops/elementwise.h"
 #include "autograd/ops/matmul.h"
 #include "autograd/recompute.h"
 
@@ -10,15 +10,16 @@ namespace qkv::nn {
 namespace {
 
 void check_sizes(const char* model, int64_t vocab, int64_t context, int64_t width, int64_t heads) {
-  QKV_CHECK(vocab > 0 && context > 0 && width > 0 && heads > 0, model, ": vocab ", vocab, ", context ", context, ", width ",
-        width, ", heads ", heads, " must all be positive");
+  QKV_CHECK(vocab > 0 && context > 0 && width > 0 && heads > 0, model, ": vocab ", vocab, ", context ", context,
+            ", width ", width, ", heads ", heads, " must all be positive");
   QKV_CHECK(width % heads == 0, model, ": width ", width, " is not divisible by heads ", heads);
 }
 
 // tok_emb(ids) + pos_emb(0..T-1), after checking ids [B, T] with T <= context.
-Tensor token_and_position(const char* who, const Embedding& tok, const Embedding& pos, int64_t context, const Tensor& ids) {
-  QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, who, ": ids must be int64 [B, T], got ", dtype_name(ids.dtype()),
-        " ", shape_str(ids.shape()));
+Tensor token_and_position(const char* who, const Embedding& tok, const Embedding& pos, int64_t context,
+                          const Tensor& ids) {
+  QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, who, ": ids must be int64 [B, T], got ",
+            dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   QKV_CHECK(ids.size(1) <= context, who, ": sequence of ", ids.size(1), " tokens exceeds the context of ", context);
   return add(tok.forward(ids), pos.forward(Tensor::arange(static_cast<double>(ids.size(1)), DType::Int64)));
 }
@@ -46,8 +47,10 @@ Tensor GPT::forward(const Tensor& ids, std::vector<Tensor>* weights) const {
   causal.kind = config_.attention;
   causal.fused = config_.fused_attention;
   for (const auto& block : *blocks) {
-    if (config_.recompute && !weights && grad_enabled()) {  // keep the block's input only; replay it in backward
-      x = recompute([block, causal](const std::vector<Tensor>& in) { return block->forward(in[0], causal); }, {x}, gen_);
+    if (config_.checkpoint_activations && !weights &&
+        grad_enabled()) {  // keep the block's input only; replay it in backward
+      x = recompute([block, causal](const std::vector<Tensor>& in) { return block->forward(in[0], causal); }, {x},
+                    gen_);
     } else {
       x = block->forward(x, causal, Tensor(), {}, weights);
     }
@@ -61,15 +64,16 @@ KVCache GPT::make_cache(int64_t batch) const {
 }
 
 Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
-  QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, "GPT: ids must be int64 [B, t], got ", dtype_name(ids.dtype()),
-            " ", shape_str(ids.shape()));
+  QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, "GPT: ids must be int64 [B, t], got ",
+            dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   QKV_CHECK(static_cast<int64_t>(cache.keys.size()) == config_.layers, "GPT: a cache for ", cache.keys.size(),
             " layers, the model has ", config_.layers);
   int64_t pos = cache.length, t = ids.size(1);
   QKV_CHECK(pos + t <= config_.context && pos + t <= cache.capacity(), "GPT: generation reached the context of ",
             config_.context, " tokens (", pos, " cached + ", t, " new)");
-  Tensor x = add(tok_emb->forward(ids), pos_emb->forward(Tensor::arange(static_cast<double>(pos),
-                                                                        static_cast<double>(pos + t), 1, DType::Int64)));
+  Tensor x =
+      add(tok_emb->forward(ids),
+          pos_emb->forward(Tensor::arange(static_cast<double>(pos), static_cast<double>(pos + t), 1, DType::Int64)));
   MhaOptions causal;
   causal.causal = true;
   causal.kind = config_.attention;
@@ -94,25 +98,28 @@ Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config),
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
   encoder = register_module("encoder", std::make_shared<ModuleList<TransformerBlock>>());
   BlockConfig block{config.width, config.heads, config.dropout, config.post_ln, false};
-  for (int64_t i = 0; i < config.encoder_layers; ++i) encoder->push_back(std::make_shared<TransformerBlock>(block, gen));
+  for (int64_t i = 0; i < config.encoder_layers; ++i)
+    encoder->push_back(std::make_shared<TransformerBlock>(block, gen));
   encoder_ln = register_module("encoder_ln", std::make_shared<LayerNorm>(config.width));
   decoder = register_module("decoder", std::make_shared<ModuleList<TransformerBlock>>());
   block.cross_attention = true;
-  for (int64_t i = 0; i < config.decoder_layers; ++i) decoder->push_back(std::make_shared<TransformerBlock>(block, gen));
+  for (int64_t i = 0; i < config.decoder_layers; ++i)
+    decoder->push_back(std::make_shared<TransformerBlock>(block, gen));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
 }
 
 Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_lengths, std::vector<Tensor>* weights) const {
   Tensor x = token_and_position("Seq2Seq encoder", *tok_emb, *pos_emb, config_.context, src);
   QKV_CHECK(static_cast<int64_t>(src_lengths.size()) == src.size(0), "Seq2Seq: ", src_lengths.size(),
-        " source lengths for a batch of ", src.size(0));
+            " source lengths for a batch of ", src.size(0));
   MhaOptions padding;
   padding.key_padding_mask = key_padding_mask(src_lengths, src.size(1));
   padding.kind = config_.attention;
   padding.fused = config_.fused_attention;
   for (const auto& block : *encoder)
-    x = config_.recompute && !weights && grad_enabled()
-            ? recompute([block, padding](const std::vector<Tensor>& in) { return block->forward(in[0], padding); }, {x}, gen_)
+    x = config_.checkpoint_activations && !weights && grad_enabled()
+            ? recompute([block, padding](const std::vector<Tensor>& in) { return block->forward(in[0], padding); }, {x},
+                        gen_)
             : block->forward(x, padding, Tensor(), {}, weights);
   return encoder_ln->forward(x);
 }
@@ -126,8 +133,9 @@ Tensor Seq2Seq::decode(const Tensor& tgt, const Tensor& memory, const std::vecto
   causal.fused = cross.fused = config_.fused_attention;
   cross.key_padding_mask = key_padding_mask(src_lengths, memory.size(1));
   for (const auto& block : *decoder)
-    x = config_.recompute && !weights && grad_enabled()
-            ? recompute([block, causal, cross](const std::vector<Tensor>& in) { return block->forward(in[0], causal, in[1], cross); },
+    x = config_.checkpoint_activations && !weights && grad_enabled()
+            ? recompute([block, causal,
+                         cross](const std::vector<Tensor>& in) { return block->forward(in[0], causal, in[1], cross); },
                         {x, memory}, gen_)
             : block->forward(x, causal, memory, cross, weights);
   return tied_head(ln_f->forward(x), *tok_emb);

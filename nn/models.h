@@ -14,7 +14,8 @@ struct GPTConfig {
   double dropout = 0;
   bool post_ln = false;
   AttentionKind attention;  // every layer's self-attention: full, window:W or linear
-  bool recompute = false;   // activation checkpointing: blocks replay their forward in backward (less memory)
+  bool checkpoint_activations =
+      false;  // blocks keep only their input and replay their forward in backward (less memory; autograd/recompute.h)
   bool fused_attention = true;  // attention may take the fused kernel (MhaOptions::fused)
 };
 
@@ -34,8 +35,8 @@ class GPT : public Module {
   Tensor forward_cached(const Tensor& ids, KVCache& cache) const;
   /// An empty cache for `batch` sequences of up to the context length.
   KVCache make_cache(int64_t batch) const;
-  /// Switches activation checkpointing (GPTConfig::recompute) on or off.
-  void set_recompute(bool on) { config_.recompute = on; }
+  /// Switches activation checkpointing (GPTConfig::checkpoint_activations) on or off.
+  void set_checkpoint_activations(bool on) { config_.checkpoint_activations = on; }
   /// Whether attention may take the fused kernel (GPTConfig::fused_attention).
   void set_fused_attention(bool on) { config_.fused_attention = on; }
   const GPTConfig& config() const { return config_; }
@@ -53,9 +54,9 @@ struct Seq2SeqConfig {
   int64_t vocab = 32, context = 32, width = 64, heads = 4, encoder_layers = 1, decoder_layers = 1;
   double dropout = 0;
   bool post_ln = false;
-  AttentionKind attention;  // the encoder's and decoder's self-attention (cross-attention stays full)
-  bool recompute = false;   // activation checkpointing, as in GPTConfig
-  bool fused_attention = true;  // as in GPTConfig
+  AttentionKind attention;              // the encoder's and decoder's self-attention (cross-attention stays full)
+  bool checkpoint_activations = false;  // as in GPTConfig
+  bool fused_attention = true;          // as in GPTConfig
 };
 
 /// Encoder-decoder transformer for variable-length toy tasks. Parameters:
@@ -68,14 +69,15 @@ class Seq2Seq : public Module {
   explicit Seq2Seq(const Seq2SeqConfig& config, Generator* gen = nullptr);
   /// src int64 [B, S] with the true lengths per row -> memory [B, S, width].
   /// `weights`, when given, receives each layer's self-attention weights [B, heads, S, S].
-  Tensor encode(const Tensor& src, const std::vector<int64_t>& src_lengths, std::vector<Tensor>* weights = nullptr) const;
+  Tensor encode(const Tensor& src, const std::vector<int64_t>& src_lengths,
+                std::vector<Tensor>* weights = nullptr) const;
   /// tgt int64 [B, T] -> logits [B, T, vocab], attending to `memory`.
   /// `weights`, when given, receives per layer the self-attention weights
   /// [B, heads, T, T], then the cross-attention weights [B, heads, T, S].
   Tensor decode(const Tensor& tgt, const Tensor& memory, const std::vector<int64_t>& src_lengths,
                 std::vector<Tensor>* weights = nullptr) const;
   Tensor forward(const Tensor& src, const std::vector<int64_t>& src_lengths, const Tensor& tgt) const;
-  void set_recompute(bool on) { config_.recompute = on; }
+  void set_checkpoint_activations(bool on) { config_.checkpoint_activations = on; }
   /// Whether attention may take the fused kernel (GPTConfig::fused_attention).
   void set_fused_attention(bool on) { config_.fused_attention = on; }
   const Seq2SeqConfig& config() const { return config_; }

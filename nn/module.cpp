@@ -6,7 +6,8 @@ namespace qkv::nn {
 
 Tensor Module::register_parameter(const std::string& name, Tensor value) {
   QKV_CHECK(name.find('.') == std::string::npos && !name.empty(), "register_parameter: bad name '", name, "'");
-  for (const auto& [existing, t] : parameters_) QKV_CHECK(existing != name, "register_parameter: '", name, "' registered twice");
+  for (const auto& [existing, t] : parameters_)
+    QKV_CHECK(existing != name, "register_parameter: '", name, "' registered twice");
   value.requires_grad_(true);
   parameters_.emplace_back(name, value);
   return value;

@@ -9,8 +9,7 @@
 
 namespace qkv::nn {
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 AttentionKind AttentionKind::parse(const std::string& text) {
   if (text == "full") return {};
@@ -42,8 +41,9 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, const
       dropout_(config.dropout),
       gen_(config.gen) {
   QKV_CHECK(d_model > 0 && num_heads > 0, "MultiHeadAttention: d_model ", d_model, " and num_heads ", num_heads,
-        " must be positive");
-  QKV_CHECK(d_model % num_heads == 0, "MultiHeadAttention: d_model ", d_model, " is not divisible by num_heads ", num_heads);
+            " must be positive");
+  QKV_CHECK(d_model % num_heads == 0, "MultiHeadAttention: d_model ", d_model, " is not divisible by num_heads ",
+            num_heads);
   QKV_CHECK(config.kdim >= 0 && config.vdim >= 0, "MultiHeadAttention: kdim ", config.kdim, " and vdim ", config.vdim,
             " must be positive (or 0 for d_model)");
   QKV_CHECK(dropout_ >= 0 && dropout_ <= 1, "MultiHeadAttention: dropout must be in [0, 1], got ", dropout_);
@@ -69,7 +69,8 @@ AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& key, c
                                            const MhaOptions& options, bool self_attention, const char* key_name) const {
   auto scope = this->scope();  // names this module in graph pictures
   auto where = [&] { return cat("MultiHeadAttention(d_model=", d_model_, ", heads=", heads_, "): "); };
-  QKV_CHECK(x.dim() == 3 && x.size(-1) == d_model_, where(), "query ", shape_str(x.shape()), " must be [B, n, ", d_model_, "]");
+  QKV_CHECK(x.dim() == 3 && x.size(-1) == d_model_, where(), "query ", shape_str(x.shape()), " must be [B, n, ",
+            d_model_, "]");
   QKV_CHECK(key.dim() == 3 && key.size(-1) == kdim_ && key.size(0) == x.size(0), where(), key_name,
             shape_str(key.shape()), " must be [", x.size(0), ", n_k, ", kdim_, "]");
   QKV_CHECK(value.dim() == 3 && value.size(-1) == vdim_ && value.size(0) == x.size(0) && value.size(1) == key.size(1),
@@ -86,7 +87,8 @@ AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& key, c
   const AttentionKind& kind = options.kind;
   if (kind.type == AttentionKind::Linear) {  // no weight matrix: no weights to return, none to drop out
     QKV_CHECK(self_attention, where(), "linear attention is self-attention only (no cross-attention)");
-    QKV_CHECK(!options.need_weights, where(), "linear attention computes no attention weights (no n x n matrix exists)");
+    QKV_CHECK(!options.need_weights, where(),
+              "linear attention computes no attention weights (no n x n matrix exists)");
     QKV_CHECK(!attn_mask.defined(), where(), "linear attention takes no attn_mask (only causal and key padding)");
     Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k = reshape(k_proj->forward(x), {B, nk, heads_, hd}),
            v = reshape(v_proj->forward(x), {B, nk, heads_, hd});
@@ -142,12 +144,14 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, const Tensor& keys, c
                                           const MhaOptions& options) const {
   auto where = [&] { return cat("MultiHeadAttention(d_model=", d_model_, ", heads=", heads_, ") with a cache: "); };
   int64_t hd = d_model_ / heads_;
-  QKV_CHECK(x.dim() == 3 && x.size(-1) == d_model_, where(), "input ", shape_str(x.shape()), " must be [B, t, ", d_model_, "]");
+  QKV_CHECK(x.dim() == 3 && x.size(-1) == d_model_, where(), "input ", shape_str(x.shape()), " must be [B, t, ",
+            d_model_, "]");
   int64_t B = x.size(0), t = x.size(1);
   QKV_CHECK(keys.dim() == 4 && keys.size(0) == B && keys.size(2) == heads_ && keys.size(3) == hd &&
                 values.shape() == keys.shape() && keys.dtype() == x.dtype() && values.dtype() == x.dtype(),
             where(), "cache ", shape_str(keys.shape()), " does not fit input ", shape_str(x.shape()));
-  QKV_CHECK(pos >= 0 && pos + t <= keys.size(1), where(), "positions ", pos, "..", pos + t, " exceed its ", keys.size(1));
+  QKV_CHECK(pos >= 0 && pos + t <= keys.size(1), where(), "positions ", pos, "..", pos + t, " exceed its ",
+            keys.size(1));
   QKV_CHECK(options.kind.type != AttentionKind::Linear, where(), "linear attention keeps no keys and values to cache");
   QKV_CHECK(kdim_ == d_model_ && vdim_ == d_model_, where(), "self-attention needs kdim and vdim equal to d_model");
   Tensor q = reshape(q_proj->forward(x), {B, t, heads_, hd});
@@ -165,7 +169,8 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, const Tensor& keys, c
   AttentionMasks masks;
   masks.causal = true, masks.query_offset = pos;
   masks.window = options.kind.type == AttentionKind::Window ? options.kind.window : 0;
-  Tensor o = fused_attention(q, narrow(keys, 1, 0, n), narrow(values, 1, 0, n), masks, 1.0 / std::sqrt(static_cast<double>(hd)));
+  Tensor o = fused_attention(q, narrow(keys, 1, 0, n), narrow(values, 1, 0, n), masks,
+                             1.0 / std::sqrt(static_cast<double>(hd)));
   return out_proj->forward(reshape(o, {B, t, d_model_}));
 }
 

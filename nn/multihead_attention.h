@@ -29,7 +29,7 @@ struct MhaOptions {
   Tensor key_padding_mask;  // [B, n_k]: true for real tokens (see key_padding_mask())
   bool causal = false;      // also block keys after the query (causal_mask())
   bool need_weights = false;
-  AttentionKind kind;       // full by default
+  AttentionKind kind;  // full by default
   /// May the fused kernel (autograd/ops/attention.h) run this call? It does
   /// unless the call must return the weights, drop out on them, or pass a
   /// gradient to a float mask; the composed path (nn/attention.h) computes
@@ -87,7 +87,6 @@ class MultiHeadAttention : public Module {
                          bool self_attention, const char* key_name) const;
 
  public:
-
   int64_t d_model() const { return d_model_; }
   int64_t num_heads() const { return heads_; }
   int64_t kdim() const { return kdim_; }

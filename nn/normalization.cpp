@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/engine.h"
@@ -22,8 +22,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(C, 1);
   for (const Tensor* p : {&weight, &bias})
     if (p->defined())
-      QKV_CHECK((p->shape() == Shape{C} && p->dtype() == x.dtype()), "layer_norm: weight/bias ", shape_str(p->shape()), " ",
-            dtype_name(p->dtype()), " do not match input ", shape_str(x.shape()), " ", dtype_name(x.dtype()));
+      QKV_CHECK((p->shape() == Shape{C} && p->dtype() == x.dtype()), "layer_norm: weight/bias ", shape_str(p->shape()),
+                " ", dtype_name(p->dtype()), " do not match input ", shape_str(x.shape()), " ", dtype_name(x.dtype()));
   QKV_CHECK(C > 0, "layer_norm: cannot normalise over a dim of size 0 (input ", shape_str(x.shape()), ")");
   QKV_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
   Tensor y = Tensor::empty(x.shape(), x.dtype());
@@ -133,7 +133,7 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : dim_(dim), eps_(eps
 Tensor LayerNorm::forward(const Tensor& x) const {
   auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(x.dim() >= 1 && x.size(-1) == dim_, "LayerNorm(", dim_, "): input ", shape_str(x.shape()),
-        " does not end in ", dim_);
+            " does not end in ", dim_);
   return layer_norm(x, weight, bias, eps_);
 }
 

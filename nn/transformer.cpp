@@ -16,11 +16,12 @@ Tensor MLP::forward(const Tensor& x) const {
 
 TransformerBlock::TransformerBlock(const BlockConfig& config, Generator* gen) : config_(config), gen_(gen) {
   ln1 = register_module("ln1", std::make_shared<LayerNorm>(config.width));
-  attn = register_module("attn", std::make_shared<MultiHeadAttention>(config.width, config.heads, config.dropout, true, gen));
+  attn = register_module("attn",
+                         std::make_shared<MultiHeadAttention>(config.width, config.heads, config.dropout, true, gen));
   if (config.cross_attention) {
     ln_cross = register_module("ln_cross", std::make_shared<LayerNorm>(config.width));
-    cross_attn = register_module("cross_attn",
-                                 std::make_shared<MultiHeadAttention>(config.width, config.heads, config.dropout, true, gen));
+    cross_attn = register_module(
+        "cross_attn", std::make_shared<MultiHeadAttention>(config.width, config.heads, config.dropout, true, gen));
   }
   ln2 = register_module("ln2", std::make_shared<LayerNorm>(config.width));
   mlp = register_module("mlp", std::make_shared<MLP>(config.width, gen));

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <type_traits>
 #include <vector>
-#include <sstream>
 
 #include "autograd/error.h"
 #include "autograd/parallel.h"
@@ -17,7 +17,7 @@ Optimizer::Optimizer(NamedTensors params, double lr) : params_(std::move(params)
   set_lr(lr);
   for (const auto& [name, p] : params_)
     QKV_CHECK(p.defined() && is_floating(p.dtype()) && p.requires_grad(), "optimizer: parameter '", name,
-          "' must be a float tensor that requires grad");
+              "' must be a float tensor that requires grad");
 }
 
 void Optimizer::set_lr(double lr) {
@@ -62,8 +62,8 @@ void Optimizer::load_state(const NamedTensors& state, int64_t steps) {
       if (full.size() > p.size() + 1 && full.compare(0, p.size(), p) == 0 && full[p.size()] == '.' &&
           full.find('.', p.size() + 1) == std::string::npos) {
         QKV_CHECK(t.shape() == params_[i].second.shape() && t.dtype() == params_[i].second.dtype(), "optimizer state '",
-              full, "' is ", shape_str(t.shape()), " ", dtype_name(t.dtype()), ", its parameter ",
-              shape_str(params_[i].second.shape()), " ", dtype_name(params_[i].second.dtype()));
+                  full, "' is ", shape_str(t.shape()), " ", dtype_name(t.dtype()), ", its parameter ",
+                  shape_str(params_[i].second.shape()), " ", dtype_name(params_[i].second.dtype()));
         loaded[i][full.substr(p.size() + 1)] = t.to(t.dtype());
         found = true;
       }
@@ -77,16 +77,19 @@ void Optimizer::load_state(const NamedTensors& state, int64_t steps) {
 // ---- SGD ----
 
 SGD::SGD(NamedTensors params, const SGDOptions& options)
-    : Optimizer(std::move(params), options.lr), o_{0, options.momentum, options.dampening, options.weight_decay, options.nesterov} {
+    : Optimizer(std::move(params), options.lr),
+      o_{0, options.momentum, options.dampening, options.weight_decay, options.nesterov} {
   QKV_CHECK(options.momentum >= 0 && options.weight_decay >= 0 && options.dampening >= 0,
-        "SGD: momentum, dampening and weight_decay must be >= 0");
+            "SGD: momentum, dampening and weight_decay must be >= 0");
   QKV_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
-        "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
+            "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
 }
 
 std::map<std::string, std::string> SGD::hyperparameters() const {
-  return {{"momentum", io::exact_number(o_.momentum)}, {"dampening", io::exact_number(o_.dampening)},
-          {"weight_decay", io::exact_number(o_.weight_decay)}, {"nesterov", o_.nesterov ? "true" : "false"}};
+  return {{"momentum", io::exact_number(o_.momentum)},
+          {"dampening", io::exact_number(o_.dampening)},
+          {"weight_decay", io::exact_number(o_.weight_decay)},
+          {"nesterov", o_.nesterov ? "true" : "false"}};
 }
 
 void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
@@ -119,14 +122,16 @@ Adam::Adam(NamedTensors params, const AdamOptions& options) : Adam(std::move(par
 Adam::Adam(NamedTensors params, const AdamOptions& options, bool decoupled)
     : Optimizer(std::move(params), options.lr), o_(options), decoupled_(decoupled) {
   o_.lr = 0;  // not a second copy: the rate is Optimizer::lr(), set by the schedule
-  QKV_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
-        name(), ": betas must be in [0, 1), got ", options.beta1, ", ", options.beta2);
+  QKV_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1, name(),
+            ": betas must be in [0, 1), got ", options.beta1, ", ", options.beta2);
   QKV_CHECK(options.eps >= 0 && options.weight_decay >= 0, name(), ": eps and weight_decay must be >= 0");
   for (const auto& [n, p] : this->params()) decays_.push_back(!decoupled || !options.decays || options.decays(n, p));
 }
 
 std::map<std::string, std::string> Adam::hyperparameters() const {
-  return {{"beta1", io::exact_number(o_.beta1)}, {"beta2", io::exact_number(o_.beta2)}, {"eps", io::exact_number(o_.eps)},
+  return {{"beta1", io::exact_number(o_.beta1)},
+          {"beta2", io::exact_number(o_.beta2)},
+          {"eps", io::exact_number(o_.eps)},
           {"weight_decay", io::exact_number(o_.weight_decay)}};
 }
 
@@ -143,8 +148,8 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
     const double l2 = decoupled_ ? 0.0 : o_.weight_decay;
     const double shrink = decoupled_ && decays_[index] ? 1 - lr * o_.weight_decay : 1.0, eps = o_.eps;
     if constexpr (std::is_same_v<T, float>) {  // float lanes, coefficients from double (bias corrections included)
-      simd::AdamStep s{float(b1), float(1 - b1), float(b2), float(1 - b2), float(l2), float(shrink), float(lr),
-                       float(1 / bc1), float(1 / bc2), float(eps)};
+      simd::AdamStep s{float(b1),     float(1 - b1), float(b2),      float(1 - b2),  float(l2),
+                       float(shrink), float(lr),     float(1 / bc1), float(1 / bc2), float(eps)};
       parallel_for(param.numel(), 8, [&](int64_t begin, int64_t end) {
         simd::adam(s, p + begin, g + begin, pm + begin, pv + begin, end - begin);
       });

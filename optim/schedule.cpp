@@ -25,7 +25,8 @@ CosineLR::CosineLR(double lr, int64_t warmup, int64_t total, double min_lr)
     : lr_(lr), warmup_(warmup), total_(total), min_lr_(min_lr) {
   check_rate("CosineLR", lr);
   check_rate("CosineLR", min_lr);
-  QKV_CHECK(warmup >= 0 && total >= warmup, "CosineLR: need 0 <= warmup <= total, got warmup ", warmup, ", total ", total);
+  QKV_CHECK(warmup >= 0 && total >= warmup, "CosineLR: need 0 <= warmup <= total, got warmup ", warmup, ", total ",
+            total);
 }
 
 double CosineLR::lr(int64_t step) const {
@@ -34,6 +35,5 @@ double CosineLR::lr(int64_t step) const {
   double progress = static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_);
   return min_lr_ + 0.5 * (lr_ - min_lr_) * (1 + std::cos(std::numbers::pi * progress));
 }
-
 
 }  // namespace qkv::optim

@@ -46,10 +46,12 @@ std::map<std::string, std::string> load_training_checkpoint(const std::string& p
   return load_training_checkpoint(io::load_safetensors(path), path, model, optimizer, generators);
 }
 
-std::map<std::string, std::string> load_training_checkpoint(io::TensorFile file, const std::string& path, nn::Module& model,
-                                                            Optimizer* optimizer, const NamedGenerators& generators) {
+std::map<std::string, std::string> load_training_checkpoint(io::TensorFile file, const std::string& path,
+                                                            nn::Module& model, Optimizer* optimizer,
+                                                            const NamedGenerators& generators) {
   auto& meta = file.metadata;
-  QKV_CHECK(meta.count("qkv.format") && meta["qkv.format"] == "1", path, ": not a qkv checkpoint (no qkv.format 1 in its metadata)");
+  QKV_CHECK(meta.count("qkv.format") && meta["qkv.format"] == "1", path,
+            ": not a qkv checkpoint (no qkv.format 1 in its metadata)");
 
   // Validate everything before changing anything.
   int64_t steps = 0;
@@ -57,7 +59,7 @@ std::map<std::string, std::string> load_training_checkpoint(io::TensorFile file,
   if (optimizer) {
     QKV_CHECK(meta.count("qkv.optimizer"), path, ": holds no optimizer state to resume from");
     QKV_CHECK(meta["qkv.optimizer"] == optimizer->name(), path, ": trained with ", printable(meta["qkv.optimizer"]),
-          ", cannot resume with ", optimizer->name());
+              ", cannot resume with ", optimizer->name());
     QKV_CHECK(io::parse_integer(meta["qkv.step"], steps) && steps >= 0, path, ": bad qkv.step '",
               printable(meta["qkv.step"]), "'");
     for (const auto& [name, t] : file.tensors)

@@ -28,7 +28,8 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model, 
 std::map<std::string, std::string> load_training_checkpoint(const std::string& path, nn::Module& model,
                                                             Optimizer* optimizer, const NamedGenerators& generators);
 /// The same from a file already read (`path` names it in errors).
-std::map<std::string, std::string> load_training_checkpoint(io::TensorFile file, const std::string& path, nn::Module& model,
-                                                            Optimizer* optimizer, const NamedGenerators& generators);
+std::map<std::string, std::string> load_training_checkpoint(io::TensorFile file, const std::string& path,
+                                                            nn::Module& model, Optimizer* optimizer,
+                                                            const NamedGenerators& generators);
 
 }  // namespace qkv::optim

@@ -13,17 +13,22 @@ int main(int argc, char** argv) {
   int64_t steps = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--steps") steps = std::atoll(argv[i + 1]);
-    else if (flag == "--save") save = argv[i + 1];
-    else if (flag == "--resume") resume = argv[i + 1];
-    else if (flag == "--sample") sample = argv[i + 1];
+    if (flag == "--steps")
+      steps = std::atoll(argv[i + 1]);
+    else if (flag == "--save")
+      save = argv[i + 1];
+    else if (flag == "--resume")
+      resume = argv[i + 1];
+    else if (flag == "--sample")
+      sample = argv[i + 1];
   }
   try {
     if (!sample.empty()) {
-      io::save_safetensors(sample, {{"f32", reshape(Tensor::arange(6), {2, 3})},
-                                    {"f64", Tensor::arange(-1, 1, 0.5, DType::Float64)},
-                                    {"i64", Tensor::from_vector<int64_t>({-3, 0, 1LL << 40})},
-                                    {"mask", Tensor::from_vector(std::vector<bool>{true, false})}},
+      io::save_safetensors(sample,
+                           {{"f32", reshape(Tensor::arange(6), {2, 3})},
+                            {"f64", Tensor::arange(-1, 1, 0.5, DType::Float64)},
+                            {"i64", Tensor::from_vector<int64_t>({-3, 0, 1LL << 40})},
+                            {"mask", Tensor::from_vector(std::vector<bool>{true, false})}},
                            {{"purpose", "check_safetensors.py"}});
       return 0;
     }

@@ -58,8 +58,10 @@ TEST_CASE("scoring functions compute their textbook forms", "[attention]") {
     want += v.at({0, h}) * std::tanh(pre);
   }
   CHECK(additive(q, k).at({1, 2}) == Approx(want));
-  CHECK(additive(Tensor::ones({4, 2, 2}, DType::Float64), Tensor::ones({4, 5, 2}, DType::Float64)).shape() == Shape{4, 2, 5});
-  CHECK_THROWS_WITH(dot_score(q, Tensor::ones({3, 3}, DType::Float64)), Contains("dot_score: q [2, 2] and k [3, 3] differ"));
+  CHECK(additive(Tensor::ones({4, 2, 2}, DType::Float64), Tensor::ones({4, 5, 2}, DType::Float64)).shape() ==
+        Shape{4, 2, 5});
+  CHECK_THROWS_WITH(dot_score(q, Tensor::ones({3, 3}, DType::Float64)),
+                    Contains("dot_score: q [2, 2] and k [3, 3] differ"));
 }
 
 TEST_CASE("attention with each of the four scoring functions passes gradcheck", "[attention][gradcheck]") {
@@ -75,9 +77,10 @@ TEST_CASE("attention with each of the four scoring functions passes gradcheck", 
     ScoreFn fn;
     const Module* params;
   };
-  for (const Named& s : {Named{"dot", dot_score, nullptr}, Named{"scaled dot", scaled_dot_score, nullptr},
-                         Named{"additive", [&](const Tensor& a, const Tensor& b) { return additive(a, b); }, &additive},
-                         Named{"bilinear", [&](const Tensor& a, const Tensor& b) { return bilinear(a, b); }, &bilinear}}) {
+  for (const Named& s :
+       {Named{"dot", dot_score, nullptr}, Named{"scaled dot", scaled_dot_score, nullptr},
+        Named{"additive", [&](const Tensor&a, const Tensor&b) { return additive(a, b); }, &additive},
+        Named{"bilinear", [&](const Tensor&a, const Tensor&b) { return bilinear(a, b); }, &bilinear}}) {
     std::vector<std::pair<std::string, Tensor>> leaves{{"q", q}, {"k", k}, {"v", v}};
     if (s.params)
       for (auto& p : s.params->named_parameters()) leaves.push_back(p);
@@ -135,14 +138,15 @@ TEST_CASE("every combination of masks blocks what either blocks", "[attention][m
   auto weights = [&](const Tensor& mask) { return softmax(apply_mask(scores, mask), -1); };
   check_all_close(weights(merge_masks(causal, padding)), softmax(masked_fill(scores, logical_not(both), -inf), -1));
   CHECK(merge_masks(causal, padding).dtype() == DType::Bool);
-  check_all_close(weights(merge_masks(merge_masks(causal, padding), bias)), want);             // bool + float
+  check_all_close(weights(merge_masks(merge_masks(causal, padding), bias)), want);              // bool + float
   check_all_close(weights(merge_masks(add(additive(causal), bias), additive(padding))), want);  // float + float
   check_all_close(weights(merge_masks(additive(padding), merge_masks(bias, causal))), want);    // order does not matter
   CHECK(merge_masks(Tensor(), causal).to_vector() == causal.to_vector());
   CHECK_THROWS_WITH(merge_masks(causal, Tensor::ones({3, 3}, DType::Int64)), Contains("merge_masks"));
 }
 
-TEST_CASE("dropout acts on the weights and the returned weights are the probabilities before it", "[attention][dropout]") {
+TEST_CASE("dropout acts on the weights and the returned weights are the probabilities before it",
+          "[attention][dropout]") {
   Tensor q = Tensor::randn({1, 4, 8}, DType::Float64), k = Tensor::randn({1, 6, 8}, DType::Float64),
          v = Tensor::randn({1, 6, 5}, DType::Float64);
   Generator gen(5);
@@ -199,7 +203,8 @@ TEST_CASE("MultiHeadAttention: shapes, per-head weights, self and cross", "[atte
   CHECK_FALSE(mha.forward(x).weights.defined());
 }
 
-TEST_CASE("MultiHeadAttention with causal + padding masks and dropout passes gradcheck", "[attention][mha][gradcheck]") {
+TEST_CASE("MultiHeadAttention with causal + padding masks and dropout passes gradcheck",
+          "[attention][mha][gradcheck]") {
   MultiHeadAttention mha(6, 2, 0.1);
   mha.to(DType::Float64);
   Tensor x = leaf64({2, 4, 6}), memory = leaf64({2, 3, 6});
@@ -217,7 +222,8 @@ TEST_CASE("MultiHeadAttention with causal + padding masks and dropout passes gra
   CHECK(cross.ok);
 }
 
-TEST_CASE("softmax attention's key bias gets its exact zero gradient, linear attention's a live one", "[attention][mha]") {
+TEST_CASE("softmax attention's key bias gets its exact zero gradient, linear attention's a live one",
+          "[attention][mha]") {
   // q·b_k shifts a query's whole row of scores, which softmax ignores: the
   // output does not depend on b_k, so its gradient is exactly zero, not the
   // rounding noise that Adam would turn into a random walk of b_k.
@@ -261,20 +267,24 @@ TEST_CASE("causal attention at position i ignores every token after i", "[attent
 }
 
 TEST_CASE("MultiHeadAttention errors name the module and the shapes", "[attention][mha][errors]") {
-  CHECK_THROWS_WITH(MultiHeadAttention(10, 3), Contains("MultiHeadAttention: d_model 10 is not divisible by num_heads 3"));
+  CHECK_THROWS_WITH(MultiHeadAttention(10, 3),
+                    Contains("MultiHeadAttention: d_model 10 is not divisible by num_heads 3"));
   MultiHeadAttention mha(8, 2);
   CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 6})),
                     Contains("MultiHeadAttention(d_model=8, heads=2): query [2, 5, 6] must be [B, n, 8]"));
   CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), Tensor::ones({3, 4, 8})), Contains("memory [3, 4, 8]"));
   MhaOptions bad_padding;
   bad_padding.key_padding_mask = Tensor::ones({2, 4}, DType::Bool);
-  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), bad_padding), Contains("key_padding_mask [2, 4] must be [2, 5]"));
+  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), bad_padding),
+                    Contains("key_padding_mask [2, 4] must be [2, 5]"));
   MhaOptions bad_mask;
   bad_mask.attn_mask = Tensor::ones({5, 4}, DType::Bool);
-  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), bad_mask), Contains("attn_mask [5, 4] does not fit 5 queries and 5 keys"));
+  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), bad_mask),
+                    Contains("attn_mask [5, 4] does not fit 5 queries and 5 keys"));
   MhaOptions wrong_heads;
   wrong_heads.attn_mask = Tensor::ones({2, 3, 5, 5}, DType::Bool);
-  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), wrong_heads), Contains("MultiHeadAttention") && Contains("[2, 3, 5, 5]"));
+  CHECK_THROWS_WITH(mha.forward(Tensor::ones({2, 5, 8}), wrong_heads),
+                    Contains("MultiHeadAttention") && Contains("[2, 3, 5, 5]"));
 }
 
 TEST_CASE("MultiHeadAttention with separate key and value inputs of widths kdim and vdim", "[attention][mha]") {
@@ -293,7 +303,8 @@ TEST_CASE("MultiHeadAttention with separate key and value inputs of widths kdim 
   Tensor fused = mha.forward(x, key, value).output;
   CHECK(testing::worst_difference(fused, r.output) < 1e-5);
   auto heads = [](const Tensor& t, int64_t n) { return permute(reshape(t, {2, n, 2, 4}), {0, 2, 1, 3}); };
-  Tensor q = heads(mha.q_proj->forward(x), 4), k = heads(mha.k_proj->forward(key), 6), v = heads(mha.v_proj->forward(value), 6);
+  Tensor q = heads(mha.q_proj->forward(x), 4), k = heads(mha.k_proj->forward(key), 6),
+         v = heads(mha.v_proj->forward(value), 6);
   Tensor o = matmul(softmax(matmul(q, k, false, true) * 0.5, -1), v);
   Tensor expected = mha.out_proj->forward(reshape(permute(o, {0, 2, 1, 3}), {2, 4, 8}));
   CHECK(testing::worst_difference(expected, r.output) < 1e-5);

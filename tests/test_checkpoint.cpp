@@ -57,7 +57,8 @@ TEST_CASE("save and load round-trip every tensor bit-exactly", "[checkpoint]") {
   Tensor mask = Tensor::from_vector(std::vector<bool>{true, false, true});
   Tensor scalar = Tensor::scalar(3.25, DType::Float64);
   Tensor empty = Tensor::zeros({0, 5});
-  NamedTensors all{{"f32", f32}, {"nested.f64", f64}, {"i64", i64}, {"mask", mask}, {"scalar", scalar}, {"empty", empty}};
+  NamedTensors all{{"f32", f32},   {"nested.f64", f64}, {"i64", i64},
+                   {"mask", mask}, {"scalar", scalar},  {"empty", empty}};
   std::string path = scratch("roundtrip.safetensors");
   save_safetensors(path, all, {{"note", "héllo \"quoted\"\n"}, {"width", "128"}});
   TensorFile file = load_safetensors(path);
@@ -94,8 +95,7 @@ TEST_CASE("JSON parsing is strict and never crashes", "[checkpoint][json]") {
   CHECK_THROWS_WITH(parse_json_object(R"({"k":1})"), Contains("not a string"));
   CHECK_THROWS_WITH(json_object({{"k", "\xff"}}), Contains("UTF-8"));
   // Numbers read back exactly, subnormals included (--dropout 1e-320 used to write a checkpoint qkv could not read).
-  for (double v : {0.2, 1e-320, 1.0 / 3, 5e-324})
-    CHECK(parse_number(exact_number(v), "x") == v);
+  for (double v : {0.2, 1e-320, 1.0 / 3, 5e-324}) CHECK(parse_number(exact_number(v), "x") == v);
   CHECK_THROWS_WITH(parse_number("0.2x", "dropout"), Contains("dropout: '0.2x' is not a finite number"));
   CHECK_THROWS_AS(parse_number("nan", "x"), Error);
   CHECK_THROWS_AS(parse_number("1e999", "x"), Error);
@@ -106,7 +106,7 @@ TEST_CASE("printable escapes what could forge lines or reach the terminal", "[ch
   CHECK(printable("a\nfake line") == "a\\nfake line");
   CHECK(printable("\x1b[31mred") == "\\x1b[31mred");
   CHECK(printable(std::string("nul\0byte", 8)) == "nul\\x00byte");
-  CHECK(printable("\xff\xc3") == "\\xff\\xc3");       // not UTF-8
+  CHECK(printable("\xff\xc3") == "\\xff\\xc3");           // not UTF-8
   CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
   CHECK(printable(std::string(300, 'x')).size() < 230);
 }
@@ -129,16 +129,21 @@ TEST_CASE("corrupt files are rejected with a clear error", "[checkpoint][errors]
   expect(raw_file("{" + tensor, good_data), "bad header: JSON");
   expect(raw_file("[1]", ""), "not a JSON object");
   expect(raw_file("{" + tensor + "}", good_data.substr(0, 8)), "run past the data (8 bytes)");
-  expect(raw_file(R"({"t":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0')), "unsupported dtype F16");
-  expect(raw_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", good_data), "holds 16 bytes but F32 [3] needs 12");
+  expect(raw_file(R"({"t":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0')),
+         "unsupported dtype F16");
+  expect(raw_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", good_data),
+         "holds 16 bytes but F32 [3] needs 12");
   expect(raw_file(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", good_data), "bad size in its shape");
   expect(raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", good_data), "bad data_offsets");
   expect(raw_file(R"({"t":{"dtype":"F32","shape":[2]}})", good_data), "lacks dtype, shape or data_offsets");
-  expect(raw_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-                  good_data),
-         "overlaps");
+  expect(
+      raw_file(
+          R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+          good_data),
+      "overlaps");
   expect(raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", good_data), "belong to no tensor");
-  expect(raw_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x07", 2)), "not 0 or 1");
+  expect(raw_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x07", 2)),
+         "not 0 or 1");
   expect(raw_file(R"({"__metadata__":{"k":1}})", ""), "is not a string");
   CHECK_THROWS_WITH(load_safetensors(scratch("no-such-file")), Contains("cannot open"));
 }
@@ -159,7 +164,8 @@ TEST_CASE("loading into a model checks names, shapes and dtypes", "[checkpoint][
   CHECK_THROWS_WITH(load_into(other, load_safetensors(path), path),
                     Contains("tensor 'weight' is float32 [3, 2] but the model expects float32 [2, 3]"));
   save_safetensors(path, {{"weight", lin.weight.to(DType::Float64)}, {"bias", lin.bias}});
-  CHECK_THROWS_WITH(load_into(other, load_safetensors(path), path), Contains("is float64 [2, 3] but the model expects float32"));
+  CHECK_THROWS_WITH(load_into(other, load_safetensors(path), path),
+                    Contains("is float64 [2, 3] but the model expects float32"));
 }
 
 TEST_CASE("a crash between writing and renaming leaves the previous checkpoint whole", "[checkpoint]") {
@@ -197,7 +203,8 @@ TEST_CASE("training N steps, saving, loading and training M more equals training
 
   nn::GPT model(tiny::config());
   optim::SGD sgd(model.named_parameters(), {0.1});
-  CHECK_THROWS_WITH(optim::load_training_checkpoint(path, model, &sgd, {}), Contains("trained with adamw, cannot resume with sgd"));
+  CHECK_THROWS_WITH(optim::load_training_checkpoint(path, model, &sgd, {}),
+                    Contains("trained with adamw, cannot resume with sgd"));
   save_safetensors(path, model.named_parameters());
   CHECK_THROWS_WITH(optim::load_training_checkpoint(path, model, nullptr, {}), Contains("not a qkv checkpoint"));
 }

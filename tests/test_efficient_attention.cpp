@@ -16,7 +16,6 @@ using qkv::testing::worst_difference;
 
 namespace {
 
-
 struct Leaves {
   Tensor q, k, v, g;
 };
@@ -50,7 +49,8 @@ void check_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b, doub
 Tensor phi(const Tensor& x) { return where(less(x, 0.0), exp(x), x + 1.0); }
 
 // The quadratic form of linear attention: out_i = Σ_j (Q_i·K_j) v_j / (Σ_j Q_i·K_j + eps), j over the allowed keys.
-Tensor quadratic_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, const Tensor& padding) {
+Tensor quadratic_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                  const Tensor& padding) {
   auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };  // [B, H, n, d]
   Tensor a = matmul(phi(heads(q)), phi(heads(k)), false, true);           // [B, H, n, n]
   int64_t n = q.size(1);
@@ -63,7 +63,8 @@ Tensor quadratic_linear_attention(const Tensor& q, const Tensor& k, const Tensor
 
 }  // namespace
 
-TEST_CASE("sliding-window attention with a window of at least n equals full attention to 1e-12", "[attention][window]") {
+TEST_CASE("sliding-window attention with a window of at least n equals full attention to 1e-12",
+          "[attention][window]") {
   for (bool causal : {true, false}) {
     INFO((causal ? "causal" : "both sides"));
     Leaves l = leaves(2, 70, 2, 3, 1);
@@ -145,10 +146,12 @@ TEST_CASE("AttentionMasks: one set of position rules for the dense masks, the ke
         if (!causal && window == 0) CHECK_FALSE(dense.defined());
         // The kernel with the rules equals the kernel with their dense mask.
         Generator gen(5);
-        Tensor q = Tensor::randn({2, nq, 2, 4}, DType::Float64, &gen), k = Tensor::randn({2, nk, 2, 4}, DType::Float64, &gen),
+        Tensor q = Tensor::randn({2, nq, 2, 4}, DType::Float64, &gen),
+               k = Tensor::randn({2, nk, 2, 4}, DType::Float64, &gen),
                v = Tensor::randn({2, nk, 2, 3}, DType::Float64, &gen);
         AttentionMasks as_mask;
         as_mask.mask = dense;
-        CHECK(testing::worst_difference(fused_attention(q, k, v, rules, 0.5), fused_attention(q, k, v, as_mask, 0.5)) < 1e-14);
+        CHECK(testing::worst_difference(fused_attention(q, k, v, rules, 0.5), fused_attention(q, k, v, as_mask, 0.5)) <
+              1e-14);
       }
 }

@@ -88,7 +88,8 @@ TEST_CASE("float32 and float64 both work and stay separate", "[elementwise][erro
   CHECK_THROWS_WITH(a32 + a64, Contains("add: dtypes differ") && Contains("float32") && Contains("float64"));
   CHECK_THROWS_WITH(Tensor::ones({2, 3}) * Tensor::ones({4}), Contains("mul: shapes [2, 3] and [4] do not broadcast"));
   CHECK_THROWS_WITH(exp(Tensor::zeros({2}, DType::Int64)), Contains("exp") && Contains("int64"));
-  CHECK_THROWS_WITH(sub(Tensor::ones({3}), Tensor::ones({2, 2})), Contains("sub") && Contains("[3]") && Contains("[2, 2]"));
+  CHECK_THROWS_WITH(sub(Tensor::ones({3}), Tensor::ones({2, 2})),
+                    Contains("sub") && Contains("[3]") && Contains("[2, 2]"));
 }
 
 TEST_CASE("large tensors take the threaded path and agree with small ones", "[elementwise][threads]") {

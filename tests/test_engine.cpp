@@ -61,9 +61,7 @@ TEST_CASE("NoGradGuard stops recording and its results are plain leaves", "[engi
     Tensor y = x * 2.0;
     CHECK_FALSE(y.requires_grad());
     CHECK(y.is_leaf());
-    {
-      NoGradGuard nested;
-    }
+    { NoGradGuard nested; }
     CHECK_FALSE(grad_enabled());
   }
   CHECK(grad_enabled());

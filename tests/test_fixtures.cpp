@@ -118,7 +118,8 @@ void run_case(Fixture& fx, const std::string& name, DType dtype, const CaseFn& f
     module->zero_grad();
   }
   std::vector<Tensor> outs = fn(inputs);
-  for (size_t j = 0; j < outs.size(); ++j) expect_close(cat(where, " out.", j), outs[j], fx.get(cat(name, ":out.", j)), dtype);
+  for (size_t j = 0; j < outs.size(); ++j)
+    expect_close(cat(where, " out.", j), outs[j], fx.get(cat(name, ":out.", j)), dtype);
   REQUIRE_FALSE(fx.has(cat(name, ":out.", outs.size())));  // every output PyTorch gave is compared
   Tensor cot = fx.get(name + ":cot").to(dtype);
   if (!outs[0].requires_grad()) {
@@ -257,12 +258,16 @@ TEST_CASE("fixtures: LayerNorm, GELU, Linear, Embedding and cross-entropy match 
   using In = const std::vector<Tensor>&;
   for (DType dtype : {DType::Float64, DType::Float32}) {
     LayerNorm ln(5);
-    run_case(fx, "layer_norm", dtype, [&](In x) { return one(ln(x[0])); }, &ln);
+    run_case(
+        fx, "layer_norm", dtype, [&](In x) { return one(ln(x[0])); }, &ln);
     Linear lin(4, 3), no_bias(4, 3, false);
-    run_case(fx, "linear_module", dtype, [&](In x) { return one(lin(x[0])); }, &lin);
-    run_case(fx, "linear_no_bias", dtype, [&](In x) { return one(no_bias(x[0])); }, &no_bias);
+    run_case(
+        fx, "linear_module", dtype, [&](In x) { return one(lin(x[0])); }, &lin);
+    run_case(
+        fx, "linear_no_bias", dtype, [&](In x) { return one(no_bias(x[0])); }, &no_bias);
     Embedding emb(7, 3);
-    run_case(fx, "embedding_repeated_ids", dtype, [&](In x) { return one(emb(x[0])); }, &emb);
+    run_case(
+        fx, "embedding_repeated_ids", dtype, [&](In x) { return one(emb(x[0])); }, &emb);
   }
   run_both(fx, "gelu_erf", unary(gelu));
   run_both(fx, "gelu_tanh", unary(gelu_tanh));
@@ -277,7 +282,10 @@ TEST_CASE("fixtures: scaled dot-product attention with causal, padding, float an
   using In = const std::vector<Tensor>&;
   auto sdpa = [](const Tensor& mask) {
     return [mask](In x) {
-      AttentionResult r = scaled_dot_product_attention(x[0], x[1], x[2], mask.defined() ? mask : x.size() > 3 ? x[3] : Tensor());
+      AttentionResult r = scaled_dot_product_attention(x[0], x[1], x[2],
+                                                       mask.defined() ? mask
+                                                       : x.size() > 3 ? x[3]
+                                                                      : Tensor());
       return std::vector<Tensor>{r.output, r.weights};
     };
   };
@@ -286,11 +294,10 @@ TEST_CASE("fixtures: scaled dot-product attention with causal, padding, float an
   run_both(fx, "sdpa_padding", sdpa(Tensor()));
   run_both(fx, "sdpa_float_mask", sdpa(Tensor()));  // the float mask is an input: its gradient is compared too
   run_both(fx, "sdpa_causal_and_padding", sdpa(Tensor()));
-  run_both(fx, "sdpa_float_and_causal",
-           [](In x) {
-             AttentionResult r = scaled_dot_product_attention(x[0], x[1], x[2], merge_masks(x[3], x[4]));
-             return std::vector<Tensor>{r.output, r.weights};
-           });
+  run_both(fx, "sdpa_float_and_causal", [](In x) {
+    AttentionResult r = scaled_dot_product_attention(x[0], x[1], x[2], merge_masks(x[3], x[4]));
+    return std::vector<Tensor>{r.output, r.weights};
+  });
   run_both(fx, "sdpa_fully_masked_rows_as_zeros", sdpa(Tensor()));
 
   // Documented difference: PyTorch gives NaN for a query whose keys are all
@@ -348,22 +355,29 @@ TEST_CASE("fixtures: MultiHeadAttention self and cross with kdim/vdim matches to
       // PyTorch's masks say true = blocked; qkv's true = may attend: the fixture holds qkv's convention.
       MultiHeadAttention self_attn(8, 2);
       run_case(fx, "mha_self_causal_padding", dtype,
-               [&](In x) { return self_output_and_weights(self_attn, x[0], MhaOptions{x[1], x[2]}); },
+               [&](In x) {
+                 return self_output_and_weights(self_attn, x[0], MhaOptions{x[1], x[2]});
+               },
                &self_attn, {"k_proj.bias"});
       MultiHeadAttention cross(8, 2, {.kdim = 3, .vdim = 5});
       run_case(fx, "mha_cross_kdim_vdim_float_mask", dtype,
-               [&](In x) { return output_and_weights(cross, x[0], x[1], x[2], MhaOptions{x[3], x[4]}); }, &cross,
-               {"k_proj.bias"});
+               [&](In x) {
+                 return output_and_weights(cross, x[0], x[1], x[2], MhaOptions{x[3], x[4]});
+               },
+               &cross, {"k_proj.bias"});
       MultiHeadAttention no_bias(8, 4, {.bias = false});
-      run_case(fx, "mha_no_bias_cross", dtype,
-               [&](In x) { return output_and_weights(no_bias, x[0], x[1], x[1], MhaOptions{}); }, &no_bias);
+      run_case(
+          fx, "mha_no_bias_cross", dtype,
+          [&](In x) { return output_and_weights(no_bias, x[0], x[1], x[1], MhaOptions{}); }, &no_bias);
       // Documented difference: qkv adds a float attn_mask and a float
       // key_padding_mask; PyTorch 1.13 refuses the pair, so the fixture
       // holds its output for the summed mask given as one attn_mask.
       MultiHeadAttention summed(8, 2);
       run_case(fx, "mha_two_float_masks_summed", dtype,
-               [&](In x) { return self_output_and_weights(summed, x[0], MhaOptions{x[1], x[2]}); }, &summed,
-               {"k_proj.bias"});
+               [&](In x) {
+                 return self_output_and_weights(summed, x[0], MhaOptions{x[1], x[2]});
+               },
+               &summed, {"k_proj.bias"});
     }
   }
   CHECK_THAT(fx.note("mha_two_float_masks_summed"), Catch::Matchers::Contains("RuntimeError"));
@@ -393,8 +407,10 @@ TEST_CASE("fixtures: AdamW and Adam steps with weight decay and clipping match t
       optim::AdamOptions o;
       o.lr = 0.05, o.beta1 = 0.9, o.beta2 = 0.95, o.eps = 1e-8, o.weight_decay = 0.1;
       std::unique_ptr<optim::Optimizer> opt;
-      if (name == "adamw") opt = std::make_unique<optim::AdamW>(params, o);
-      else opt = std::make_unique<optim::Adam>(params, o);
+      if (name == "adamw")
+        opt = std::make_unique<optim::AdamW>(params, o);
+      else
+        opt = std::make_unique<optim::Adam>(params, o);
       std::vector<double> norms;
       for (int t = 0; t < 3; ++t) {
         // Gradients as the fixture gives them: a loss whose gradient they are.

@@ -75,11 +75,30 @@ std::vector<Case> cases() {
   return {
       {"no mask, one block", 2, 5, 5, 2, 4, 4, {}},
       {"causal, 200 tokens: several query and key blocks", 2, 200, 200, 2, 8, 8, {{}, {}, true}},
-      {"causal, 600 tokens: an online softmax across 512-key blocks, 512-query spans in backward", 1, 600, 600, 1, 4,
-       4, {{}, {}, true}},
-      {"cross 530 x 700, padding: every block edge", 2, 530, 700, 1, 3, 2, {{}, key_padding_mask({700, 517}, 700), false}},
+      {"causal, 600 tokens: an online softmax across 512-key blocks, 512-query spans in backward",
+       1,
+       600,
+       600,
+       1,
+       4,
+       4,
+       {{}, {}, true}},
+      {"cross 530 x 700, padding: every block edge",
+       2,
+       530,
+       700,
+       1,
+       3,
+       2,
+       {{}, key_padding_mask({700, 517}, 700), false}},
       {"cross 70 x 90, d_v != d, key padding", 2, 70, 90, 3, 4, 6, {{}, padding, false}},
-      {"bool [n_q, n_k] mask with a fully masked row", 2, 70, 90, 2, 4, 4,
+      {"bool [n_q, n_k] mask with a fully masked row",
+       2,
+       70,
+       90,
+       2,
+       4,
+       4,
        {Tensor::from_vector(allowed, {70, 90}), {}, false}},
       {"float [B, 1, n_q, n_k] mask + padding + causal", 2, 70, 90, 2, 4, 4, {float_mask, padding, true}},
       {"every key of one sequence padded", 2, 6, 6, 1, 3, 3, {{}, key_padding_mask({6, 0}, 6), false}},
@@ -99,7 +118,10 @@ TEST_CASE("fused attention equals the composed path in float32 to 1e-5 relative"
 TEST_CASE("fused attention: fully masked queries give zeros and zero gradients, never NaN", "[attention][fused]") {
   Tensor q = Tensor::randn({1, 3, 1, 2}).requires_grad_(), k = Tensor::randn({1, 3, 1, 2}).requires_grad_(),
          v = Tensor::randn({1, 3, 1, 2}).requires_grad_();
-  AttentionMasks m{Tensor::from_vector(std::vector<bool>{false, false, false, true, true, false, false, false, false}, {3, 3}), {}, false};
+  AttentionMasks m{
+      Tensor::from_vector(std::vector<bool>{false, false, false, true, true, false, false, false, false}, {3, 3}),
+      {},
+      false};
   Tensor out = fused_attention(q, k, v, m, 0.5);
   out.backward(Tensor::ones(out.shape()));
   for (int64_t r : {0, 2})
@@ -124,10 +146,13 @@ TEST_CASE("fused attention rejects shapes and masks that do not fit, naming them
 }
 
 TEST_CASE("fused_self_attention rejects a packed input that is not [B, n, 3, heads, d]", "[attention][fused][errors]") {
-  CHECK_THROWS_WITH(fused_self_attention(Tensor::randn({1, 4, 2, 2, 3}), {}, 1), Catch::Matchers::Contains("[B, n, 3, heads, d]"));
-  CHECK_THROWS_WITH(fused_self_attention(Tensor::randn({4, 3, 2, 3}), {}, 1), Catch::Matchers::Contains("[B, n, 3, heads, d]"));
-  CHECK_THROWS_WITH(fused_self_attention(Tensor::randn({1, 4, 3, 2, 3}), {{}, Tensor::ones({1, 5}, DType::Bool), false}, 1),
-                    Catch::Matchers::Contains("key_padding"));
+  CHECK_THROWS_WITH(fused_self_attention(Tensor::randn({1, 4, 2, 2, 3}), {}, 1),
+                    Catch::Matchers::Contains("[B, n, 3, heads, d]"));
+  CHECK_THROWS_WITH(fused_self_attention(Tensor::randn({4, 3, 2, 3}), {}, 1),
+                    Catch::Matchers::Contains("[B, n, 3, heads, d]"));
+  CHECK_THROWS_WITH(
+      fused_self_attention(Tensor::randn({1, 4, 3, 2, 3}), {{}, Tensor::ones({1, 5}, DType::Bool), false}, 1),
+      Catch::Matchers::Contains("key_padding"));
 }
 
 TEST_CASE("a GPT gives the same logits and gradients with the fused kernel on and off", "[attention][fused][models]") {

@@ -15,7 +15,7 @@ using Catch::Matchers::Contains;
 
 TEST_CASE("retain_grad keeps a non-leaf's whole gradient through backward", "[graph]") {
   Tensor x = Tensor::from_vector<double>({1, -2, 3}).requires_grad_();
-  Tensor y = x * 2.0;        // used twice below: its gradient sums both uses
+  Tensor y = x * 2.0;  // used twice below: its gradient sums both uses
   y.retain_grad();
   Tensor z = sum(y * y) + sum(y);
   z.backward();
@@ -57,8 +57,10 @@ TEST_CASE("trace_graph lists the engine's nodes in data-flow order with module s
   // Leaves by name (the detached key bias is not part of the graph); ops by module.
   std::map<std::string, std::string> leaf_scope, op_scope;
   for (const GraphNode& node : graph.nodes) {
-    if (node.op.empty()) leaf_scope[node.name] = node.scope;
-    else if (node.op == std::string("linear") || node.op == std::string("softmax")) op_scope[node.scope] = node.op;
+    if (node.op.empty())
+      leaf_scope[node.name] = node.scope;
+    else if (node.op == std::string("linear") || node.op == std::string("softmax"))
+      op_scope[node.scope] = node.op;
   }
   CHECK(leaf_scope.count("k_proj.bias") == 0);
   CHECK(leaf_scope.at("q_proj.weight") == "q_proj");
@@ -81,7 +83,8 @@ TEST_CASE("module scopes are recorded only while a GraphRecording is alive", "[g
   std::set<std::string> scopes;
   for (const GraphNode& node : trace_graph(logits).nodes)
     if (!node.op.empty()) scopes.insert(node.scope);
-  for (const char* s : {"tok_emb", "blocks.0.ln1", "blocks.0.attn", "blocks.0.attn.out_proj", "blocks.1.mlp.fc2", "ln_f", ""})
+  for (const char* s :
+       {"tok_emb", "blocks.0.ln1", "blocks.0.attn", "blocks.0.attn.out_proj", "blocks.1.mlp.fc2", "ln_f", ""})
     CHECK((scopes.count(s) == 1 ? "found" : s) == std::string("found"));  // names the missing scope
 }
 
@@ -112,8 +115,8 @@ TEST_CASE("graph_dot draws every node, gradient norms, clusters, and escapes lab
   CHECK_THAT(dot, Contains("label=\"a \\\"title\\\"\""));
   // The name as printable() shows it (its backslash doubled), then escaped for DOT; w's gradient is x = (1, 1).
   CHECK_THAT(dot, Contains(R"(label="\"odd\\\\name\n[2]\n|grad| 1.41e+00")"));
-  CHECK_THAT(dot, Contains("label=\"layer\""));                                     // the leaf's module as a cluster
-  CHECK_THAT(dot, Contains("label=\"input\\n[2]\\n|grad| 5.00e+00\""));           // x's gradient is w = (3, 4)
+  CHECK_THAT(dot, Contains("label=\"layer\""));                          // the leaf's module as a cluster
+  CHECK_THAT(dot, Contains("label=\"input\\n[2]\\n|grad| 5.00e+00\""));  // x's gradient is w = (3, 4)
   CHECK_THAT(dot, Contains("n0 -> n2;"));
   CHECK_THAT(dot, Contains("n1 -> n2;"));
   CHECK_THAT(dot, Contains("fillcolor=\"#c7e9c0\", label=\"sum\\n[]\\n|grad| 1.00e+00\""));  // the root

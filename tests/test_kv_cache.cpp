@@ -35,7 +35,8 @@ TEST_CASE("a GPT with a key/value cache gives the logits of the full forward pas
         CHECK(worst_difference(logits, expected) < 1e-12);
       }
       CHECK(cache.length == 12);
-      CHECK_THROWS_WITH(gpt.forward_cached(narrow(ids, 1, 0, 1), cache), Catch::Matchers::Contains("reached the context"));
+      CHECK_THROWS_WITH(gpt.forward_cached(narrow(ids, 1, 0, 1), cache),
+                        Catch::Matchers::Contains("reached the context"));
     }
 }
 
@@ -45,12 +46,14 @@ TEST_CASE("a cache that does not fit the model is refused with its shape", "[kv_
   GPT gpt(c);
   NoGradGuard no_grad;
   KVCache other(1, 1, 4, 1, 4);  // one head of width 4, the model has two of width 2
-  CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({1, 2}, DType::Int64), other), Catch::Matchers::Contains("does not fit"));
+  CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({1, 2}, DType::Int64), other),
+                    Catch::Matchers::Contains("does not fit"));
   KVCache two_layers(2, 1, 4, 2, 2);
   CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({1, 2}, DType::Int64), two_layers),
                     Catch::Matchers::Contains("a cache for 2 layers"));
   KVCache ok = gpt.make_cache(1);
-  CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({2}, DType::Int64), ok), Catch::Matchers::Contains("ids must be int64 [B, t]"));
+  CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({2}, DType::Int64), ok),
+                    Catch::Matchers::Contains("ids must be int64 [B, t]"));
 }
 
 TEST_CASE("linear attention keeps no cache, and says so", "[kv_cache][models]") {
@@ -59,7 +62,8 @@ TEST_CASE("linear attention keeps no cache, and says so", "[kv_cache][models]") 
   GPT gpt(c);
   KVCache cache = gpt.make_cache(1);
   NoGradGuard no_grad;
-  CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({1, 2}, DType::Int64), cache), Catch::Matchers::Contains("linear"));
+  CHECK_THROWS_WITH(gpt.forward_cached(Tensor::zeros({1, 2}, DType::Int64), cache),
+                    Catch::Matchers::Contains("linear"));
 }
 
 TEST_CASE("attention kinds parse and print", "[attention]") {

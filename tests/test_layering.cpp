@@ -17,7 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::map<std::string, int> kFloor{{"autograd", 0}, {"io", 1}, {"dist", 1}, {"nn", 2}, {"optim", 3}, {"train", 4}, {"examples", 5}};
+const std::map<std::string, int> kFloor{{"autograd", 0}, {"io", 1},    {"dist", 1},    {"nn", 2},
+                                        {"optim", 3},    {"train", 4}, {"examples", 5}};
 
 // Every source and header under the floors' folders: path (from the root) -> the project files it includes.
 std::map<std::string, std::vector<std::string>> includes() {
@@ -36,7 +37,8 @@ std::map<std::string, std::vector<std::string>> includes() {
         if (std::regex_search(line, m, line_re)) {
           std::string target = m[1];
           // "commands.h" inside examples/cli/ means examples/cli/commands.h
-          if (!fs::exists(fs::path(QKV_SOURCE_DIR) / target)) target = (fs::path(file).parent_path() / target).generic_string();
+          if (!fs::exists(fs::path(QKV_SOURCE_DIR) / target))
+            target = (fs::path(file).parent_path() / target).generic_string();
           list.push_back(target);
         }
     }

@@ -135,8 +135,10 @@ TEST_CASE("dropout is inverted, keeps the expectation, and is the identity in ev
   std::vector<double> v = y.to_vector();
   int64_t zeros = 0;
   for (double e : v) {
-    if (e == 0) ++zeros;
-    else CHECK(e == Approx(1 / 0.7));
+    if (e == 0)
+      ++zeros;
+    else
+      CHECK(e == Approx(1 / 0.7));
   }
   CHECK(std::abs(zeros / 100000.0 - 0.3) < 0.01);
   CHECK(std::abs(mean(y).item() - 1.0) < 0.01);  // the mean over many draws keeps the input's

@@ -45,14 +45,15 @@ TEST_CASE("matmul matches the reference for every flag and batch layout", "[matm
     Shape a, b;
     bool ta, tb;
   };
-  for (Case c : {Case{{3, 4}, {4, 5}, false, false}, Case{{4, 3}, {4, 5}, true, false}, Case{{3, 4}, {5, 4}, false, true},
-                 Case{{4, 3}, {5, 4}, true, true}, Case{{2, 3, 4}, {2, 4, 5}, false, false},
-                 Case{{2, 1, 3, 4}, {3, 5, 4}, false, true}, Case{{2, 3, 4}, {4, 5}, false, false},
-                 Case{{2, 4, 3}, {4, 5}, true, false}, Case{{3, 4}, {2, 4, 5}, false, false},
-                 Case{{1, 64, 64}, {3, 64, 64}, false, true}}) {
+  for (Case c : {Case{{3, 4}, {4, 5}, false, false}, Case{{4, 3}, {4, 5}, true, false},
+                 Case{{3, 4}, {5, 4}, false, true}, Case{{4, 3}, {5, 4}, true, true},
+                 Case{{2, 3, 4}, {2, 4, 5}, false, false}, Case{{2, 1, 3, 4}, {3, 5, 4}, false, true},
+                 Case{{2, 3, 4}, {4, 5}, false, false}, Case{{2, 4, 3}, {4, 5}, true, false},
+                 Case{{3, 4}, {2, 4, 5}, false, false}, Case{{1, 64, 64}, {3, 64, 64}, false, true}}) {
     for (DType dtype : {DType::Float64, DType::Float32}) {
       Tensor a = Tensor::randn(c.a, dtype), b = Tensor::randn(c.b, dtype);
-      INFO(shape_str(c.a) << (c.ta ? "T" : "") << " @ " << shape_str(c.b) << (c.tb ? "T" : "") << " " << dtype_name(dtype));
+      INFO(shape_str(c.a) << (c.ta ? "T" : "") << " @ " << shape_str(c.b) << (c.tb ? "T" : "") << " "
+                          << dtype_name(dtype));
       check_close(matmul(a, b, c.ta, c.tb), reference(a.to(DType::Float64), b.to(DType::Float64), c.ta, c.tb),
                   dtype == DType::Float64 ? 1e-12 : 1e-4);
     }
@@ -79,7 +80,8 @@ TEST_CASE("matmul errors name the shapes", "[matmul][errors]") {
   CHECK_THROWS_WITH(matmul(Tensor::ones({3}), Tensor::ones({3, 2})), Contains("rank >= 2") && Contains("[3]"));
   CHECK_THROWS_WITH(matmul(Tensor::ones({2, 2, 2}), Tensor::ones({3, 2, 2})),
                     Contains("matmul: shapes [2] and [3] do not broadcast"));
-  CHECK_THROWS_WITH(matmul(Tensor::ones({2, 2}), Tensor::ones({2, 2}, DType::Float64)), Contains("matmul: dtypes differ"));
+  CHECK_THROWS_WITH(matmul(Tensor::ones({2, 2}), Tensor::ones({2, 2}, DType::Float64)),
+                    Contains("matmul: dtypes differ"));
 }
 
 TEST_CASE("matmul backward handles zero-size operands", "[matmul]") {
@@ -93,7 +95,8 @@ TEST_CASE("matmul backward handles zero-size operands", "[matmul]") {
   CHECK(c.grad().to_vector() == std::vector<double>(24, 0.0));
 }
 
-TEST_CASE("products split into tiles across threads equal a plain triple loop, for 1 and 2 threads", "[matmul][threads]") {
+TEST_CASE("products split into tiles across threads equal a plain triple loop, for 1 and 2 threads",
+          "[matmul][threads]") {
   // Shapes that tile by rows, by columns (short and wide), and not at all.
   for (auto [n, k, m] : {std::array<int64_t, 3>{300, 70, 45}, {20, 64, 700}, {129, 33, 257}, {3, 5, 7}, {1, 40, 9}}) {
     Tensor a = Tensor::randn({n, k}, DType::Float64), b = Tensor::randn({m, k}, DType::Float64);
@@ -121,12 +124,14 @@ TEST_CASE("one-row products (matrix-vector) for every transpose flag, in both dt
   for (DType dtype : {DType::Float32, DType::Float64})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
-        Tensor a = Tensor::randn(ta ? Shape{6, 1} : Shape{1, 6}, dtype), b = Tensor::randn(tb ? Shape{5, 6} : Shape{6, 5}, dtype);
+        Tensor a = Tensor::randn(ta ? Shape{6, 1} : Shape{1, 6}, dtype),
+               b = Tensor::randn(tb ? Shape{5, 6} : Shape{6, 5}, dtype);
         Tensor c = matmul(a, b, ta, tb);
         for (int64_t j = 0; j < 5; ++j) {
           double s = 0;
-          for (int64_t t = 0; t < 6; ++t) s += a.at(ta ? std::vector<int64_t>{t, 0} : std::vector<int64_t>{0, t}) *
-                                               b.at(tb ? std::vector<int64_t>{j, t} : std::vector<int64_t>{t, j});
+          for (int64_t t = 0; t < 6; ++t)
+            s += a.at(ta ? std::vector<int64_t>{t, 0} : std::vector<int64_t>{0, t}) *
+                 b.at(tb ? std::vector<int64_t>{j, t} : std::vector<int64_t>{t, j});
           CHECK(c.at({0, j}) == Approx(s).margin(1e-5));
         }
       }
@@ -135,7 +140,8 @@ TEST_CASE("one-row products (matrix-vector) for every transpose flag, in both dt
 TEST_CASE("linear errors name the shapes and dtypes that do not fit", "[matmul][linear][errors]") {
   Tensor x = Tensor::randn({2, 3}), w = Tensor::randn({4, 3}), b = Tensor::randn({4});
   CHECK(linear(x, w, b).shape() == Shape{2, 4});
-  CHECK_THROWS_WITH(linear(x, Tensor::randn({4, 5}), b), Catch::Matchers::Contains("linear: input [2, 3] and weight [4, 5]"));
+  CHECK_THROWS_WITH(linear(x, Tensor::randn({4, 5}), b),
+                    Catch::Matchers::Contains("linear: input [2, 3] and weight [4, 5]"));
   CHECK_THROWS_WITH(linear(x, Tensor::randn({3}), Tensor()), Catch::Matchers::Contains("weight is [out, in]"));
   CHECK_THROWS_WITH(linear(x, w, Tensor::randn({3})), Catch::Matchers::Contains("linear: bias [3]"));
   CHECK_THROWS_WITH(linear(x, w.to(DType::Float64), Tensor()), Catch::Matchers::Contains("dtypes differ"));

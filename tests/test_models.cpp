@@ -46,7 +46,8 @@ TEST_CASE("GPT names its parameters as ARCHITECTURE.md lists them", "[models][gp
 TEST_CASE("GPT logits at position i do not depend on later tokens", "[models][gpt]") {
   for (bool post_ln : {false, true}) {
     GPTConfig config;
-    config.vocab = 9, config.context = 6, config.width = 8, config.heads = 2, config.layers = 2, config.post_ln = post_ln;
+    config.vocab = 9, config.context = 6, config.width = 8, config.heads = 2, config.layers = 2,
+    config.post_ln = post_ln;
     GPT gpt(config);
     Tensor a = gpt.forward(ids({1, 2, 3, 4, 5, 6}, {1, 6})), b = gpt.forward(ids({1, 2, 3, 8, 0, 7}, {1, 6}));
     for (int64_t t = 0; t < 3; ++t)
@@ -66,7 +67,8 @@ TEST_CASE("GPT collects per-layer attention weights on request", "[models][gpt]"
   CHECK(weights[2].at({0, 1, 0, 2}) == 0);  // causal: the first query sees only itself
 }
 
-TEST_CASE("a 2-layer GPT passes a float64 gradient check from the loss to every parameter", "[models][gpt][gradcheck]") {
+TEST_CASE("a 2-layer GPT passes a float64 gradient check from the loss to every parameter",
+          "[models][gpt][gradcheck]") {
   for (bool post_ln : {false, true}) {
     GPTConfig config;
     config.vocab = 7, config.context = 5, config.width = 8, config.heads = 2, config.layers = 2, config.dropout = 0.1;
@@ -75,7 +77,8 @@ TEST_CASE("a 2-layer GPT passes a float64 gradient check from the loss to every 
     gpt.to(DType::Float64);
     Tensor input = ids({1, 4, 2, 6, 0, 3, 3, 5}, {2, 4});
     Tensor targets = ids({4, 2, 6, -100, 3, 3, 5, 1}, {2, 4});
-    GradcheckResult r = gradcheck_leaves([&] { return cross_entropy(gpt.forward(input), targets); }, gpt.named_parameters());
+    GradcheckResult r =
+        gradcheck_leaves([&] { return cross_entropy(gpt.forward(input), targets); }, gpt.named_parameters());
     INFO((post_ln ? "post-LN\n" : "pre-LN\n") << r.summary());
     CHECK(r.ok);
     CHECK(r.inputs.size() == gpt.named_parameters().size());
@@ -89,8 +92,8 @@ TEST_CASE("Seq2Seq encodes with padding masks and decodes causally with cross-at
   std::vector<std::string> names;
   for (auto& [name, t] : model.named_parameters()) names.push_back(name);
   for (std::string n : {"tok_emb.weight", "pos_emb.weight", "encoder.0.attn.q_proj.weight", "encoder_ln.weight",
-                        "decoder.0.attn.k_proj.bias", "decoder.0.ln_cross.weight", "decoder.0.cross_attn.out_proj.weight",
-                        "decoder.0.mlp.fc2.bias", "ln_f.bias"})
+                        "decoder.0.attn.k_proj.bias", "decoder.0.ln_cross.weight",
+                        "decoder.0.cross_attn.out_proj.weight", "decoder.0.mlp.fc2.bias", "ln_f.bias"})
     CHECK(std::find(names.begin(), names.end(), n) != names.end());
 
   Tensor src = ids({1, 2, 3, 4, 5, 6, 0, 0}, {2, 4});
@@ -115,8 +118,11 @@ TEST_CASE("a 1+1-layer Seq2Seq passes a float64 gradient check end to end", "[mo
   Tensor src = ids({1, 2, 3, 2, 4, 0}, {2, 3});
   Tensor tgt = ids({5, 1, 2, 5, 4, 3}, {2, 3});
   Tensor targets = ids({1, 2, 0, 4, 3, -100}, {2, 3});
-  GradcheckResult r = gradcheck_leaves([&] { return cross_entropy(model.forward(src, {3, 2}, tgt), targets); },
-                                       model.named_parameters());
+  GradcheckResult r = gradcheck_leaves(
+      [&] {
+        return cross_entropy(model.forward(src, {3, 2}, tgt), targets);
+      },
+      model.named_parameters());
   INFO(r.summary());
   CHECK(r.ok);
 }
@@ -130,17 +136,21 @@ TEST_CASE("model errors name the model and the sizes", "[models][errors]") {
   GPTConfig small;
   small.vocab = 5, small.context = 3, small.width = 8, small.heads = 2;
   GPT gpt(small);
-  CHECK_THROWS_WITH(gpt.forward(ids({1, 2, 3, 4}, {1, 4})), Contains("GPT: sequence of 4 tokens exceeds the context of 3"));
+  CHECK_THROWS_WITH(gpt.forward(ids({1, 2, 3, 4}, {1, 4})),
+                    Contains("GPT: sequence of 4 tokens exceeds the context of 3"));
   CHECK_THROWS_WITH(gpt.forward(ids({1, 2}, {2})), Contains("GPT: ids must be int64 [B, T]"));
   CHECK_THROWS_WITH(gpt.forward(ids({1, 9}, {1, 2})), Contains("id 9 out of range [0, 5)"));
   Seq2SeqConfig s2s;
   s2s.vocab = 5, s2s.context = 4, s2s.width = 8, s2s.heads = 2;
   Seq2Seq model(s2s);
-  CHECK_THROWS_WITH(model.forward(ids({1, 2}, {1, 2}), {1, 2}, ids({1}, {1, 1})), Contains("Seq2Seq: 2 source lengths for a batch of 1"));
-  CHECK_THROWS_WITH(model.forward(ids({1, 2}, {1, 2}), {3}, ids({1}, {1, 1})), Contains("key_padding_mask: length 3 outside [0, 2]"));
+  CHECK_THROWS_WITH(model.forward(ids({1, 2}, {1, 2}), {1, 2}, ids({1}, {1, 1})),
+                    Contains("Seq2Seq: 2 source lengths for a batch of 1"));
+  CHECK_THROWS_WITH(model.forward(ids({1, 2}, {1, 2}), {3}, ids({1}, {1, 1})),
+                    Contains("key_padding_mask: length 3 outside [0, 2]"));
 }
 
-TEST_CASE("model kinds: the parameter-count formula equals the built model's count, and fields round-trip with bounds") {
+TEST_CASE(
+    "model kinds: the parameter-count formula equals the built model's count, and fields round-trip with bounds") {
   REQUIRE(model_kind_names() == std::vector<std::string>{"gpt", "seq2seq"});
   for (const std::string& name : model_kind_names()) {
     const ModelKind& kind = model_kind(name);
@@ -155,9 +165,11 @@ TEST_CASE("model kinds: the parameter-count formula equals the built model's cou
   CHECK_THROWS_WITH(model_kind("rnn"), Catch::Matchers::Contains("unknown model 'rnn' (gpt, seq2seq)"));
   auto fields = ModelShape{13, 9, 8, 2, 1}.fields();
   fields["layers"] = "129";
-  CHECK_THROWS_WITH(ModelShape::from_fields(fields, "f.safetensors"), Catch::Matchers::Contains("layers = '129', expected an integer in [1, 128]"));
+  CHECK_THROWS_WITH(ModelShape::from_fields(fields, "f.safetensors"),
+                    Catch::Matchers::Contains("layers = '129', expected an integer in [1, 128]"));
   ModelShape flags{13, 9, 8, 2, 129};
   CHECK_THROWS_WITH(flags.check_flags(), Catch::Matchers::Contains("--layers must be in [1, 128], got 129"));
   // The counts of the largest shapes the bounds allow stay finite (a hostile file is compared against them).
-  CHECK(model_kind("seq2seq").parameter_count({kMaxVocab, kMaxContext, kMaxWidth, kMaxWidth, kMaxLayers}) > (int64_t{1} << 40));
+  CHECK(model_kind("seq2seq").parameter_count({kMaxVocab, kMaxContext, kMaxWidth, kMaxWidth, kMaxLayers}) >
+        (int64_t{1} << 40));
 }

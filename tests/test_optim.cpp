@@ -42,8 +42,21 @@ TEST_CASE("SGD matches hand-computed steps: plain, weight decay, momentum, dampe
 }
 
 TEST_CASE("Adam and AdamW match hand-computed steps", "[optim]") {
-  auto adam = [](double wd) { return [wd](NamedTensors p) { AdamOptions o; o.lr = 0.1, o.weight_decay = wd; return Adam(p, o); }; };
-  auto adamw = [](double wd) { return [wd](NamedTensors p) { AdamOptions o; o.lr = 0.1, o.weight_decay = wd; o.decays = nullptr; return AdamW(p, o); }; };
+  auto adam = [](double wd) {
+    return [wd](NamedTensors p) {
+      AdamOptions o;
+      o.lr = 0.1, o.weight_decay = wd;
+      return Adam(p, o);
+    };
+  };
+  auto adamw = [](double wd) {
+    return [wd](NamedTensors p) {
+      AdamOptions o;
+      o.lr = 0.1, o.weight_decay = wd;
+      o.decays = nullptr;
+      return AdamW(p, o);
+    };
+  };
   check_values(two_steps(adam(0)), {0.8004122297123382, -1.800166486621093});
   check_values(two_steps(adam(0.1)), {0.8004122295267845, -1.8001664865292035});
   check_values(two_steps(adamw(0.1)), {0.7815718569541611, -1.7614089510885826});
@@ -87,12 +100,22 @@ TEST_CASE("every optimizer decreases a quadratic", "[optim]") {
   };
   CHECK(run([](NamedTensors p) { return SGD(p, {0.05}); }) < 1e-6);
   CHECK(run([](NamedTensors p) { return SGD(p, {0.02, 0.9, 0, 0, true}); }) < 1e-6);
-  CHECK(run([](NamedTensors p) { AdamOptions o; o.lr = 0.05; return Adam(p, o); }) < 1e-3);
-  CHECK(run([](NamedTensors p) { AdamOptions o; o.lr = 0.05, o.weight_decay = 0.01; o.decays = nullptr; return AdamW(p, o); }) < 1e-2);
+  CHECK(run([](NamedTensors p) {
+          AdamOptions o;
+          o.lr = 0.05;
+          return Adam(p, o);
+        }) < 1e-3);
+  CHECK(run([](NamedTensors p) {
+          AdamOptions o;
+          o.lr = 0.05, o.weight_decay = 0.01;
+          o.decays = nullptr;
+          return AdamW(p, o);
+        }) < 1e-2);
 }
 
 TEST_CASE("clip_grad_norm returns the norm before clipping and scales to max_norm", "[optim]") {
-  Tensor a = Tensor::from_vector<double>({3, 0}).requires_grad_(), b = Tensor::from_vector<double>({4}).requires_grad_();
+  Tensor a = Tensor::from_vector<double>({3, 0}).requires_grad_(),
+         b = Tensor::from_vector<double>({4}).requires_grad_();
   (sum(a * a.detach()) + sum(b * b.detach())).backward();  // grads: a -> [3, 0], b -> [4]
   NamedTensors params{{"a", a}, {"b", b}};
   CHECK(clip_grad_norm(params, 10) == Approx(5));  // below the limit: unchanged

@@ -14,7 +14,8 @@ namespace {
 Tensor ids(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s); }
 
 // Loss and every parameter gradient of one training step from a fixed generator state.
-std::vector<std::vector<double>> step(const Module& model, const std::function<Tensor()>& loss, Generator* gen = nullptr) {
+std::vector<std::vector<double>> step(const Module& model, const std::function<Tensor()>& loss,
+                                      Generator* gen = nullptr) {
   manual_seed(77);
   if (gen) gen->manual_seed(78);  // the model's dropout generator
   for (auto& [name, p] : model.named_parameters()) p.zero_grad();
@@ -36,12 +37,13 @@ TEST_CASE("a recomputed GPT gives bit-identical loss and gradients, dropout on",
       Generator init(4);
       GPT gpt(c, &init);
       gpt.to(dtype);
-      Tensor x = ids({1, 4, 2, 6, 0, 3, 3, 5, 8, 7, 1, 2, 0, 0, 4, 5}, {2, 8}), y = ids({4, 2, 6, 0, 3, 3, 5, 1, 7, 1, 2, 0, 0, 4, 5, 6}, {2, 8});
+      Tensor x = ids({1, 4, 2, 6, 0, 3, 3, 5, 8, 7, 1, 2, 0, 0, 4, 5}, {2, 8}),
+             y = ids({4, 2, 6, 0, 3, 3, 5, 1, 7, 1, 2, 0, 0, 4, 5, 6}, {2, 8});
       auto loss = [&] { return cross_entropy(gpt.forward(x), y); };
       auto stored = step(gpt, loss, &init);
-      gpt.set_recompute(true);
+      gpt.set_checkpoint_activations(true);
       auto recomputed = step(gpt, loss, &init);
-      gpt.set_recompute(false);
+      gpt.set_checkpoint_activations(false);
       REQUIRE(stored.size() == recomputed.size());
       auto names = gpt.named_parameters();
       for (size_t i = 0; i < stored.size(); ++i) {
@@ -55,29 +57,33 @@ TEST_CASE("a recomputed Seq2Seq gives bit-identical gradients, dropout on", "[re
   Seq2SeqConfig c;
   c.vocab = 9, c.context = 6, c.width = 8, c.heads = 2, c.dropout = 0.2;
   Seq2Seq model(c);
-  Tensor src = ids({1, 2, 3, 4, 5, 0}, {2, 3}), tgt = ids({1, 2, 3, 4, 5, 6}, {2, 3}), out = ids({2, 3, 4, 5, 6, 7}, {2, 3});
+  Tensor src = ids({1, 2, 3, 4, 5, 0}, {2, 3}), tgt = ids({1, 2, 3, 4, 5, 6}, {2, 3}),
+         out = ids({2, 3, 4, 5, 6, 7}, {2, 3});
   auto loss = [&] { return cross_entropy(model.forward(src, {3, 2}, tgt), out); };
   auto stored = step(model, loss);
-  model.set_recompute(true);
+  model.set_checkpoint_activations(true);
   CHECK(stored == step(model, loss));
 }
 
 TEST_CASE("a recomputed GPT with dropout passes a float64 gradient check", "[recompute][gradcheck]") {
   GPTConfig c;
-  c.vocab = 7, c.context = 5, c.width = 8, c.heads = 2, c.layers = 2, c.dropout = 0.1, c.recompute = true;
+  c.vocab = 7, c.context = 5, c.width = 8, c.heads = 2, c.layers = 2, c.dropout = 0.1, c.checkpoint_activations = true;
   GPT gpt(c);
   gpt.to(DType::Float64);
   Tensor input = ids({1, 4, 2, 6, 0, 3, 3, 5}, {2, 4}), targets = ids({4, 2, 6, -100, 3, 3, 5, 1}, {2, 4});
-  GradcheckResult r = gradcheck_leaves([&] { return cross_entropy(gpt.forward(input), targets); }, gpt.named_parameters());
+  GradcheckResult r =
+      gradcheck_leaves([&] { return cross_entropy(gpt.forward(input), targets); }, gpt.named_parameters());
   INFO(r.summary());
   CHECK(r.ok);
 }
 
-TEST_CASE("recompute needs no input that requires grad and leaves the generator where backward found it", "[recompute]") {
+TEST_CASE("recompute needs no input that requires grad and leaves the generator where backward found it",
+          "[recompute]") {
   Tensor w = Tensor::randn({3}, DType::Float64).requires_grad_();
   Generator gen(5);
   Tensor x = Tensor::randn({3}, DType::Float64);
-  Tensor out = recompute([&](const std::vector<Tensor>& in) { return sum(dropout(in[0] * w, 0.5, true, &gen)); }, {x}, &gen);
+  Tensor out =
+      recompute([&](const std::vector<Tensor>& in) { return sum(dropout(in[0] * w, 0.5, true, &gen)); }, {x}, &gen);
   Generator::State after_forward = gen.state();
   out.backward();
   CHECK(gen.state() == after_forward);
@@ -90,8 +96,10 @@ TEST_CASE("attention entropy: its value and a float64 gradient check, masked row
   CHECK(attention_entropy({p}).item() == Approx(expected).margin(1e-9));
   CHECK(attention_entropy({Tensor::zeros({2, 4}, DType::Float64)}).item() == 0.0);  // fully masked rows
   auto f = [](const std::vector<Tensor>& x) {
-    Tensor masked = masked_fill(x[0], Tensor::from_vector(std::vector<bool>{false, true, false, false, false, false, true, true, true,
-                                                                            false, false, false}, {1, 3, 4}),
+    Tensor masked = masked_fill(x[0],
+                                Tensor::from_vector(std::vector<bool>{false, true, false, false, false, false, true,
+                                                                      true, true, false, false, false},
+                                                    {1, 3, 4}),
                                 -std::numeric_limits<double>::infinity());
     return attention_entropy({softmax(x[0], -1), softmax(masked, -1)});
   };

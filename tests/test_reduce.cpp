@@ -66,7 +66,9 @@ TEST_CASE("reduction errors name the op and the shape", "[reduce][errors]") {
   Tensor x = counting();
   CHECK_THROWS_WITH(sum(x, {3}), Contains("sum: dim 3 out of range for a tensor of rank 3"));
   CHECK_THROWS_WITH(mean(x, {1, -2}), Contains("mean: dim listed twice"));
-  CHECK_THROWS_WITH(max(Tensor::zeros({0, 2})), Contains("max: cannot reduce over zero elements") && Contains("[0, 2]"));
-  CHECK_THROWS_WITH(var(Tensor::ones({1, 3}), {0}), Contains("var") && Contains("degrees of freedom") && Contains("[1, 3]"));
+  CHECK_THROWS_WITH(max(Tensor::zeros({0, 2})),
+                    Contains("max: cannot reduce over zero elements") && Contains("[0, 2]"));
+  CHECK_THROWS_WITH(var(Tensor::ones({1, 3}), {0}),
+                    Contains("var") && Contains("degrees of freedom") && Contains("[1, 3]"));
   CHECK_THROWS_WITH(mean(Tensor::zeros({0})), Contains("mean: reduces over zero elements"));
 }

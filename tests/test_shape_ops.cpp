@@ -96,7 +96,8 @@ TEST_CASE("index_select and gather pick entries and repeats add gradients", "[sh
   CHECK(g.to_vector() == std::vector<double>{2, 2, 3, 4});
   CHECK(gather(x, 0, idx({1, 0, 1}, {1, 3})).to_vector() == std::vector<double>{3, 1, 5});
 
-  CHECK_THROWS_WITH(index_select(x, 0, idx({2}, {1})), Contains("index_select: index 2 out of range for dim 0 of [2, 3]"));
+  CHECK_THROWS_WITH(index_select(x, 0, idx({2}, {1})),
+                    Contains("index_select: index 2 out of range for dim 0 of [2, 3]"));
   CHECK_THROWS_WITH(index_select(x, 0, Tensor::zeros({1})), Contains("index must be int64"));
   CHECK_THROWS_WITH(gather(x, 1, idx({0, 3}, {1, 2})), Contains("gather: index 3 out of range for dim 1 of [2, 3]"));
   CHECK_THROWS_WITH(gather(x, 1, idx({0, 0, 0}, {3, 1})), Contains("gather: index [3, 1] does not fit x [2, 3]"));

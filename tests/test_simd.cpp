@@ -147,7 +147,7 @@ TEST_CASE("simd: AVX-512 elementwise kernels give the same bits as AVX2") {
   simd::Isa original = simd::active_isa();
   auto a = run(simd::Isa::AVX2), b = run(simd::Isa::AVX512);
   simd::force_isa(original);
-  const char* names[] = {"exp", "tanh", "sigmoid", "gelu_tanh", "gelu_tanh_backward", "exp_shifted_scaled",
+  const char* names[] = {"exp",           "tanh", "sigmoid", "gelu_tanh", "gelu_tanh_backward", "exp_shifted_scaled",
                          "layer_norm_row"};
   for (size_t k = 0; k < a.size(); ++k) {
     INFO(names[k]);
@@ -186,14 +186,12 @@ TEST_CASE("simd: elementwise functions stay within their ULP bounds over a dense
         xs, [&](const float* x, float* y, int64_t n) { simd::gelu_tanh_backward(x, ones.data(), y, n); },
         [](double x) { return gelu_d1(x) + gelu_d2(x); },
         [](double x) { return std::max(std::fabs(gelu_d1(x)), std::fabs(gelu_d2(x))); },
-        [](double x) {
-          return std::max(condition(gelu_d1, x), condition(gelu_d2, x));
-        });
+        [](double x) { return std::max(condition(gelu_d1, x), condition(gelu_d2, x)); });
     INFO("gelu_tanh backward worst " << d.ulps << " ULP (of the larger term) beyond its condition number at " << d.at);
     CHECK(d.ulps <= 10.0);
-    WARN(simd::isa_name(simd::active_isa()) << ": exp " << e.ulps << ", tanh " << t.ulps << ", sigmoid " << s.ulps
-                                            << " ULP; gelu_tanh " << g.ulps << ", gelu_tanh' " << d.ulps
-                                            << " ULP beyond the condition number");
+    WARN(simd::isa_name(simd::active_isa())
+         << ": exp " << e.ulps << ", tanh " << t.ulps << ", sigmoid " << s.ulps << " ULP; gelu_tanh " << g.ulps
+         << ", gelu_tanh' " << d.ulps << " ULP beyond the condition number");
   });
 }
 
@@ -235,7 +233,8 @@ TEST_CASE("simd: row kernels match double on random rows of every length up to 7
       md /= n, mdx /= n;
       simd::layer_norm_backward_row(x.data(), g.data(), w.data(), float(mu), float(rstd), out.data(), n);
       for (int64_t i = 0; i < n; ++i)
-        CHECK(out[i] == Approx(rrstd * (double(g[i]) * w[i] - md - (x[i] - rmu) * rrstd * mdx)).margin(1e-4 * (1 + rrstd)));
+        CHECK(out[i] ==
+              Approx(rrstd * (double(g[i]) * w[i] - md - (x[i] - rmu) * rrstd * mdx)).margin(1e-4 * (1 + rrstd)));
     }
   });
 }
@@ -251,7 +250,8 @@ TEST_CASE("simd: max propagates NaN, and the Adam kernel matches its double form
 
     int64_t n = 41;
     std::vector<float> p(n), g(n), m(n), v(n);
-    for (int64_t i = 0; i < n; ++i) p[i] = 0.1f * i - 2, g[i] = 0.03f * (i % 7) - 0.1f, m[i] = 0.01f * i, v[i] = 0.001f * i;
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = 0.1f * i - 2, g[i] = 0.03f * (i % 7) - 0.1f, m[i] = 0.01f * i, v[i] = 0.001f * i;
     simd::AdamStep s{0.9f, 0.1f, 0.999f, 0.001f, 0.01f, 0.99f, 1e-3f, 1 / 0.19f, 1 / 0.002997f, 1e-8f};
     std::vector<float> p2 = p, m2 = m, v2 = v;
     simd::adam(s, p2.data(), g.data(), m2.data(), v2.data(), n);

@@ -44,10 +44,11 @@ struct Run {
     }
   }
   void save(const std::string& path) const {
-    optim::save_training_checkpoint(path, model, &optimizer, {{"default", &default_generator()}},
-                                    {{"qkv.model", "gpt"}, {"qkv.config", io::json_object({{"vocab", "12"}, {"context", "8"},
-                                                                                           {"width", "16"}, {"heads", "2"},
-                                                                                           {"layers", "2"}})}});
+    optim::save_training_checkpoint(
+        path, model, &optimizer, {{"default", &default_generator()}},
+        {{"qkv.model", "gpt"},
+         {"qkv.config",
+          io::json_object({{"vocab", "12"}, {"context", "8"}, {"width", "16"}, {"heads", "2"}, {"layers", "2"}})}});
   }
   void load(const std::string& path) {
     optim::load_training_checkpoint(path, model, &optimizer, {{"default", &default_generator()}});

@@ -70,7 +70,8 @@ struct Trainer::Log {
     file.open(path, o.append_log ? std::ios::app : std::ios::trunc);
     QKV_CHECK(static_cast<bool>(file), "cannot write --log file '", printable(path), "'");
     if (csv && file.tellp() == 0) {
-      file << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss" << (o.extra_log_column ? "," + o.extra_log_name : "");
+      file << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss"
+           << (o.extra_log_column ? "," + o.extra_log_name : "");
       for (const std::string& g : groups.names) file << ",grad_norm." << g << ",update_ratio." << g;
       file << "\n";
     }
@@ -84,7 +85,8 @@ struct Trainer::Log {
   // Returns false when the row could not be written (a full disk).
   bool row(const optim::NamedTensors& params, int64_t step, double loss, double lr, double norm, double rate,
            const Evaluation* evaluation, const std::string& extra_name, const std::string& extra) {
-    std::vector<double> moved = groups.norms(params.size(), [&](size_t i) { return params[i].second.detach() - before[i]; });
+    std::vector<double> moved =
+        groups.norms(params.size(), [&](size_t i) { return params[i].second.detach() - before[i]; });
     std::vector<double> size = groups.norms(params.size(), [&](size_t i) { return before[i]; });
     std::string layers_csv, layers_json;
     for (size_t g = 0; g < groups.names.size(); ++g) {
@@ -96,8 +98,8 @@ struct Trainer::Log {
     std::string acc = evaluation && evaluation->higher_is_better ? log_number(evaluation->metric) : "";
     std::string held = evaluation && !evaluation->higher_is_better ? log_number(evaluation->metric) : "";
     if (csv)
-      file << step << "," << log_number(loss) << "," << log_number(lr) << "," << log_number(norm) << "," << log_number(rate)
-           << "," << acc << "," << held << (extra.empty() ? "" : "," + extra) << layers_csv << "\n";
+      file << step << "," << log_number(loss) << "," << log_number(lr) << "," << log_number(norm) << ","
+           << log_number(rate) << "," << acc << "," << held << (extra.empty() ? "" : "," + extra) << layers_csv << "\n";
     else
       file << "{\"step\":" << step << ",\"loss\":" << log_number(loss) << ",\"lr\":" << log_number(lr)
            << ",\"grad_norm\":" << log_number(norm) << ",\"tokens_per_s\":" << log_number(rate)
@@ -161,8 +163,9 @@ Outcome Trainer::run() {
     stop = shared[1] > 0;
     if (!std::isfinite(value) || !std::isfinite(norm)) {
       // Stepping on would fill the model with NaN; saving would replace the last good checkpoint with it.
-      throw Error(cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ", std::isfinite(value) ? norm : value,
-                      " at step ", step + 1, " (lr ", optimizer_.lr(), "): training stopped without saving; ",
+      throw Error(cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ",
+                      std::isfinite(value) ? norm : value, " at step ", step + 1, " (lr ", optimizer_.lr(),
+                      "): training stopped without saving; ",
                       saved_step_ >= 0 ? cat(printable(save_name), " still holds step ", saved_step_)
                                        : std::string("nothing was saved"),
                       o_.divergence_advice));
@@ -224,9 +227,12 @@ std::string duration(double seconds) {
   if (!std::isfinite(seconds) || seconds > 99 * 86400.0) return "> 99 days";
   long long t = static_cast<long long>(std::max(seconds, 0.0) + 0.5);
   char text[48];
-  if (t < 60) std::snprintf(text, sizeof text, "%llds", t);
-  else if (t < 3600) std::snprintf(text, sizeof text, "%lldm%02llds", t / 60, t % 60);
-  else std::snprintf(text, sizeof text, "%lldh%02lldm", t / 3600, t / 60 % 60);
+  if (t < 60)
+    std::snprintf(text, sizeof text, "%llds", t);
+  else if (t < 3600)
+    std::snprintf(text, sizeof text, "%lldm%02llds", t / 60, t % 60);
+  else
+    std::snprintf(text, sizeof text, "%lldh%02lldm", t / 3600, t / 60 % 60);
   return text;
 }
 

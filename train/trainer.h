@@ -27,9 +27,9 @@ namespace qkv::train {
 
 /// This rank's part of one step.
 struct StepLoss {
-  Tensor loss;        // the mean loss over this rank's examples
-  double share = 1;   // this rank's share of the global batch's loss terms (1 in one process)
-  int64_t tokens = 0; // tokens the whole step processed, for tokens/s
+  Tensor loss;         // the mean loss over this rank's examples
+  double share = 1;    // this rank's share of the global batch's loss terms (1 in one process)
+  int64_t tokens = 0;  // tokens the whole step processed, for tokens/s
 };
 
 /// What an evaluation found.
@@ -50,12 +50,12 @@ struct Progress {
 };
 
 struct TrainerOptions {
-  int64_t steps = 1000;      // the budget, counting steps a resumed optimizer already took
-  int64_t eval_every = 100;  // evaluate every N steps and after the last
-  int64_t save_every = 0;    // also save every N steps (0: only when the run ends)
-  double clip = 1;           // gradient norm limit; 0 clips nothing (the norm is still measured)
-  std::string log;           // per-step log file ("" none): CSV if it ends in .csv, else JSON lines
-  bool append_log = false;   // continue an existing log (a resumed run) instead of starting one
+  int64_t steps = 1000;           // the budget, counting steps a resumed optimizer already took
+  int64_t eval_every = 100;       // evaluate every N steps and after the last
+  int64_t save_every = 0;         // also save every N steps (0: only when the run ends)
+  double clip = 1;                // gradient norm limit; 0 clips nothing (the norm is still measured)
+  std::string log;                // per-step log file ("" none): CSV if it ends in .csv, else JSON lines
+  bool append_log = false;        // continue an existing log (a resumed run) instead of starting one
   bool extra_log_column = false;  // one more logged value per step (extra_log_value)
   std::string extra_log_name = "attn_entropy";
   /// Under mpirun: average the gradients over the ranks (false: this process
@@ -76,7 +76,8 @@ struct Outcome {
 
 class Trainer {
  public:
-  Trainer(optim::NamedTensors params, optim::Optimizer& optimizer, const optim::Schedule& schedule, TrainerOptions options);
+  Trainer(optim::NamedTensors params, optim::Optimizer& optimizer, const optim::Schedule& schedule,
+          TrainerOptions options);
   ~Trainer();
 
   /// Required: the loss of step `step` (0-based) on this rank's slice.
@@ -120,7 +121,8 @@ class Trainer {
   int64_t saved_step_ = -1;
 };
 
-/// A progress line in qkv's format: "step 40/4000  avg loss 2.4562  lr 6.67e-04  31774 tok/s  1m02s elapsed  ETA 3h01m".
+/// A progress line in qkv's format: "step 40/4000  avg loss 2.4562  lr 6.67e-04  31774 tok/s  1m02s elapsed  ETA
+/// 3h01m".
 std::string progress_line(const Progress& p, bool eta_is_bound);
 /// "1m02s", "3h01m", "> 99 days".
 std::string duration(double seconds);

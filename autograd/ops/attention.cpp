@@ -69,13 +69,14 @@ MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dty
     const Tensor& t = m.mask;
     QKV_CHECK(t.dtype() == DType::Bool || t.dtype() == dtype, "fused_attention: mask must be bool or ",
               dtype_name(dtype), ", got ", dtype_name(t.dtype()));
-    QKV_CHECK(!t.requires_grad(), "fused_attention: a float mask that requires grad needs the composed path "
+    QKV_CHECK(!t.requires_grad(),
+              "fused_attention: a float mask that requires grad needs the composed path "
               "(nn::attention): the fused kernel treats masks as constants");
     Shape full{dims.B, dims.H, dims.nq, dims.nk};
     bool fits = t.dim() <= 4;
     for (int64_t i = 1; fits && i <= t.dim(); ++i) fits = t.size(-i) == 1 || t.size(-i) == full[4 - i];
-    QKV_CHECK(fits, "fused_attention: mask ", shape_str(t.shape()), " does not broadcast to [B, heads, n_q, n_k] = ",
-              shape_str(full));
+    QKV_CHECK(fits, "fused_attention: mask ", shape_str(t.shape()),
+              " does not broadcast to [B, heads, n_q, n_k] = ", shape_str(full));
     std::vector<int64_t> st(4, 0);
     int64_t stride = 1;
     for (int64_t i = 1; i <= t.dim(); ++i) {
@@ -148,8 +149,10 @@ double exp_in_place(T* x, T shift, int64_t n) {
 }
 
 template <class T>
-void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, T* o, double* lse) {
-  const int64_t ldq = D.ldq, ldk = D.ldk, ldv = D.ldv, ldo = D.H * D.dv, qblocks = (D.nq + kQueryBlock - 1) / kQueryBlock;
+void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, T* o,
+             double* lse) {
+  const int64_t ldq = D.ldq, ldk = D.ldk, ldv = D.ldv, ldo = D.H * D.dv,
+                qblocks = (D.nq + kQueryBlock - 1) / kQueryBlock;
   const int64_t items = D.B * D.H * qblocks;
   parallel_for(items, std::min(kQueryBlock, D.nq) * D.nk * (D.d + D.dv), [&](int64_t begin, int64_t end) {
     std::unique_ptr<T[]> S(new T[kQueryBlock * kKeyBlock]);  // scratch: no zeroing (it cost a memset per call)
@@ -172,7 +175,7 @@ void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, co
           T* s = S.get() + r * kKeyBlock;
           double block_max = row_max(s, cols);  // a NaN score poisons its row, as in softmax
           double top = std::isnan(block_max) || std::isnan(m[r]) ? NAN : std::max(m[r], block_max);
-          if (top == -INFINITY) {         // every key so far blocked: nothing to add
+          if (top == -INFINITY) {  // every key so far blocked: nothing to add
             std::fill(s, s + cols, T(0));
             continue;
           }
@@ -233,8 +236,10 @@ void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, c
           apply_masks(P.get(), rows, cols, kBackwardKeys, mv, b, h, i0, j0);
           for (int64_t r = 0; r < rows; ++r) {
             T* p = P.get() + r * kBackwardKeys;
-            if (L[i0 + r] == -INFINITY) std::fill(p, p + cols, T(0));
-            else exp_in_place(p, static_cast<T>(L[i0 + r]), cols);
+            if (L[i0 + r] == -INFINITY)
+              std::fill(p, p + cols, T(0));
+            else
+              exp_in_place(p, static_cast<T>(L[i0 + r]), cols);
           }
           gemm<T>(true, false, cols, D.dv, rows, P.get(), kBackwardKeys, goi, ldo, gvj, ldv, T(1));
           gemm<T>(false, true, rows, cols, D.dv, goi, ldo, vj, ldv, dS.get(), kBackwardKeys, T(0));

@@ -41,8 +41,8 @@ namespace {
 // out = f(a, b) with a and b broadcast to a common shape.
 template <class F>
 Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
-  QKV_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", dtype_name(a.dtype()), " ", shape_str(a.shape()),
-        " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
+  QKV_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", dtype_name(a.dtype()), " ", shape_str(a.shape()), " and ",
+            dtype_name(b.dtype()), " ", shape_str(b.shape()));
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
   Tensor out = Tensor::empty(shape, a.dtype());
   dispatch_floating(a.dtype(), op, [&](auto zero) {
@@ -56,8 +56,8 @@ Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
       });
       return;
     }
-    detail::StridedLoop<2> loop(shape, {detail::broadcast_strides(a.shape(), shape),
-                                        detail::broadcast_strides(b.shape(), shape)});
+    detail::StridedLoop<2> loop(
+        shape, {detail::broadcast_strides(a.shape(), shape), detail::broadcast_strides(b.shape(), shape)});
     loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 2> off, int64_t len) {
       const T* x = pa + off[0];
       const T* y = pb + off[1];
@@ -130,149 +130,172 @@ Tensor unary_op(const char* op, const Tensor& x, int64_t cost, F f, DF df, Vecto
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary("add", a, b, [](auto x, auto y) { return x + y; });
   if (needs_grad({a, b}))
-    record("add", out, {a, b}, [sa = a.shape(), sb = b.shape(), ra = a.requires_grad(), rb = b.requires_grad()](
-                                   const Tensor& g) -> std::vector<Tensor> {
-      return {ra ? sum_to(g, sa) : Tensor(), rb ? sum_to(g, sb) : Tensor()};
-    });
+    record("add", out, {a, b},
+           [sa = a.shape(), sb = b.shape(), ra = a.requires_grad(),
+            rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+             return {ra ? sum_to(g, sa) : Tensor(), rb ? sum_to(g, sb) : Tensor()};
+           });
   return out;
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary("sub", a, b, [](auto x, auto y) { return x - y; });
   if (needs_grad({a, b}))
-    record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape(), ra = a.requires_grad(), rb = b.requires_grad()](
-                                   const Tensor& g) -> std::vector<Tensor> {
-      return {ra ? sum_to(g, sa) : Tensor(), rb ? sum_to(neg(g), sb) : Tensor()};
-    });
+    record("sub", out, {a, b},
+           [sa = a.shape(), sb = b.shape(), ra = a.requires_grad(),
+            rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+             return {ra ? sum_to(g, sa) : Tensor(), rb ? sum_to(neg(g), sb) : Tensor()};
+           });
   return out;
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary("mul", a, b, [](auto x, auto y) { return x * y; });
   if (needs_grad({a, b}))
-    record("mul", out, {a, b}, [a = a.detach(), b = b.detach(), ra = a.requires_grad(), rb = b.requires_grad()](
-                                   const Tensor& g) -> std::vector<Tensor> {
-      return {ra ? sum_to(mul(g, b), a.shape()) : Tensor(), rb ? sum_to(mul(g, a), b.shape()) : Tensor()};
-    });
+    record("mul", out, {a, b},
+           [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
+            rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+             return {ra ? sum_to(mul(g, b), a.shape()) : Tensor(), rb ? sum_to(mul(g, a), b.shape()) : Tensor()};
+           });
   return out;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary("div", a, b, [](auto x, auto y) { return x / y; });
   if (needs_grad({a, b}))
-    record("div", out, {a, b}, [a = a.detach(), b = b.detach(), y = out.detach(), ra = a.requires_grad(),
-                                rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-      Tensor g_over_b = div(g, b);
-      return {ra ? sum_to(g_over_b, a.shape()) : Tensor(), rb ? sum_to(neg(mul(g_over_b, y)), b.shape()) : Tensor()};
-    });
+    record("div", out, {a, b},
+           [a = a.detach(), b = b.detach(), y = out.detach(), ra = a.requires_grad(),
+            rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+             Tensor g_over_b = div(g, b);
+             return {ra ? sum_to(g_over_b, a.shape()) : Tensor(),
+                     rb ? sum_to(neg(mul(g_over_b, y)), b.shape()) : Tensor()};
+           });
   return out;
 }
 
 // ---- tensor-scalar ops: the scalar is a constant, so only x gets a gradient ----
 
 Tensor add(const Tensor& a, double s) {
-  return unary_op("add_scalar", a, 1, [s](auto x) { return x + static_cast<decltype(x)>(s); },
-                  [](auto x, auto) { return decltype(x)(1); });
+  return unary_op(
+      "add_scalar", a, 1, [s](auto x) { return x + static_cast<decltype(x)>(s); },
+      [](auto x, auto) { return decltype(x)(1); });
 }
 
 Tensor sub(const Tensor& a, double s) {
-  return unary_op("sub_scalar", a, 1, [s](auto x) { return x - static_cast<decltype(x)>(s); },
-                  [](auto x, auto) { return decltype(x)(1); });
+  return unary_op(
+      "sub_scalar", a, 1, [s](auto x) { return x - static_cast<decltype(x)>(s); },
+      [](auto x, auto) { return decltype(x)(1); });
 }
 
 Tensor sub(double s, const Tensor& a) {
-  return unary_op("rsub_scalar", a, 1, [s](auto x) { return static_cast<decltype(x)>(s) - x; },
-                  [](auto x, auto) { return decltype(x)(-1); });
+  return unary_op(
+      "rsub_scalar", a, 1, [s](auto x) { return static_cast<decltype(x)>(s) - x; },
+      [](auto x, auto) { return decltype(x)(-1); });
 }
 
 Tensor mul(const Tensor& a, double s) {
-  return unary_op("mul_scalar", a, 1, [s](auto x) { return x * static_cast<decltype(x)>(s); },
-                  [s](auto x, auto) { return static_cast<decltype(x)>(s); });
+  return unary_op(
+      "mul_scalar", a, 1, [s](auto x) { return x * static_cast<decltype(x)>(s); },
+      [s](auto x, auto) { return static_cast<decltype(x)>(s); });
 }
 
 Tensor div(const Tensor& a, double s) {
-  return unary_op("div_scalar", a, 1, [s](auto x) { return x / static_cast<decltype(x)>(s); },
-                  [s](auto x, auto) { return decltype(x)(1) / static_cast<decltype(x)>(s); });
+  return unary_op(
+      "div_scalar", a, 1, [s](auto x) { return x / static_cast<decltype(x)>(s); },
+      [s](auto x, auto) { return decltype(x)(1) / static_cast<decltype(x)>(s); });
 }
 
 // d(s/x)/dx = -s/x² = -y/x
 Tensor div(double s, const Tensor& a) {
-  return unary_op("rdiv_scalar", a, 1, [s](auto x) { return static_cast<decltype(x)>(s) / x; },
-                  [](auto x, auto y) { return -y / x; });
+  return unary_op(
+      "rdiv_scalar", a, 1, [s](auto x) { return static_cast<decltype(x)>(s) / x; },
+      [](auto x, auto y) { return -y / x; });
 }
 
 // ---- unary functions ----
 
 Tensor neg(const Tensor& x) {
-  return unary_op("neg", x, 1, [](auto v) { return -v; }, [](auto v, auto) { return decltype(v)(-1); });
+  return unary_op(
+      "neg", x, 1, [](auto v) { return -v; }, [](auto v, auto) { return decltype(v)(-1); });
 }
 
 // d exp(x) = exp(x) = y
 Tensor exp(const Tensor& x) {
-  return unary_op("exp", x, 8, [](auto v) { return std::exp(v); }, [](auto, auto y) { return y; }, simd::exp);
+  return unary_op(
+      "exp", x, 8, [](auto v) { return std::exp(v); }, [](auto, auto y) { return y; }, simd::exp);
 }
 
 // d log(x) = 1/x
 Tensor log(const Tensor& x) {
-  return unary_op("log", x, 8, [](auto v) { return std::log(v); }, [](auto v, auto) { return 1 / v; });
+  return unary_op(
+      "log", x, 8, [](auto v) { return std::log(v); }, [](auto v, auto) { return 1 / v; });
 }
 
 // d sqrt(x) = 1/(2 sqrt(x)) = 1/(2y)
 Tensor sqrt(const Tensor& x) {
-  return unary_op("sqrt", x, 4, [](auto v) { return std::sqrt(v); }, [](auto, auto y) { return 1 / (2 * y); });
+  return unary_op(
+      "sqrt", x, 4, [](auto v) { return std::sqrt(v); }, [](auto, auto y) { return 1 / (2 * y); });
 }
 
 // d x^p = p x^(p-1); p = 0 gives 0 everywhere (as in PyTorch, also at x = 0)
 Tensor pow(const Tensor& x, double p) {
-  return unary_op("pow", x, 8, [p](auto v) { return std::pow(v, static_cast<decltype(v)>(p)); },
-                  [p](auto v, auto) {
-                    using T = decltype(v);
-                    return p == 0 ? T(0) : static_cast<T>(p) * std::pow(v, static_cast<T>(p - 1));
-                  });
+  return unary_op(
+      "pow", x, 8, [p](auto v) { return std::pow(v, static_cast<decltype(v)>(p)); },
+      [p](auto v, auto) {
+        using T = decltype(v);
+        return p == 0 ? T(0) : static_cast<T>(p) * std::pow(v, static_cast<T>(p - 1));
+      });
 }
 
 // d tanh(x) = 1 - y²
 Tensor tanh(const Tensor& x) {
-  return unary_op("tanh", x, 8, [](auto v) { return std::tanh(v); }, [](auto, auto y) { return 1 - y * y; }, simd::tanh);
+  return unary_op(
+      "tanh", x, 8, [](auto v) { return std::tanh(v); }, [](auto, auto y) { return 1 - y * y; }, simd::tanh);
 }
 
 // d relu(x) = [x > 0]
 Tensor relu(const Tensor& x) {
-  return unary_op("relu", x, 1, [](auto v) { return v > 0 || v != v ? v : decltype(v)(0); },  // NaN stays NaN
-                  [](auto v, auto) { return v > 0 ? decltype(v)(1) : decltype(v)(0); });
+  return unary_op(
+      "relu", x, 1, [](auto v) { return v > 0 || v != v ? v : decltype(v)(0); },  // NaN stays NaN
+      [](auto v, auto) { return v > 0 ? decltype(v)(1) : decltype(v)(0); });
 }
 
 // d sigmoid(x) = y (1 - y); the two branches keep exp from overflowing
 Tensor sigmoid(const Tensor& x) {
-  return unary_op("sigmoid", x, 8,
-                  [](auto v) {
-                    using T = decltype(v);
-                    if (v >= 0) return T(1) / (T(1) + std::exp(-v));
-                    T e = std::exp(v);
-                    return e / (T(1) + e);
-                  },
-                  [](auto, auto y) { return y * (1 - y); }, simd::sigmoid);
+  return unary_op(
+      "sigmoid", x, 8,
+      [](auto v) {
+        using T = decltype(v);
+        if (v >= 0) return T(1) / (T(1) + std::exp(-v));
+        T e = std::exp(v);
+        return e / (T(1) + e);
+      },
+      [](auto, auto y) { return y * (1 - y); }, simd::sigmoid);
 }
 
 // d |x| = sign(x), 0 at 0
 Tensor abs(const Tensor& x) {
-  return unary_op("abs", x, 1, [](auto v) { return std::abs(v); },
-                  [](auto v, auto) { return v > 0 ? decltype(v)(1) : v < 0 ? decltype(v)(-1) : decltype(v)(0); });
+  return unary_op(
+      "abs", x, 1, [](auto v) { return std::abs(v); },
+      [](auto v, auto) { return v > 0   ? decltype(v)(1)
+                                : v < 0 ? decltype(v)(-1)
+                                        : decltype(v)(0); });
 }
 
 // d gelu = Φ(x) + x·φ(x)
 Tensor gelu(const Tensor& x) {
-  return unary_op("gelu", x, 8,
-                  [](auto v) {
-                    using T = decltype(v);
-                    return T(0.5) * v * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2)));
-                  },
-                  [](auto v, auto) {
-                    using T = decltype(v);
-                    T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2)));
-                    T pdf = std::exp(T(-0.5) * v * v) * static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2);
-                    return cdf + v * pdf;
-                  });
+  return unary_op(
+      "gelu", x, 8,
+      [](auto v) {
+        using T = decltype(v);
+        return T(0.5) * v * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2)));
+      },
+      [](auto v, auto) {
+        using T = decltype(v);
+        T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2)));
+        T pdf = std::exp(T(-0.5) * v * v) * static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+        return cdf + v * pdf;
+      });
 }
 
 // with u = √(2/π)(x + 0.044715x³), t = tanh(u): d = 0.5(1 + t) + 0.5·x·(1 - t²)·√(2/π)(1 + 3·0.044715x²)
@@ -280,17 +303,18 @@ constexpr double kGeluK = 0.7978845608028654;  // √(2/π)
 constexpr double kGeluC = 0.044715;
 
 Tensor gelu_tanh(const Tensor& x) {
-  return unary_op("gelu_tanh", x, 8,
-                  [](auto v) {
-                    using T = decltype(v);
-                    return T(0.5) * v * (T(1) + std::tanh(T(kGeluK) * (v + T(kGeluC) * v * v * v)));
-                  },
-                  [](auto v, auto) {
-                    using T = decltype(v);
-                    T t = std::tanh(T(kGeluK) * (v + T(kGeluC) * v * v * v));
-                    return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * T(kGeluK) * (T(1) + T(3 * kGeluC) * v * v);
-                  },
-                  simd::gelu_tanh, simd::gelu_tanh_backward);
+  return unary_op(
+      "gelu_tanh", x, 8,
+      [](auto v) {
+        using T = decltype(v);
+        return T(0.5) * v * (T(1) + std::tanh(T(kGeluK) * (v + T(kGeluC) * v * v * v)));
+      },
+      [](auto v, auto) {
+        using T = decltype(v);
+        T t = std::tanh(T(kGeluK) * (v + T(kGeluC) * v * v * v));
+        return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * T(kGeluK) * (T(1) + T(3 * kGeluC) * v * v);
+      },
+      simd::gelu_tanh, simd::gelu_tanh_backward);
 }
 
 Tensor clone(const Tensor& x) {

@@ -27,9 +27,13 @@ QKV_DECLARE_OP(linear_attention);
 namespace {
 
 template <class T>
-T phi(T x) { return x > 0 ? x + 1 : std::exp(x); }
+T phi(T x) {
+  return x > 0 ? x + 1 : std::exp(x);
+}
 template <class T>
-T phi_grad(T x) { return x > 0 ? T(1) : std::exp(x); }
+T phi_grad(T x) {
+  return x > 0 ? T(1) : std::exp(x);
+}
 
 struct LinearDims {
   int64_t B, n, H, d, dv;
@@ -66,8 +70,8 @@ struct KeySums {
 // Walks the queries of head (b, h) in order with `sums` holding what query i
 // sees (keys j <= i when causal, all keys otherwise) when on_query(i) runs.
 template <class T, class F>
-void sweep_queries(const LinearDims& D, const bool* padding, const T* k, const T* v, int64_t b, int64_t h, KeySums& sums,
-                   F on_query) {
+void sweep_queries(const LinearDims& D, const bool* padding, const T* k, const T* v, int64_t b, int64_t h,
+                   KeySums& sums, F on_query) {
   sums.clear();
   if (!D.causal)
     for (int64_t j = 0; j < D.n; ++j) sums.add(D, padding, k, v, b, h, j);
@@ -173,8 +177,8 @@ void backward(const LinearDims& D, const bool* padding, const T* q, const T* k, 
 
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, const Tensor& key_padding,
                         double eps) {
-  QKV_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.dim() == 4 && v.size(0) == q.size(0) && v.size(1) == q.size(1) &&
-                v.size(2) == q.size(2),
+  QKV_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.dim() == 4 && v.size(0) == q.size(0) &&
+                v.size(1) == q.size(1) && v.size(2) == q.size(2),
             "linear_attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()),
             " must be [B, n, heads, d], [B, n, heads, d], [B, n, heads, d_v]");
   QKV_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "linear_attention: q, k, v dtypes differ");
@@ -182,8 +186,8 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool 
   LinearDims D{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3), causal, eps};
   if (key_padding.defined())
     QKV_CHECK(key_padding.dtype() == DType::Bool && (key_padding.shape() == Shape{D.B, D.n}),
-              "linear_attention: key_padding must be bool [", D.B, ", ", D.n, "], got ", dtype_name(key_padding.dtype()),
-              " ", shape_str(key_padding.shape()));
+              "linear_attention: key_padding must be bool [", D.B, ", ", D.n, "], got ",
+              dtype_name(key_padding.dtype()), " ", shape_str(key_padding.shape()));
   const bool* padding = key_padding.defined() ? key_padding.data<bool>() : nullptr;
   Tensor out = Tensor::empty({D.B, D.n, D.H, D.dv}, q.dtype());
   auto den = std::make_shared<std::vector<double>>(D.B * D.H * D.n);

@@ -8,7 +8,8 @@ namespace qkv {
 namespace {
 
 void check_bool(const char* op, const Tensor& t) {
-  QKV_CHECK(t.dtype() == DType::Bool, op, ": expects a bool tensor, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
+  QKV_CHECK(t.dtype() == DType::Bool, op, ": expects a bool tensor, got ", dtype_name(t.dtype()), " ",
+            shape_str(t.shape()));
 }
 
 template <class F>
@@ -20,9 +21,11 @@ Tensor bool_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
   const bool* pa = a.data<bool>();
   const bool* pb = b.data<bool>();
   bool* po = out.data<bool>();
-  detail::StridedLoop<2> loop(shape, {detail::broadcast_strides(a.shape(), shape), detail::broadcast_strides(b.shape(), shape)});
+  detail::StridedLoop<2> loop(
+      shape, {detail::broadcast_strides(a.shape(), shape), detail::broadcast_strides(b.shape(), shape)});
   loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 2> off, int64_t len) {
-    for (int64_t i = 0; i < len; ++i) po[o + i] = f(pa[off[0] + i * loop.inner_stride[0]], pb[off[1] + i * loop.inner_stride[1]]);
+    for (int64_t i = 0; i < len; ++i)
+      po[o + i] = f(pa[off[0] + i * loop.inner_stride[0]], pb[off[1] + i * loop.inner_stride[1]]);
   });
   return out;
 }
@@ -62,8 +65,12 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
   return bool_binary("logical_or", a, b, [](bool x, bool y) { return x || y; });
 }
 
-Tensor less(const Tensor& x, double value) { return compare("less", x, [value](double v) { return v < value; }); }
+Tensor less(const Tensor& x, double value) {
+  return compare("less", x, [value](double v) { return v < value; });
+}
 
-Tensor equal(const Tensor& x, double value) { return compare("equal", x, [value](double v) { return v == value; }); }
+Tensor equal(const Tensor& x, double value) {
+  return compare("equal", x, [value](double v) { return v == value; });
+}
 
 }  // namespace qkv

@@ -31,22 +31,26 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const float* a
   static const bool checked = (cpu::warn_once_if_blas_is_slow(), true);  // fallback kernels: say so, once
   (void)checked;
   if (n == 1 && k > 0) {
-    int64_t inc = ta ? lda : 1;  // a's one row: contiguous, or a column of the stored [k, 1]
+    int64_t inc = ta ? lda : 1;                // a's one row: contiguous, or a column of the stored [k, 1]
     if (beta == 0) std::fill(c, c + m, 0.0f);  // y = 0·y would keep a NaN left in uninitialised memory
-    if (tb) cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, b, ldb, a, inc, beta, c, 1);
-    else cblas_sgemv(CblasRowMajor, CblasTrans, k, m, alpha, b, ldb, a, inc, beta, c, 1);
+    if (tb)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, b, ldb, a, inc, beta, c, 1);
+    else
+      cblas_sgemv(CblasRowMajor, CblasTrans, k, m, alpha, b, ldb, a, inc, beta, c, 1);
     return;
   }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, alpha, a, lda,
-              b, ldb, beta, c, ldc);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, alpha, a, lda, b,
+              ldb, beta, c, ldc);
 }
 void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* a, int64_t lda, const double* b,
                int64_t ldb, double* c, int64_t ldc, double beta, double alpha) {
   if (n == 1 && k > 0) {
     int64_t inc = ta ? lda : 1;
     if (beta == 0) std::fill(c, c + m, 0.0);
-    if (tb) cblas_dgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, b, ldb, a, inc, beta, c, 1);
-    else cblas_dgemv(CblasRowMajor, CblasTrans, k, m, alpha, b, ldb, a, inc, beta, c, 1);
+    if (tb)
+      cblas_dgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, b, ldb, a, inc, beta, c, 1);
+    else
+      cblas_dgemv(CblasRowMajor, CblasTrans, k, m, alpha, b, ldb, a, inc, beta, c, 1);
     return;
   }
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, alpha, a, lda, b,
@@ -65,7 +69,7 @@ template <class T>
 void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, T beta, T alpha) {
   constexpr int64_t kParts = 4, kMinRows = 32, kMinCols = 64;
-  constexpr int64_t kBlasSerial = 65536 * 4;  // smaller products stay on one thread: forking costs more
+  constexpr int64_t kBlasSerial = 65536 * 4;     // smaller products stay on one thread: forking costs more
   auto part = [](int64_t size, int64_t least) {  // tile length: size / kParts rounded up to 16, at least `least`
     return std::max(least, ((size + kParts - 1) / kParts + 15) / 16 * 16);
   };
@@ -106,12 +110,12 @@ constexpr int64_t kSmallProduct = 128 * 128 * 128;
 
 Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   QKV_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands need rank >= 2, got ", shape_str(a.shape()), " and ",
-        shape_str(b.shape()));
+            shape_str(b.shape()));
   QKV_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   int64_t ar = a.size(-2), ac = a.size(-1), br = b.size(-2), bc = b.size(-1);
   int64_t n = ta ? ac : ar, k = ta ? ar : ac, kb = tb ? bc : br, m = tb ? br : bc;
   QKV_CHECK(k == kb, "matmul: ", shape_str(a.shape()), (ta ? "ᵀ" : ""), " @ ", shape_str(b.shape()), (tb ? "ᵀ" : ""),
-        ": inner sizes ", k, " and ", kb, " differ");
+            ": inner sizes ", k, " and ", kb, " differ");
   Shape a_batch(a.shape().begin(), a.shape().end() - 2), b_batch(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes("matmul", a_batch, b_batch);
   Shape shape = batch;
@@ -154,7 +158,9 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       a_off[i] = oa;
       b_off[i] = ob;
     }
-    auto one = [&](int64_t i) { gemm<T>(ta, tb, n, m, k, pa + a_off[i], ac, pb + b_off[i], bc, pc + i * n * m, m, T(0)); };
+    auto one = [&](int64_t i) {
+      gemm<T>(ta, tb, n, m, k, pa + a_off[i], ac, pb + b_off[i], bc, pc + i * n * m, m, T(0));
+    };
     if (n * m * k < kSmallProduct && count > 1 && get_num_threads() > 1) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < count; ++i) one(i);  // BLAS runs single-threaded inside
@@ -172,21 +178,22 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   Tensor out = matmul_forward(a, b, ta, tb);
   if (needs_grad({a, b}))
-    record("matmul", out, {a, b}, [a = a.detach(), b = b.detach(), ta, tb, ra = a.requires_grad(),
-                                   rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-      Tensor ga, gb;
-      if (ra) ga = sum_to(ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb), a.shape());
-      if (rb) {
-        if (b.dim() == 2 && a.dim() > 2 && !ta) {  // folded rows: one gemm over all of them
-          int64_t rows = numel(Shape(a.shape().begin(), a.shape().end() - 1));
-          Tensor a2 = reshape(a, {rows, a.size(-1)}), g2 = reshape(g, {rows, g.size(-1)});
-          gb = tb ? matmul(g2, a2, true, false) : matmul(a2, g2, true, false);
-        } else {
-          gb = sum_to(tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false), b.shape());
-        }
-      }
-      return {ga, gb};
-    });
+    record("matmul", out, {a, b},
+           [a = a.detach(), b = b.detach(), ta, tb, ra = a.requires_grad(),
+            rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+             Tensor ga, gb;
+             if (ra) ga = sum_to(ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb), a.shape());
+             if (rb) {
+               if (b.dim() == 2 && a.dim() > 2 && !ta) {  // folded rows: one gemm over all of them
+                 int64_t rows = numel(Shape(a.shape().begin(), a.shape().end() - 1));
+                 Tensor a2 = reshape(a, {rows, a.size(-1)}), g2 = reshape(g, {rows, g.size(-1)});
+                 gb = tb ? matmul(g2, a2, true, false) : matmul(a2, g2, true, false);
+               } else {
+                 gb = sum_to(tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false), b.shape());
+               }
+             }
+             return {ga, gb};
+           });
   return out;
 }
 
@@ -242,27 +249,31 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
             bias.defined() ? T(1) : T(0));
   });
   if (needs_grad({x, weight, bias}))
-    record("linear", y, {x, weight, bias},
-           [x = x.detach(), w = weight.detach(), rows, in, out_features, rx = x.requires_grad(),
-            rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-             // Each gradient is written whole by its gemm (beta = 0) or column sum; zeros only where nothing writes.
-             bool gemm_x = rows > 0 && in > 0 && out_features > 0, gemm_w = rows > 0 && in > 0;
-             auto fresh = [](const Shape& s, DType t, bool written) { return written ? Tensor::empty(s, t) : Tensor::zeros(s, t); };
-             Tensor gx = rx ? fresh(x.shape(), x.dtype(), gemm_x) : Tensor();
-             Tensor gw = rw ? fresh(w.shape(), w.dtype(), gemm_w) : Tensor();
-             Tensor gb = rb ? fresh({out_features}, w.dtype(), rows > 0) : Tensor();
-             if (rows == 0) return {gx, gw, gb};
-             dispatch_floating(x.dtype(), "linear", [&](auto zero) {
-               using T = decltype(zero);
-               const T* pg = g.data<T>();
-               if (rx && gemm_x)
-                 gemm<T>(false, false, rows, in, out_features, pg, out_features, w.data<T>(), in, gx.data<T>(), in, T(0));
-               if (rw && gemm_w)
-                 gemm<T>(true, false, out_features, in, rows, pg, out_features, x.data<T>(), in, gw.data<T>(), in, T(0));
-               if (rb) column_sums(pg, rows, out_features, gb.data<T>());
-             });
-             return {gx, gw, gb};
-           });
+    record(
+        "linear", y, {x, weight, bias},
+        [x = x.detach(), w = weight.detach(), rows, in, out_features, rx = x.requires_grad(),
+         rw = weight.requires_grad(),
+         rb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+          // Each gradient is written whole by its gemm (beta = 0) or column sum; zeros only where nothing writes.
+          bool gemm_x = rows > 0 && in > 0 && out_features > 0, gemm_w = rows > 0 && in > 0;
+          auto fresh = [](const Shape& s, DType t, bool written) {
+            return written ? Tensor::empty(s, t) : Tensor::zeros(s, t);
+          };
+          Tensor gx = rx ? fresh(x.shape(), x.dtype(), gemm_x) : Tensor();
+          Tensor gw = rw ? fresh(w.shape(), w.dtype(), gemm_w) : Tensor();
+          Tensor gb = rb ? fresh({out_features}, w.dtype(), rows > 0) : Tensor();
+          if (rows == 0) return {gx, gw, gb};
+          dispatch_floating(x.dtype(), "linear", [&](auto zero) {
+            using T = decltype(zero);
+            const T* pg = g.data<T>();
+            if (rx && gemm_x)
+              gemm<T>(false, false, rows, in, out_features, pg, out_features, w.data<T>(), in, gx.data<T>(), in, T(0));
+            if (rw && gemm_w)
+              gemm<T>(true, false, out_features, in, rows, pg, out_features, x.data<T>(), in, gw.data<T>(), in, T(0));
+            if (rb) column_sums(pg, rows, out_features, gb.data<T>());
+          });
+          return {gx, gw, gb};
+        });
   return y;
 }
 

@@ -30,9 +30,12 @@ struct Block {
 Block block_of(const Shape& shape, int64_t first, int64_t last) {
   Block b;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < first) b.outer *= shape[d];
-    else if (d > last) b.inner *= shape[d];
-    else b.reduced *= shape[d];
+    if (d < first)
+      b.outer *= shape[d];
+    else if (d > last)
+      b.inner *= shape[d];
+    else
+      b.reduced *= shape[d];
     if (d < first || d > last) b.out_shape.push_back(shape[d]);
   }
   return b;
@@ -171,15 +174,15 @@ Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
 Tensor var(const Tensor& x, const Dims& dims, bool keepdim, int64_t correction) {
   int64_t count = reduced_count("var", x, dims);
   QKV_CHECK(count - correction > 0, "var: ", count, " elements with correction ", correction,
-        " leave no degrees of freedom (shape ", shape_str(x.shape()), ")");
+            " leave no degrees of freedom (shape ", shape_str(x.shape()), ")");
   Tensor centered = sub(x, mean(x, dims, true));
   return div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(count - correction));
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
-  QKV_CHECK(shape.size() <= x.shape().size() && broadcast_shapes("sum_to", shape, x.shape()) == x.shape(), "sum_to: ",
-        shape_str(x.shape()), " is not a broadcast of ", shape_str(shape));
+  QKV_CHECK(shape.size() <= x.shape().size() && broadcast_shapes("sum_to", shape, x.shape()) == x.shape(),
+            "sum_to: ", shape_str(x.shape()), " is not a broadcast of ", shape_str(shape));
   int64_t lead = x.dim() - static_cast<int64_t>(shape.size());
   Dims dims;
   for (int64_t d = 0; d < x.dim(); ++d)

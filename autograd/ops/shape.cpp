@@ -37,8 +37,10 @@ void strided_copy(const Tensor& src, const Tensor& out, const std::vector<int64_
     U* po = static_cast<U*>(out.raw_data());
     loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 1> off, int64_t len) {
       int64_t stride = loop.inner_stride[0];
-      if (stride == 1) std::memcpy(po + o, ps + off[0], len * sizeof(U));
-      else for (int64_t i = 0; i < len; ++i) po[o + i] = ps[off[0] + i * stride];
+      if (stride == 1)
+        std::memcpy(po + o, ps + off[0], len * sizeof(U));
+      else
+        for (int64_t i = 0; i < len; ++i) po[o + i] = ps[off[0] + i * stride];
     });
   });
 }
@@ -50,9 +52,12 @@ struct Split {
 Split split_at(const Shape& shape, int64_t dim) {
   Split s;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim) s.outer *= shape[d];
-    else if (d == dim) s.mid = shape[d];
-    else s.inner *= shape[d];
+    if (d < dim)
+      s.outer *= shape[d];
+    else if (d == dim)
+      s.mid = shape[d];
+    else
+      s.inner *= shape[d];
   }
   return s;
 }
@@ -73,7 +78,7 @@ void copy_rows(const Tensor& src, int64_t src_mid, int64_t src_start, const Tens
 
 void check_index_tensor(const char* op, const Tensor& index) {
   QKV_CHECK(index.dtype() == DType::Int64, op, ": index must be int64, got ", dtype_name(index.dtype()), " ",
-        shape_str(index.shape()));
+            shape_str(index.shape()));
 }
 
 }  // namespace
@@ -89,16 +94,16 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
       infer = static_cast<int64_t>(d);
     } else {
       QKV_CHECK(target[d] >= 0 && !__builtin_mul_overflow(known, target[d], &known), "reshape: bad size in ",
-            shape_str(shape));
+                shape_str(shape));
     }
   }
   if (infer >= 0) {
     QKV_CHECK(known > 0 && x.numel() % known == 0, "reshape: cannot view ", shape_str(x.shape()), " as ",
-          shape_str(shape));
+              shape_str(shape));
     target[infer] = x.numel() / known;
   }
   QKV_CHECK(numel(target) == x.numel(), "reshape: cannot view ", shape_str(x.shape()), " (", x.numel(),
-        " elements) as ", shape_str(shape));
+            " elements) as ", shape_str(shape));
   Tensor out = alias_with_shape(x, target);
   if (needs_grad({x}))
     record("reshape", out, {x}, [s = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {reshape(g, s)}; });
@@ -125,7 +130,7 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
 Tensor permute(const Tensor& x, const Dims& perm) {
   int64_t rank = x.dim();
   QKV_CHECK(static_cast<int64_t>(perm.size()) == rank, "permute: ", perm.size(), " dims given for a tensor of shape ",
-        shape_str(x.shape()));
+            shape_str(x.shape()));
   Dims p(rank), inverse(rank, -1);
   for (int64_t i = 0; i < rank; ++i) {
     p[i] = normalize_dim("permute", perm[i], rank);
@@ -160,7 +165,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   int64_t size = x.shape()[d];
   if (start < 0 && start >= -size) start += size;  // torch.narrow counts a negative start from the end
   QKV_CHECK(start >= 0 && start <= size && length >= 0 && length <= size - start, "narrow: window of ", length,
-        " from ", start, " out of range for dim ", dim, " of ", shape_str(x.shape()));
+            " from ", start, " out of range for dim ", dim, " of ", shape_str(x.shape()));
   Split s = split_at(x.shape(), d);
   Shape shape = x.shape();
   shape[d] = length;
@@ -195,7 +200,7 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
     bool same = t.dim() == first.dim() && t.dtype() == first.dtype();
     for (int64_t i = 0; same && i < first.dim(); ++i) same = i == d || t.shape()[i] == first.shape()[i];
     QKV_CHECK(same, "concat: along dim ", dim, " shapes ", shape_str(first.shape()), " ", dtype_name(first.dtype()),
-          " and ", shape_str(t.shape()), " ", dtype_name(t.dtype()), " do not fit");
+              " and ", shape_str(t.shape()), " ", dtype_name(t.dtype()), " do not fit");
     shape[d] += t.shape()[d];
   }
   Tensor out = Tensor::empty(shape, first.dtype());
@@ -216,7 +221,8 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
     }
     record("concat", out, tensors, [d, offsets, wants, sizes](const Tensor& g) -> std::vector<Tensor> {
       std::vector<Tensor> grads;
-      for (size_t k = 0; k < offsets.size(); ++k) grads.push_back(wants[k] ? narrow(g, d, offsets[k], sizes[k]) : Tensor());
+      for (size_t k = 0; k < offsets.size(); ++k)
+        grads.push_back(wants[k] ? narrow(g, d, offsets[k], sizes[k]) : Tensor());
       return grads;
     });
   }
@@ -229,7 +235,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   std::vector<Tensor> expanded;
   for (const Tensor& t : tensors) {
     QKV_CHECK(t.shape() == tensors[0].shape(), "stack: shapes ", shape_str(tensors[0].shape()), " and ",
-          shape_str(t.shape()), " differ");
+              shape_str(t.shape()), " differ");
     expanded.push_back(unsqueeze(t, d));
   }
   return concat(expanded, d);
@@ -239,14 +245,14 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 Tensor expand(const Tensor& x, const Shape& shape) {
   QKV_CHECK(shape.size() >= x.shape().size(), "expand: cannot expand ", shape_str(x.shape()), " to fewer dims ",
-        shape_str(shape));
+            shape_str(shape));
   size_t lead = shape.size() - x.shape().size();
   Shape target = shape;
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t own = d < lead ? 1 : x.shape()[d - lead];
     if (target[d] == -1 && d >= lead) target[d] = own;
     QKV_CHECK(target[d] >= 0 && (own == target[d] || own == 1), "expand: cannot expand ", shape_str(x.shape()), " to ",
-          shape_str(shape));
+              shape_str(shape));
   }
   Tensor out = Tensor::empty(target, x.dtype());
   strided_copy(x, out, detail::broadcast_strides(x.shape(), target));
@@ -265,8 +271,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t* idx = index.data<int64_t>();
   int64_t n = index.numel();
   for (int64_t j = 0; j < n; ++j)
-    QKV_CHECK(idx[j] >= 0 && idx[j] < s.mid, "index_select: index ", idx[j], " out of range for dim ", dim,
-          " of ", shape_str(x.shape()));
+    QKV_CHECK(idx[j] >= 0 && idx[j] < s.mid, "index_select: index ", idx[j], " out of range for dim ", dim, " of ",
+              shape_str(x.shape()));
   Shape shape = x.shape();
   shape[d] = n;
   if (index.dim() == 0) shape.erase(shape.begin() + d);  // a 0-d index drops the dim, as in torch
@@ -281,23 +287,24 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     }
   });
   if (needs_grad({x}))
-    record("index_select", out, {x}, [s, index = index.to(DType::Int64), xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = Tensor::zeros(xs, g.dtype());
-      dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
-        using T = decltype(zero);
-        const int64_t* idx = index.data<int64_t>();
-        int64_t n = index.numel();
-        const T* pg = g.data<T>();
-        T* pgx = gx.data<T>();
-        for (int64_t o = 0; o < s.outer; ++o)
-          for (int64_t j = 0; j < n; ++j) {
-            T* dst = pgx + (o * s.mid + idx[j]) * s.inner;
-            const T* src = pg + (o * n + j) * s.inner;
-            for (int64_t i = 0; i < s.inner; ++i) dst[i] += src[i];
-          }
-      });
-      return {gx};
-    });
+    record("index_select", out, {x},
+           [s, index = index.to(DType::Int64), xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
+             Tensor gx = Tensor::zeros(xs, g.dtype());
+             dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
+               using T = decltype(zero);
+               const int64_t* idx = index.data<int64_t>();
+               int64_t n = index.numel();
+               const T* pg = g.data<T>();
+               T* pgx = gx.data<T>();
+               for (int64_t o = 0; o < s.outer; ++o)
+                 for (int64_t j = 0; j < n; ++j) {
+                   T* dst = pgx + (o * s.mid + idx[j]) * s.inner;
+                   const T* src = pg + (o * n + j) * s.inner;
+                   for (int64_t i = 0; i < s.inner; ++i) dst[i] += src[i];
+                 }
+             });
+             return {gx};
+           });
   return out;
 }
 
@@ -324,11 +331,12 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   int64_t d = normalize_dim("gather", dim, x.dim());
   bool fits = index.dim() == x.dim();
   for (int64_t i = 0; fits && i < x.dim(); ++i) fits = i == d || index.shape()[i] <= x.shape()[i];
-  QKV_CHECK(fits, "gather: index ", shape_str(index.shape()), " does not fit x ", shape_str(x.shape()), " along dim ", dim);
+  QKV_CHECK(fits, "gather: index ", shape_str(index.shape()), " does not fit x ", shape_str(x.shape()), " along dim ",
+            dim);
   const int64_t* idx = index.data<int64_t>();
   for (int64_t i = 0, n = index.numel(); i < n; ++i)
     QKV_CHECK(idx[i] >= 0 && idx[i] < x.shape()[d], "gather: index ", idx[i], " out of range for dim ", dim, " of ",
-          shape_str(x.shape()));
+              shape_str(x.shape()));
   Tensor out = Tensor::empty(index.shape(), x.dtype());
   detail::dispatch_bytes(element_size(x.dtype()), [&](auto zero) {
     using U = decltype(zero);
@@ -338,16 +346,17 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   });
   if (needs_grad({x}))
     // index.to() is a private copy: the caller may reuse its index buffer before backward.
-    record("gather", out, {x}, [d, index = index.to(DType::Int64), x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = Tensor::zeros(x.shape(), g.dtype());
-      dispatch_floating(g.dtype(), "gather", [&](auto zero) {
-        using T = decltype(zero);
-        const T* pg = g.data<T>();
-        T* pgx = gx.data<T>();
-        for_each_gathered(x, d, index, [&](int64_t o, int64_t dst) { pgx[dst] += pg[o]; });
-      });
-      return {gx};
-    });
+    record("gather", out, {x},
+           [d, index = index.to(DType::Int64), x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
+             Tensor gx = Tensor::zeros(x.shape(), g.dtype());
+             dispatch_floating(g.dtype(), "gather", [&](auto zero) {
+               using T = decltype(zero);
+               const T* pg = g.data<T>();
+               T* pgx = gx.data<T>();
+               for_each_gathered(x, d, index, [&](int64_t o, int64_t dst) { pgx[dst] += pg[o]; });
+             });
+             return {gx};
+           });
   return out;
 }
 
@@ -355,7 +364,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   QKV_CHECK(mask.dtype() == DType::Bool, "masked_fill: mask must be bool, got ", dtype_name(mask.dtype()), " ",
-        shape_str(mask.shape()));
+            shape_str(mask.shape()));
   Shape shape = broadcast_shapes("masked_fill", x.shape(), mask.shape());
   Tensor out = Tensor::empty(shape, x.dtype());
   dispatch_floating(x.dtype(), "masked_fill", [&](auto zero) {
@@ -364,8 +373,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     const bool* pm = mask.data<bool>();
     T* po = out.data<T>();
     T fill = static_cast<T>(value);
-    detail::StridedLoop<2> loop(shape, {detail::broadcast_strides(x.shape(), shape),
-                                        detail::broadcast_strides(mask.shape(), shape)});
+    detail::StridedLoop<2> loop(
+        shape, {detail::broadcast_strides(x.shape(), shape), detail::broadcast_strides(mask.shape(), shape)});
     loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 2> off, int64_t len) {
       for (int64_t i = 0; i < len; ++i)
         po[o + i] = pm[off[1] + i * loop.inner_stride[1]] ? fill : px[off[0] + i * loop.inner_stride[0]];
@@ -389,9 +398,9 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* po = out.data<T>();
-    detail::StridedLoop<3> loop(shape, {detail::broadcast_strides(condition.shape(), shape),
-                                        detail::broadcast_strides(a.shape(), shape),
-                                        detail::broadcast_strides(b.shape(), shape)});
+    detail::StridedLoop<3> loop(
+        shape, {detail::broadcast_strides(condition.shape(), shape), detail::broadcast_strides(a.shape(), shape),
+                detail::broadcast_strides(b.shape(), shape)});
     auto st = loop.inner_stride;
     loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 3> off, int64_t len) {
       for (int64_t i = 0; i < len; ++i)
@@ -399,11 +408,13 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
     });
   });
   if (needs_grad({a, b}))
-    record("where", out, {a, b}, [condition, sa = a.shape(), sb = b.shape(), ra = a.requires_grad(),
-                                  rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-      Tensor zero = Tensor::zeros({}, g.dtype());
-      return {ra ? sum_to(where(condition, g, zero), sa) : Tensor(), rb ? sum_to(where(condition, zero, g), sb) : Tensor()};
-    });
+    record("where", out, {a, b},
+           [condition, sa = a.shape(), sb = b.shape(), ra = a.requires_grad(),
+            rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+             Tensor zero = Tensor::zeros({}, g.dtype());
+             return {ra ? sum_to(where(condition, g, zero), sa) : Tensor(),
+                     rb ? sum_to(where(condition, zero, g), sb) : Tensor()};
+           });
   return out;
 }
 

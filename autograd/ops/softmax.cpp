@@ -1,8 +1,8 @@
 // Softmax and log-softmax: forward and backward side by side.
 #include "autograd/ops/softmax.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <type_traits>
 
@@ -25,9 +25,12 @@ Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
   int64_t d = normalize_dim(op, dim, x.dim());
   Rows r;
   for (int64_t i = 0; i < x.dim(); ++i) {
-    if (i < d) r.outer *= x.shape()[i];
-    else if (i == d) r.size = x.shape()[i];
-    else r.inner *= x.shape()[i];
+    if (i < d)
+      r.outer *= x.shape()[i];
+    else if (i == d)
+      r.size = x.shape()[i];
+    else
+      r.inner *= x.shape()[i];
   }
   return r;
 }

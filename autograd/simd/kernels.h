@@ -31,22 +31,22 @@
 namespace xsimd::kernel {
 template <>
 inline batch<float, avx512f> fma<avx512f, float>(batch<float, avx512f> const& x, batch<float, avx512f> const& y,
-                                                  batch<float, avx512f> const& z, requires_arch<generic>) noexcept {
+                                                 batch<float, avx512f> const& z, requires_arch<generic>) noexcept {
   return _mm512_fmadd_ps(x, y, z);  // x·y + z
 }
 template <>
 inline batch<float, avx512f> fms<avx512f, float>(batch<float, avx512f> const& x, batch<float, avx512f> const& y,
-                                                  batch<float, avx512f> const& z, requires_arch<generic>) noexcept {
+                                                 batch<float, avx512f> const& z, requires_arch<generic>) noexcept {
   return _mm512_fmsub_ps(x, y, z);  // x·y − z
 }
 template <>
 inline batch<float, avx512f> fnma<avx512f, float>(batch<float, avx512f> const& x, batch<float, avx512f> const& y,
-                                                   batch<float, avx512f> const& z, requires_arch<generic>) noexcept {
+                                                  batch<float, avx512f> const& z, requires_arch<generic>) noexcept {
   return _mm512_fnmadd_ps(x, y, z);  // −x·y + z
 }
 template <>
 inline batch<float, avx512f> fnms<avx512f, float>(batch<float, avx512f> const& x, batch<float, avx512f> const& y,
-                                                   batch<float, avx512f> const& z, requires_arch<generic>) noexcept {
+                                                  batch<float, avx512f> const& z, requires_arch<generic>) noexcept {
   return _mm512_fnmsub_ps(x, y, z);  // −x·y − z
 }
 }  // namespace xsimd::kernel
@@ -54,7 +54,6 @@ inline batch<float, avx512f> fnms<avx512f, float>(batch<float, avx512f> const& x
 
 namespace qkv::simd::detail {
 namespace {
-
 
 constexpr float kGeluK = 0.7978845608028654f;  // √(2/π)
 constexpr float kGeluC = 0.044715f;
@@ -106,8 +105,12 @@ struct Kernels {
 
   static B sigmoid_of(B x) { return B(1.0f) / (B(1.0f) + xsimd::exp(-x)); }
 
-  static void exp(const float* x, float* y, int64_t n) { map1(x, y, n, [](B v) { return xsimd::exp(v); }); }
-  static void tanh(const float* x, float* y, int64_t n) { map1(x, y, n, [](B v) { return xsimd::tanh(v); }); }
+  static void exp(const float* x, float* y, int64_t n) {
+    map1(x, y, n, [](B v) { return xsimd::exp(v); });
+  }
+  static void tanh(const float* x, float* y, int64_t n) {
+    map1(x, y, n, [](B v) { return xsimd::tanh(v); });
+  }
   static void sigmoid(const float* x, float* y, int64_t n) { map1(x, y, n, sigmoid_of); }
   static void gelu_tanh(const float* x, float* y, int64_t n) {
     map1(x, y, n, [](B v) {
@@ -191,7 +194,8 @@ struct Kernels {
     float hi = static_cast<float>(d), lo = static_cast<float>(d - hi);
     map2(y, g, gx, n, [hi, lo](B yv, B gv) { return yv * ((gv - B(hi)) - B(lo)); });
   }
-  static void layer_norm_row(const float* x, float mu, float rstd, const float* w, const float* b, float* y, int64_t n) {
+  static void layer_norm_row(const float* x, float mu, float rstd, const float* w, const float* b, float* y,
+                             int64_t n) {
     B m(mu), r(rstd);
     auto one = [&](const float* xp, const float* wp, const float* bp) {
       return xsimd::fma((B::load_unaligned(xp) - m) * r, wp ? B::load_unaligned(wp) : B(1.0f),
@@ -248,7 +252,8 @@ struct Kernels {
       gx[i] = rstd * (d - md - (x[i] - mu) * rstd * mdx);
     }
   }
-  static void layer_norm_param_grads(const float* x, const float* g, float mu, float rstd, float* gw, float* gb, int64_t n) {
+  static void layer_norm_param_grads(const float* x, const float* g, float mu, float rstd, float* gw, float* gb,
+                                     int64_t n) {
     B m(mu), r(rstd);
     int64_t i = 0;
     for (; i + W <= n; i += W) {
@@ -299,9 +304,25 @@ struct Kernels {
 template <class A>
 Table table_for(Isa isa) {
   using K = Kernels<A>;
-  return {isa, K::exp, K::tanh, K::sigmoid, K::gelu_tanh, K::gelu_tanh_backward, K::sum, K::dot, K::max,
-          K::exp_shifted_sum, K::exp_shifted_scaled, K::scale, K::add_inplace, K::softmax_backward_row,
-          K::layer_norm_row, K::row_moments, K::layer_norm_backward_row, K::layer_norm_param_grads, K::adam};
+  return {isa,
+          K::exp,
+          K::tanh,
+          K::sigmoid,
+          K::gelu_tanh,
+          K::gelu_tanh_backward,
+          K::sum,
+          K::dot,
+          K::max,
+          K::exp_shifted_sum,
+          K::exp_shifted_scaled,
+          K::scale,
+          K::add_inplace,
+          K::softmax_backward_row,
+          K::layer_norm_row,
+          K::row_moments,
+          K::layer_norm_backward_row,
+          K::layer_norm_param_grads,
+          K::adam};
 }
 
 }  // namespace

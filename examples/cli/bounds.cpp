@@ -2,9 +2,9 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <algorithm>
 #include <string>
 #include <thread>
 
@@ -57,8 +57,10 @@ void check_thread_buffers(int n) {
   if (n > 0 && ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
     double need = (static_cast<double>(n) + 1) * 128 * 1048576.0 + 512 * 1048576.0;
     QKV_CHECK(need <= static_cast<double>(limit.rlim_cur), "--threads ", n, " needs about ",
-              static_cast<int64_t>(need / 1048576), " MiB of address space for OpenBLAS's buffers; the limit here "
-              "(ulimit -v) is ", static_cast<int64_t>(limit.rlim_cur / 1048576), " MiB: use fewer threads");
+              static_cast<int64_t>(need / 1048576),
+              " MiB of address space for OpenBLAS's buffers; the limit here "
+              "(ulimit -v) is ",
+              static_cast<int64_t>(limit.rlim_cur / 1048576), " MiB: use fewer threads");
   }
 }
 

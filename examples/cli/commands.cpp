@@ -12,18 +12,18 @@
 
 #include <cxxopts.hpp>
 
-#include "bounds.h"
-#include "commands.h"
-#include "heatmaps.h"
-#include "io/metadata.h"
 #include "autograd/cpu.h"
-#include "io/output.h"
 #include "autograd/ops/attention.h"
 #include "autograd/simd.h"
+#include "bounds.h"
+#include "commands.h"
 #include "dist/dist.h"
+#include "heatmaps.h"
+#include "io/metadata.h"
+#include "io/output.h"
 #include "optim/optim.h"
-#include "train/trainer.h"
 #include "runner.h"
+#include "train/trainer.h"
 
 namespace qkv::cli {
 
@@ -43,7 +43,8 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
     std::puts(options.help().c_str());
     return false;
   }
-  QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]), "' (flags start with --)");
+  QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]),
+            "' (flags start with --)");
   return true;
 }
 
@@ -83,8 +84,8 @@ Tensor input_loss(Runner& runner, const std::string& text, std::string* what) {
             " symbols; this model reads at most ", runner.task()->max_input());
   e.answer = runner.task()->solve(e.input);
   if (what)
-    *what = cat("cross-entropy of the answer ", printable(runner.task()->answer_text(e.answer)), " (", e.answer.size() + 1,
-                " tokens with the end mark)");
+    *what = cat("cross-entropy of the answer ", printable(runner.task()->answer_text(e.answer)), " (",
+                e.answer.size() + 1, " tokens with the end mark)");
   return runner.loss({e});
 }
 
@@ -92,11 +93,11 @@ int eval(int argc, char** argv) {
   cxxopts::Options options("qkv eval", "Exact-match accuracy on fresh held-out examples, or held-out text loss.");
   options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>())(
       "examples", cat("held-out examples (tasks) or windows (text), in ", range(1, kMaxExamples)),
-      cxxopts::value<int64_t>()->default_value("1000"), "N")(
-      "seed", "seed of the held-out draw", cxxopts::value<uint64_t>()->default_value("2024"))(
+      cxxopts::value<int64_t>()->default_value("1000"),
+      "N")("seed", "seed of the held-out draw", cxxopts::value<uint64_t>()->default_value("2024"))(
       "data", "text models: the text to evaluate on (default: the bundled text, for models trained on it)",
-      cxxopts::value<std::string>(), "FILE")(
-      "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
+      cxxopts::value<std::string>(),
+      "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
@@ -110,7 +111,8 @@ int eval(int argc, char** argv) {
               printable(runner->spec().data), "': give that text (or another) with --data FILE");
     runner->use_text(args.count("data") ? args["data"].as<std::string>() : "");
   } else {
-    QKV_CHECK(!args.count("data"), "--data is for text models; ", printable(path), " is a ", runner->spec().task, " model");
+    QKV_CHECK(!args.count("data"), "--data is for text models; ", printable(path), " is a ", runner->spec().task,
+              " model");
   }
   Generator gen(args["seed"].as<uint64_t>() ^ 0xe7a1ULL);
   if (runner->task()) {
@@ -119,8 +121,9 @@ int eval(int argc, char** argv) {
                 runner->spec().model.c_str(), runner->spec().task.c_str(), 100 * acc, static_cast<long long>(count));
   } else {
     double loss = runner->held_out_loss(count, gen);
-    std::printf("%s: held-out loss %.4f nats/byte = %.4f bits/byte over %lld windows of %lld bytes\n", printable(path).c_str(), loss,
-                loss / std::log(2.0), static_cast<long long>(count), static_cast<long long>(runner->spec().context));
+    std::printf("%s: held-out loss %.4f nats/byte = %.4f bits/byte over %lld windows of %lld bytes\n",
+                printable(path).c_str(), loss, loss / std::log(2.0), static_cast<long long>(count),
+                static_cast<long long>(runner->spec().context));
   }
   return 0;
 }
@@ -178,27 +181,32 @@ int attention(int argc, char** argv) {
   // Each SVG on its own, and all of them inline in index.html, where hovering a
   // cell shows its query, key and weight (an <img> would show nothing).
   // Well-formed XML as well as HTML, so that a test can check it with an XML parser.
-  std::string index = cat("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"><head><meta charset=\"utf-8\"/>"
-                          "<title>qkv attention</title>"
-                          "<style>body{font-family:sans-serif} .maps{display:flex;flex-wrap:wrap;gap:12px}</style></head>"
-                          "<body>\n<h1>", xml_text(prompt), "</h1>\n<p>", xml_text(path), ": ", maps.size(), " maps x ",
-                          heads, " heads. Rows are queries, columns keys; darker is more weight",
-                          split ? "; the red lines mark where the model's answer starts" : "",
-                          seq2seq ? "; cross-attention rows are the decoder's tokens (its start mark, then the answer), "
-                                    "columns the input's" : "",
-                          ". The last map of each row averages its heads.</p>\n");
+  std::string index =
+      cat("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"><head><meta charset=\"utf-8\"/>"
+          "<title>qkv attention</title>"
+          "<style>body{font-family:sans-serif} .maps{display:flex;flex-wrap:wrap;gap:12px}</style></head>"
+          "<body>\n<h1>",
+          xml_text(prompt), "</h1>\n<p>", xml_text(path), ": ", maps.size(), " maps x ", heads,
+          " heads. Rows are queries, columns keys; darker is more weight",
+          split ? "; the red lines mark where the model's answer starts" : "",
+          seq2seq ? "; cross-attention rows are the decoder's tokens (its start mark, then the answer), "
+                    "columns the input's"
+                  : "",
+          ". The last map of each row averages its heads.</p>\n");
   for (const AttentionMap& map : maps) {
     const int64_t rows = static_cast<int64_t>(map.rows.size()), cols = static_cast<int64_t>(map.cols.size());
     index += cat("<h2>", xml_text(map.name), "</h2>\n<div class=\"maps\">\n");
     std::vector<double> all = map.weights.to_vector(), mean(rows * cols, 0.0);
     for (int64_t h = 0; h <= heads; ++h) {
       bool average = h == heads;
-      std::vector<double> w = average ? mean : std::vector<double>(all.begin() + h * rows * cols, all.begin() + (h + 1) * rows * cols);
+      std::vector<double> w =
+          average ? mean : std::vector<double>(all.begin() + h * rows * cols, all.begin() + (h + 1) * rows * cols);
       if (!average)
         for (int64_t k = 0; k < rows * cols; ++k) mean[k] += w[k] / static_cast<double>(heads);
       std::string name = average ? cat(map.file, "_mean.svg") : cat(map.file, "_head", h, ".svg");
-      std::string svg = heatmap_svg(w, rows, cols, map.rows, map.cols,
-                                    average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h), map.split);
+      std::string svg =
+          heatmap_svg(w, rows, cols, map.rows, map.cols,
+                      average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h), map.split);
       write(name, svg);
       index += svg;
     }
@@ -214,18 +222,22 @@ int attention(int argc, char** argv) {
 
 int gradcheck(int argc, char** argv) {
   cxxopts::Options options("qkv gradcheck", "Compare every parameter's gradient with central differences, in float64.");
-  options.add_options()("model", "gpt | seq2seq | mha (a small one)", cxxopts::value<std::string>()->default_value("gpt"))(
+  options.add_options()("model", "gpt | seq2seq | mha (a small one)",
+                        cxxopts::value<std::string>()->default_value("gpt"))(
       "checkpoint", "check this trained model instead", cxxopts::value<std::string>()->default_value(""))(
       "entries", "entries checked per parameter (0: all; default 0, or 16 with --checkpoint)",
       cxxopts::value<int64_t>()->default_value("-1"))("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"))(
-      "data", "with a text --checkpoint: the text its batch comes from (default: the bundled text, for models "
-      "trained on it)", cxxopts::value<std::string>(), "FILE");
+      "data",
+      "with a text --checkpoint: the text its batch comes from (default: the bundled text, for models "
+      "trained on it)",
+      cxxopts::value<std::string>(), "FILE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   manual_seed(args["seed"].as<uint64_t>());
   Generator gen(args["seed"].as<uint64_t>());
   std::string path = args["checkpoint"].as<std::string>(), kind = args["model"].as<std::string>();
-  QKV_CHECK(path.empty() || !args.count("model"), "--model builds a fresh model; --checkpoint checks a trained one: give one");
+  QKV_CHECK(path.empty() || !args.count("model"),
+            "--model builds a fresh model; --checkpoint checks a trained one: give one");
   int64_t entries = args["entries"].as<int64_t>();
   GradcheckOptions go;
   go.max_entries = entries >= 0 ? entries : (path.empty() ? 0 : 16);
@@ -272,7 +284,8 @@ int gradcheck(int argc, char** argv) {
                 in.max_rel_error, in.ok ? "ok" : "FAILED");
   std::printf("%s: %zu parameters, float64, dropout on (masks replayed), %s entries each, atol %g rtol %g: %s\n",
               printable(path.empty() ? kind : path).c_str(), r.inputs.size(),
-              go.max_entries ? std::to_string(go.max_entries).c_str() : "all", go.atol, go.rtol, r.ok ? "all ok" : "FAILED");
+              go.max_entries ? std::to_string(go.max_entries).c_str() : "all", go.atol, go.rtol,
+              r.ok ? "all ok" : "FAILED");
   return r.ok ? 0 : 1;
 }
 
@@ -287,12 +300,13 @@ double block_norm(const std::vector<double>& v, int64_t cols, int64_t r0, int64_
 }  // namespace
 
 int grads(int argc, char** argv) {
-  cxxopts::Options options("qkv grads", "Loss and every parameter's gradient on one input: a table of norms (per head for "
+  cxxopts::Options options("qkv grads",
+                           "Loss and every parameter's gradient on one input: a table of norms (per head for "
                            "attention) and a safetensors file to compare with another framework.");
   options.add_options()("checkpoint", "checkpoint file (any model kind)", cxxopts::value<std::string>(), "FILE")(
       "text", "text models: the text (up to context + 1 bytes); task models: an input, answered correctly",
-      cxxopts::value<std::string>(), "TEXT")(
-      "out", "output safetensors file (loss and grad.<name>)", cxxopts::value<std::string>(), "FILE")(
+      cxxopts::value<std::string>(),
+      "TEXT")("out", "output safetensors file (loss and grad.<name>)", cxxopts::value<std::string>(), "FILE")(
       "force", "replace an existing --out");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
@@ -313,8 +327,8 @@ int grads(int argc, char** argv) {
     tensors.emplace_back("grad." + name, g);
     std::vector<double> values = g.to_vector();
     std::string per_head;
-    bool attention = name.find("attn.") != std::string::npos && g.dim() == 2 && g.size(0) == spec.width &&
-                     g.size(1) == spec.width;
+    bool attention =
+        name.find("attn.") != std::string::npos && g.dim() == 2 && g.size(0) == spec.width && g.size(1) == spec.width;
     if (attention) {
       // q/k/v projections: head h owns output rows [h·d, (h+1)·d); out_proj: input columns.
       bool out_proj = name.find("out_proj") != std::string::npos;
@@ -330,8 +344,8 @@ int grads(int argc, char** argv) {
                 block_norm(values, g.numel(), 0, 1, 0, g.numel()), per_head.c_str());
   }
   io::save_safetensors(out, tensors, {{"qkv.checkpoint", printable(path)}, {"qkv.input", printable(text)}});
-  std::printf("\nwrote loss and %zu gradients to %s (compare them with examples/compare_grads.py)\n", tensors.size() - 1,
-              printable(out).c_str());
+  std::printf("\nwrote loss and %zu gradients to %s (compare them with examples/compare_grads.py)\n",
+              tensors.size() - 1, printable(out).c_str());
   return 0;
 }
 
@@ -351,8 +365,8 @@ double sgemm_gflops(int64_t n, int64_t k, int64_t m) {
   std::vector<double> times;
   for (int i = 0; i < 12; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, m, k, 1.0f, a.data<float>(), k, b.data<float>(), m,
-                0.0f, c.data<float>(), m);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, m, k, 1.0f, a.data<float>(), k, b.data<float>(), m, 0.0f,
+                c.data<float>(), m);
     if (i >= 2) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return 2.0 * n * m * k / median_of(times) / 1e9;
@@ -379,8 +393,9 @@ int info(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   if (args.count("system")) {
-    std::printf("system\n  cpu        %s, %u cores (%d threads by default)\n  kernels    %s\n", cpu_model_name().c_str(),
-                std::thread::hardware_concurrency(), get_num_threads(), cpu::describe_kernels().c_str());
+    std::printf("system\n  cpu        %s, %u cores (%d threads by default)\n  kernels    %s\n",
+                cpu_model_name().c_str(), std::thread::hardware_concurrency(), get_num_threads(),
+                cpu::describe_kernels().c_str());
     if (std::string w = cpu::blas_warning(); !w.empty()) std::printf("  warning    %s\n", w.c_str());
     if (!args.count("checkpoint")) return 0;
   }
@@ -388,15 +403,20 @@ int info(int argc, char** argv) {
   io::TensorFile file = io::load_safetensors(path);
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
   spec.check_tensors(file, path);  // the model is described, never built
-  auto meta = [&](const char* key) { return file.metadata.count(key) ? printable(file.metadata.at(key)) : std::string("-"); };
+  auto meta = [&](const char* key) {
+    return file.metadata.count(key) ? printable(file.metadata.at(key)) : std::string("-");
+  };
   std::printf("%s\n", printable(path).c_str());
-  std::printf("  model      %s, %lld parameters: width %lld, %lld layers%s, %lld heads, context %lld, vocab %lld, %s attention%s, dropout %g\n",
-              spec.model.c_str(), static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
-              static_cast<long long>(spec.layers), spec.model == "seq2seq" ? " per side" : "", static_cast<long long>(spec.heads),
-              static_cast<long long>(spec.context), static_cast<long long>(spec.vocab), spec.attention.c_str(),
-              spec.post_ln ? ", post-LN" : "", spec.dropout);
+  std::printf(
+      "  model      %s, %lld parameters: width %lld, %lld layers%s, %lld heads, context %lld, vocab %lld, %s "
+      "attention%s, dropout %g\n",
+      spec.model.c_str(), static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
+      static_cast<long long>(spec.layers), spec.model == "seq2seq" ? " per side" : "",
+      static_cast<long long>(spec.heads), static_cast<long long>(spec.context), static_cast<long long>(spec.vocab),
+      spec.attention.c_str(), spec.post_ln ? ", post-LN" : "", spec.dropout);
   if (spec.task == "text")
-    std::printf("  task       text, trained on %s\n", spec.data.empty() ? "the bundled text" : ("'" + printable(spec.data) + "'").c_str());
+    std::printf("  task       text, trained on %s\n",
+                spec.data.empty() ? "the bundled text" : ("'" + printable(spec.data) + "'").c_str());
   else if (spec.task == "add")
     std::printf("  task       add, %lld-digit operands\n", static_cast<long long>(spec.digits));
   else
@@ -405,15 +425,21 @@ int info(int argc, char** argv) {
               meta("qkv.optimizer.hyperparameters").c_str());
   if (file.metadata.count("qkv.train")) {
     std::string settings;
-    for (const auto& [k, v] : io::parse_json_object(file.metadata.at("qkv.train")))
-      settings += (settings.empty() ? "" : " ") + ("--" + k + " " + printable(v));
+    // As the flags that give them: a switch appears only when on (train takes no value for it).
+    for (const auto& [k, v] : io::parse_json_object(file.metadata.at("qkv.train"))) {
+      if (k == "checkpoint-activations" && v == "0") continue;
+      settings +=
+          (settings.empty() ? "" : " ") + ("--" + k + (k == "checkpoint-activations" ? "" : " " + printable(v)));
+    }
     std::printf("  settings   %s\n", settings.c_str());
   } else {
     std::printf("  settings   not recorded (a checkpoint from before qkv.train)\n");
   }
   int64_t tensors = 0, bytes = 0;
-  for (const auto& [name, t] : file.tensors) ++tensors, bytes += t.numel() * static_cast<int64_t>(element_size(t.dtype()));
-  std::printf("  file       %lld tensors, %.2f MB of data (parameters and optimizer state)\n", static_cast<long long>(tensors), bytes / 1e6);
+  for (const auto& [name, t] : file.tensors)
+    ++tensors, bytes += t.numel() * static_cast<int64_t>(element_size(t.dtype()));
+  std::printf("  file       %lld tensors, %.2f MB of data (parameters and optimizer state)\n",
+              static_cast<long long>(tensors), bytes / 1e6);
   return 0;
 }
 
@@ -437,18 +463,27 @@ struct BenchTiming {
 BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
   BenchSetup b;
   b.name = args["config"].as<std::string>(), b.kernel = args["kernel"].as<std::string>();
-  QKV_CHECK(b.kernel == "fused" || b.kernel == "composed", "--kernel must be fused or composed, got '", printable(b.kernel), "'");
+  QKV_CHECK(b.kernel == "fused" || b.kernel == "composed", "--kernel must be fused or composed, got '",
+            printable(b.kernel), "'");
   nn::GPTConfig& c = b.c;
   const std::string& config = b.name;
   c.vocab = 256;
-  if (config == "tiny") c.context = 64, c.layers = 2, c.heads = 4, c.width = 128, b.B = 16;
-  else if (config == "small") c.context = 256, c.layers = 4, c.heads = 8, c.width = 256, b.B = 8;
-  else if (config == "mini") c.context = 128, c.layers = 6, c.heads = 6, c.width = 384, b.B = 4;
-  else if (config == "long") c.context = 1024, c.layers = 2, c.heads = 4, c.width = 128, b.B = 2;
-  else if (config == "deep") c.context = 512, c.layers = 6, c.heads = 6, c.width = 384, b.B = 4;
-  else if (config == "attention") c.context = 256, c.layers = 1, c.heads = 8, c.width = 256, b.B = 8;
-  else if (config == "layer") c.context = 1024, c.layers = 1, c.heads = 8, c.width = 256, b.B = 1;
-  else throw Error(cat("unknown --config '", printable(config), "' (tiny, small, mini, long, deep, attention, layer)"));
+  if (config == "tiny")
+    c.context = 64, c.layers = 2, c.heads = 4, c.width = 128, b.B = 16;
+  else if (config == "small")
+    c.context = 256, c.layers = 4, c.heads = 8, c.width = 256, b.B = 8;
+  else if (config == "mini")
+    c.context = 128, c.layers = 6, c.heads = 6, c.width = 384, b.B = 4;
+  else if (config == "long")
+    c.context = 1024, c.layers = 2, c.heads = 4, c.width = 128, b.B = 2;
+  else if (config == "deep")
+    c.context = 512, c.layers = 6, c.heads = 6, c.width = 384, b.B = 4;
+  else if (config == "attention")
+    c.context = 256, c.layers = 1, c.heads = 8, c.width = 256, b.B = 8;
+  else if (config == "layer")
+    c.context = 1024, c.layers = 1, c.heads = 8, c.width = 256, b.B = 1;
+  else
+    throw Error(cat("unknown --config '", printable(config), "' (tiny, small, mini, long, deep, attention, layer)"));
   // Under mpirun the GPT configs train data parallel: B is the global batch.
   QKV_CHECK(ranks == 1 || (config != "attention" && config != "layer"), "--config ", config,
             " times one process; under mpirun use a GPT config");
@@ -457,12 +492,13 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
   QKV_CHECK(context >= 0 && context <= 1 << 20, "--context must be in [0, 1048576], got ", context);
   if (context > 0) c.context = context;
   // A flag a config ignores is refused rather than reported as if it applied.
-  QKV_CHECK(!args.count("attention") || config != "attention", "--attention is for the GPT configs and layer: "
+  QKV_CHECK(!args.count("attention") || config != "attention",
+            "--attention is for the GPT configs and layer: "
             "--config attention times full causal attention alone");
   QKV_CHECK(!args.count("checkpoint-activations") || (config != "attention" && config != "layer"),
             "--checkpoint-activations is for the GPT configs (tiny, small, mini, long, deep)");
   c.attention = nn::AttentionKind::parse(args["attention"].as<std::string>());
-  c.recompute = args.count("checkpoint-activations") > 0;
+  c.checkpoint_activations = args.count("checkpoint-activations") > 0;
   c.fused_attention = b.kernel == "fused";
   b.steps = args["steps"].as<int64_t>(), b.warmup = args["warmup"].as<int64_t>();
   check_range("steps", b.steps, 1, 1 << 20);
@@ -477,7 +513,8 @@ std::vector<double> time_steps(const BenchSetup& b, Step&& step) {
   for (int64_t i = 0; i < b.warmup + b.steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     step();
-    if (i >= b.warmup) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (i >= b.warmup)
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return ms;
 }
@@ -522,7 +559,7 @@ BenchTiming time_layer(const BenchSetup& b, Generator& gen) {
     sum(mha.forward(x, options).output).backward();
   });
   double span = c.attention.type == nn::AttentionKind::Window ? std::min<double>(c.context, c.attention.window + 1)
-                                                               : static_cast<double>(c.context);
+                                                              : static_cast<double>(c.context);
   t.flops_per_step = 3.0 * (4 * 2.0 * b.B * c.context * c.width * c.width + 2 * 2.0 * b.B * c.context * span * c.width);
   return t;
 }
@@ -546,7 +583,8 @@ BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
   train::Trainer trainer(gpt.named_parameters(), opt, constant,
                          {.steps = b.warmup + b.steps, .eval_every = b.warmup + b.steps, .clip = 1.0});
   trainer.loss = [&](int64_t) {
-    Tensor ids = Tensor::randint(0, 256, {slice, c.context}, &gen), targets = Tensor::randint(0, 256, {slice, c.context}, &gen);
+    Tensor ids = Tensor::randint(0, 256, {slice, c.context}, &gen),
+           targets = Tensor::randint(0, 256, {slice, c.context}, &gen);
     return train::StepLoss{nn::cross_entropy(gpt.forward(ids), targets), 1.0 / ranks, slice * c.context};
   };
   auto last = std::chrono::steady_clock::now();
@@ -558,7 +596,8 @@ BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
   trainer.run();
   // 6 FLOPs per weight per token (forward 2, backward 4) for the blocks' 12·C² and the tied head's V·C,
   // and 12·L·T·C per token for attention's two products (scores, weighted sum; causal half not discounted).
-  double matmul_weights = static_cast<double>(c.layers) * 12 * c.width * c.width + static_cast<double>(c.vocab) * c.width;
+  double matmul_weights =
+      static_cast<double>(c.layers) * 12 * c.width * c.width + static_cast<double>(c.vocab) * c.width;
   t.flops_per_step = b.B * c.context * (6 * matmul_weights + 12.0 * c.layers * c.context * c.width);
   return t;
 }
@@ -572,7 +611,8 @@ void report_bench(const BenchSetup& b, BenchTiming& t) {
   std::printf("bench %s: T=%lld L=%lld heads=%lld C=%lld B=%lld, %lld parameters, %s %s attention%s\n", b.name.c_str(),
               static_cast<long long>(c.context), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
               static_cast<long long>(c.width), static_cast<long long>(b.B), static_cast<long long>(t.parameters),
-              c.attention.str().c_str(), b.kernel.c_str(), c.recompute ? ", blocks recomputed in backward" : "");
+              c.attention.str().c_str(), b.kernel.c_str(),
+              c.checkpoint_activations ? ", blocks recomputed in backward" : "");
   std::printf("  median %.2f ms/step over %lld steps (min %.2f, max %.2f), %.0f tokens/s\n", median,
               static_cast<long long>(b.steps), t.ms.front(), t.ms.back(), b.B * c.context / (median / 1000));
   if (ranks > 1) {
@@ -583,27 +623,33 @@ void report_bench(const BenchSetup& b, BenchTiming& t) {
     // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T];
     // for one layer, a projection [B·T, C]·[C, C]).
     int64_t gm = b.name == "attention" ? c.context : b.name == "layer" ? c.width : 4 * c.width;
-    int64_t gn = b.name == "attention" ? c.context : b.B * c.context, gk = b.name == "attention" ? c.width / c.heads : c.width;
+    int64_t gn = b.name == "attention" ? c.context : b.B * c.context,
+            gk = b.name == "attention" ? c.width / c.heads : c.width;
     double blas = sgemm_gflops(gn, gk, gm);
     std::printf("  %.1f GFLOP/s in the step; sgemm %lldx%lldx%lld here: %.1f GFLOP/s; step/sgemm %.2f\n", step_gflops,
                 static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gm), blas,
                 step_gflops / blas);
   }
   std::printf("  peak resident memory %.1f MiB\n", peak_rss_mib());
-  std::printf("  %d thread%s, %s\n", get_num_threads(), get_num_threads() == 1 ? "" : "s", cpu::describe_kernels().c_str());
+  std::printf("  %d thread%s, %s\n", get_num_threads(), get_num_threads() == 1 ? "" : "s",
+              cpu::describe_kernels().c_str());
 }
 
 }  // namespace
 
 int bench(int argc, char** argv) {
-  cxxopts::Options options("qkv bench", "Time full training steps (forward, loss, backward, clip, AdamW) on random bytes.");
-  options.add_options()("config", "tiny | small | mini | long | deep (T=512 L=6 C=384 B=4); attention (causal "
+  cxxopts::Options options("qkv bench",
+                           "Time full training steps (forward, loss, backward, clip, AdamW) on random bytes.");
+  options.add_options()("config",
+                        "tiny | small | mini | long | deep (T=512 L=6 C=384 B=4); attention (causal "
                         "attention alone, B=8 n=256 C=256 8 heads); layer (one causal MHA layer, B=1 C=256 8 heads, "
-                        "n = --context)", cxxopts::value<std::string>()->default_value("tiny"))(
+                        "n = --context)",
+                        cxxopts::value<std::string>()->default_value("tiny"))(
       "steps", "timed steps", cxxopts::value<int64_t>()->default_value("10"))(
       "context", "sequence length (0: the config's)", cxxopts::value<int64_t>()->default_value("0"))(
-      "attention", "full | window:W | linear, for the GPT configs and layer", cxxopts::value<std::string>()->default_value("full"))(
-      "checkpoint-activations", "GPT configs: recompute each block in backward")(
+      "attention", "full | window:W | linear, for the GPT configs and layer",
+      cxxopts::value<std::string>()->default_value("full"))("checkpoint-activations",
+                                                            "GPT configs: recompute each block in backward")(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"))(
       "kernel", "attention kernel: fused (default) or composed", cxxopts::value<std::string>()->default_value("fused"))(
       "threads", "threads per process (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
@@ -613,7 +659,9 @@ int bench(int argc, char** argv) {
   BenchSetup b = bench_setup(args, dist::world_size());
   manual_seed(1);
   Generator gen(7);
-  BenchTiming t = b.name == "attention" ? time_attention(b, gen) : b.name == "layer" ? time_layer(b, gen) : time_gpt(b, gen);
+  BenchTiming t = b.name == "attention" ? time_attention(b, gen)
+                  : b.name == "layer"   ? time_layer(b, gen)
+                                        : time_gpt(b, gen);
   if (dist::rank() != 0) return 0;  // the ranks step together (the all-reduce waits for the slowest): rank 0 reports
   report_bench(b, t);
   return 0;

@@ -38,7 +38,7 @@ int grads(int argc, char** argv);
 /// qkv graph (examples/cli/graph.cpp): the autograd graph of one forward and backward, as DOT and SVG.
 int graph(int argc, char** argv);
 int info(int argc, char** argv);
-/// qkv plot (examples/cli/report.cpp): a --log file as HTML charts.
+/// qkv plot (examples/cli/plot.cpp): a --log file as HTML charts.
 int plot(int argc, char** argv);
 int bench(int argc, char** argv);
 

@@ -2,8 +2,8 @@
 // engine's own recorded nodes (autograd/graph_dot.h) as Graphviz DOT, and as
 // SVG when Graphviz's `dot` is installed.
 #include <spawn.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -69,19 +69,21 @@ int graph(int argc, char** argv) {
                                  "such as blocks.1.attn (default: everything)",
                                  cxxopts::value<std::string>()->default_value(""), "MODULE")(
       "fused", "draw the fused attention kernel training runs, not attention's separate steps")(
-      "out", "DOT file to write; the SVG goes beside it (.svg)", cxxopts::value<std::string>()->default_value("graph.dot"),
+      "out", "DOT file to write; the SVG goes beside it (.svg)",
+      cxxopts::value<std::string>()->default_value("graph.dot"),
       "FILE")("force", "replace an existing --out and its SVG");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = args.count("checkpoint") ? args["checkpoint"].as<std::string>() : "";
   std::string kind = args["model"].as<std::string>(), out = args["out"].as<std::string>();
   QKV_CHECK(path.empty() || !args.count("model"), "--model draws a fresh model; --checkpoint a trained one: give one");
-  QKV_CHECK(path.empty() == !args.count("prompt"), "--prompt goes with --checkpoint (a fresh --model has its own input)");
+  QKV_CHECK(path.empty() == !args.count("prompt"),
+            "--prompt goes with --checkpoint (a fresh --model has its own input)");
   QKV_CHECK(kind == "mha" || kind == "gpt" || kind == "seq2seq", "--model must be mha, gpt or seq2seq, got '",
             printable(kind), "'");
   QKV_CHECK(!out.empty(), "--out is empty");
-  std::string svg = out.size() > 4 && out.substr(out.size() - 4) == ".dot" ? out.substr(0, out.size() - 4) + ".svg"
-                                                                           : out + ".svg";
+  std::string svg =
+      out.size() > 4 && out.substr(out.size() - 4) == ".dot" ? out.substr(0, out.size() - 4) + ".svg" : out + ".svg";
   const bool force = args.count("force") > 0;
   io::check_output_file(out, "--out", force, {path});
   io::check_output_file(svg, "--out's SVG", force, {path});
@@ -152,9 +154,10 @@ int graph(int argc, char** argv) {
   if (rendered) {
     std::printf("wrote %s and %s\n", printable(out).c_str(), printable(svg).c_str());
   } else {
-    std::printf("wrote %s; Graphviz's dot is not installed (Debian: apt-get install graphviz), so render it with\n"
-                "  dot -Tsvg %s -o %s\n",
-                printable(out).c_str(), printable(out).c_str(), printable(svg).c_str());
+    std::printf(
+        "wrote %s; Graphviz's dot is not installed (Debian: apt-get install graphviz), so render it with\n"
+        "  dot -Tsvg %s -o %s\n",
+        printable(out).c_str(), printable(out).c_str(), printable(svg).c_str());
   }
   return 0;
 }

@@ -13,12 +13,18 @@ std::string xml_text(std::string_view text, size_t limit) {
   std::string safe = printable(text, limit), out;
   for (size_t i = 0; i < safe.size(); ++i) {
     char c = safe[i];
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '"') out += "&quot;";
-    else if (c == '\'') out += "&apos;";
-    else if (static_cast<unsigned char>(c) == 0xef && i + 2 < safe.size() && static_cast<unsigned char>(safe[i + 1]) == 0xbf &&
+    if (c == '&')
+      out += "&amp;";
+    else if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '"')
+      out += "&quot;";
+    else if (c == '\'')
+      out += "&apos;";
+    else if (static_cast<unsigned char>(c) == 0xef && i + 2 < safe.size() &&
+             static_cast<unsigned char>(safe[i + 1]) == 0xbf &&
              (static_cast<unsigned char>(safe[i + 2]) == 0xbe || static_cast<unsigned char>(safe[i + 2]) == 0xbf)) {
       out += static_cast<unsigned char>(safe[i + 2]) == 0xbe ? "\\uFFFE" : "\\uFFFF";  // not allowed in XML 1.0
       i += 2;
@@ -43,23 +49,27 @@ std::string fixed(double v, int digits) {
 }
 }  // namespace
 
-std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols, const std::vector<std::string>& row_labels,
-                        const std::vector<std::string>& col_labels, const std::string& title, int64_t split) {
+std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols,
+                        const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
+                        const std::string& title, int64_t split) {
   const int cell = 26, left = 70, top = 76, bar = 14;
   // Wide enough for the title (monospace 12 px: about 7.3 px a character) and the
   // 38-character hint line (10 px), tall enough for the colour bar of a short map.
   int64_t title_chars = 0;
   for (unsigned char c : title) title_chars += (c & 0xc0) != 0x80;
-  const int width = std::max({left + cell * static_cast<int>(cols) + 70, 12 + static_cast<int>(title_chars * 15 / 2), 270});
+  const int width =
+      std::max({left + cell * static_cast<int>(cols) + 70, 12 + static_cast<int>(title_chars * 15 / 2), 270});
   const int height = top + std::max(cell * static_cast<int>(rows), 60) + 16;
   std::string svg = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width, "\" height=\"", height,
                         "\" font-family=\"monospace\" font-size=\"12\">\n<text x=\"4\" y=\"16\" font-weight=\"bold\">",
-                        xml_text(title), "</text>\n<text x=\"4\" y=\"30\" font-size=\"10\">rows: queries, columns: keys; "
+                        xml_text(title),
+                        "</text>\n<text x=\"4\" y=\"30\" font-size=\"10\">rows: queries, columns: keys; "
                         "hover a cell</text>\n");
   for (int64_t j = 0; j < cols; ++j) {  // key labels and positions
     int x = left + cell * static_cast<int>(j) + cell / 2;
     svg += cat("<text x=\"", x, "\" y=\"", top - 20, "\" text-anchor=\"middle\">", xml_text(col_labels[j]), "</text>",
-               "<text x=\"", x, "\" y=\"", top - 6, "\" text-anchor=\"middle\" font-size=\"9\" fill=\"#888\">", j, "</text>\n");
+               "<text x=\"", x, "\" y=\"", top - 6, "\" text-anchor=\"middle\" font-size=\"9\" fill=\"#888\">", j,
+               "</text>\n");
   }
   for (int64_t i = 0; i < rows; ++i) {
     int y = top + cell * static_cast<int>(i);

@@ -18,7 +18,8 @@ std::string xml_text(std::string_view text, size_t limit = 1 << 20);
 /// One attention map: w is [rows, cols] row-major (queries down, keys
 /// across). `split` > 0 marks where the answer starts (a line before that
 /// row and column). Includes a colour bar and position indices.
-std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols, const std::vector<std::string>& row_labels,
-                        const std::vector<std::string>& col_labels, const std::string& title, int64_t split = -1);
+std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols,
+                        const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
+                        const std::string& title, int64_t split = -1);
 
 }  // namespace qkv::cli

@@ -38,7 +38,8 @@ const Command kCommands[] = {
 };
 
 std::string usage() {
-  std::string text = "usage: qkv <command> [options]     (qkv <command> --help for its options; qkv --version)\n\ncommands:\n";
+  std::string text =
+      "usage: qkv <command> [options]     (qkv <command> --help for its options; qkv --version)\n\ncommands:\n";
   for (const Command& c : kCommands) {
     std::string name = c.name;
     text += "  " + name + std::string(12 - name.size(), ' ') + c.summary + "\n";
@@ -65,7 +66,8 @@ int run(const std::string& command, int argc, char** argv) {
   // would run N times side by side: each rank refuses, rank 0 says why.
   if (command != "train" && command != "bench" && qkv::dist::launched_ranks() > 1) {
     if (qkv::dist::launched_rank() == 0)
-      std::fprintf(stderr, "qkv %s: runs in one process: start it without mpirun (only train and bench run on several)\n",
+      std::fprintf(stderr,
+                   "qkv %s: runs in one process: start it without mpirun (only train and bench run on several)\n",
                    name.c_str());
     return 2;
   }
@@ -77,18 +79,19 @@ int run(const std::string& command, int argc, char** argv) {
     return 2;
   } catch (const cxxopts::exceptions::exception& e) {
     // cxxopts quotes the user's own words: they pass through the one printer too.
-    std::fprintf(stderr, "qkv %s%s: %s (see qkv %s --help)\n", name.c_str(), who.c_str(), qkv::one_line(e.what()).c_str(),
-                 name.c_str());
+    std::fprintf(stderr, "qkv %s%s: %s (see qkv %s --help)\n", name.c_str(), who.c_str(),
+                 qkv::one_line(e.what()).c_str(), name.c_str());
     return failed(2);
   } catch (const qkv::Error& e) {
     std::fprintf(stderr, "qkv %s%s: error: %s\n", name.c_str(), who.c_str(), qkv::one_line(e.what()).c_str());
     return failed(1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "qkv %s%s: unexpected error: %s\n", name.c_str(), who.c_str(), qkv::one_line(e.what()).c_str());
+    std::fprintf(stderr, "qkv %s%s: unexpected error: %s\n", name.c_str(), who.c_str(),
+                 qkv::one_line(e.what()).c_str());
     return failed(1);
   }
 }
-}
+}  // namespace
 
 int main(int argc, char** argv) {
   // OpenMP threads spin for a while before they sleep (libgomp: 300,000
@@ -99,8 +102,8 @@ int main(int argc, char** argv) {
   // and --threads 0 starts only as many threads as there are idle cores.
   // libgomp reads these once, when it loads: set and start again, once
   // only, and never over the user's own choice.
-  bool restart = !std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") &&
-                 setenv("GOMP_SPINCOUNT", "30000", 1) == 0;
+  bool restart =
+      !std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") && setenv("GOMP_SPINCOUNT", "30000", 1) == 0;
   // OpenBLAS picks its kernels from the CPU models it knows, and runs SSE3
   // kernels on a newer CPU (4x slower on a 2023 Xeon). It reads
   // OPENBLAS_CORETYPE when it loads too: name the kernels the CPU's feature

@@ -21,8 +21,8 @@ std::vector<double> row(const Tensor& logits, int64_t b, int64_t t) {
 }  // namespace
 
 std::map<std::string, std::string> ModelSpec::metadata() const {
-  std::map<std::string, std::string> task_fields{{"name", task}, {"max_len", std::to_string(max_len)},
-                                                 {"digits", std::to_string(digits)}, {"data", data}};
+  std::map<std::string, std::string> task_fields{
+      {"name", task}, {"max_len", std::to_string(max_len)}, {"digits", std::to_string(digits)}, {"data", data}};
   return {{"qkv.model", model}, {"qkv.config", io::json_object(fields())}, {"qkv.task", io::json_object(task_fields)}};
 }
 
@@ -46,8 +46,9 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
     };
     auto integer = [&](const char* key, int64_t high) {
       int64_t v = 0;
-      QKV_CHECK(io::parse_integer(field(key), v) && v >= 1 && v <= high, file, ": bad model description in its metadata (",
-                key, " = '", printable(field(key)), "', expected an integer in [1, ", high, "])");
+      QKV_CHECK(io::parse_integer(field(key), v) && v >= 1 && v <= high, file,
+                ": bad model description in its metadata (", key, " = '", printable(field(key)),
+                "', expected an integer in [1, ", high, "])");
       return v;
     };
     s.task = field("name");
@@ -58,7 +59,9 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
     s.data = field("data");  // where it trained: shown, never opened (qkv reads only files the user names)
   } catch (const Error& e) {
     std::string what = e.what();
-    throw Error(what.compare(0, file.size(), file) == 0 ? what : cat(file, ": bad model description in its metadata (", what, ")"));
+    throw Error(what.compare(0, file.size(), file) == 0
+                    ? what
+                    : cat(file, ": bad model description in its metadata (", what, ")"));
   }
   return s;
 }
@@ -96,27 +99,35 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::mov
     int64_t need = spec_.model == "gpt" ? task_->max_input() + task_->max_answer() + 1
                                         : std::max(task_->max_input(), task_->max_answer() + 1);
     if (spec_.context <= 0) spec_.context = need;
-    QKV_CHECK(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task, " task: it needs ", need);
+    QKV_CHECK(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task,
+              " task: it needs ", need);
   }
-  check_fits_in_memory(4.0 * static_cast<double>(spec_.parameter_count()), cat("a model of ", spec_.parameter_count(),
-                       " parameters"), "use a smaller --dim, --layers or --context");
+  check_fits_in_memory(4.0 * static_cast<double>(spec_.parameter_count()),
+                       cat("a model of ", spec_.parameter_count(), " parameters"),
+                       "use a smaller --dim, --layers or --context");
   // The registry builds the kind; this program then drives it as what it is.
   std::unique_ptr<nn::Module> built = kind.build(spec_, init);
-  if (auto* gpt = dynamic_cast<nn::GPT*>(built.get())) built.release(), gpt_.reset(gpt);
-  else if (auto* s2s = dynamic_cast<nn::Seq2Seq*>(built.get())) built.release(), seq2seq_.reset(s2s);
-  else throw Error(cat("the qkv program does not train model kind '", spec_.model, "'"));
+  if (auto* gpt = dynamic_cast<nn::GPT*>(built.get()))
+    built.release(), gpt_.reset(gpt);
+  else if (auto* s2s = dynamic_cast<nn::Seq2Seq*>(built.get()))
+    built.release(), seq2seq_.reset(s2s);
+  else
+    throw Error(cat("the qkv program does not train model kind '", spec_.model, "'"));
 }
 
 void Runner::use_text(const std::string& path) {
   QKV_CHECK(spec_.task == "text", "--data is for text models; this is a ", spec_.task, " model");
   text_ = std::make_unique<TextTask>(path.empty() ? default_text_path() : path);
   QKV_CHECK(static_cast<int64_t>(text_->held_out().size()) > spec_.context, "--data file '", printable(text_->path()),
-            "' is too short for a context of ", spec_.context, ": its held-out tenth has ", text_->held_out().size(), " bytes");
+            "' is too short for a context of ", spec_.context, ": its held-out tenth has ", text_->held_out().size(),
+            " bytes");
 }
 
-void Runner::set_recompute(bool on) {
-  if (gpt_) gpt_->set_recompute(on);
-  else seq2seq_->set_recompute(on);
+void Runner::set_checkpoint_activations(bool on) {
+  if (gpt_)
+    gpt_->set_checkpoint_activations(on);
+  else
+    seq2seq_->set_checkpoint_activations(on);
 }
 
 void Runner::set_fused_attention(bool on) {
@@ -130,7 +141,9 @@ bool Runner::uses_cache() const {
 
 nn::Module& Runner::module() { return gpt_ ? static_cast<nn::Module&>(*gpt_) : *seq2seq_; }
 
-Tensor Runner::forward_gpt(const Tensor& ids, std::vector<Tensor>* weights) const { return gpt_->forward(ids, weights); }
+Tensor Runner::forward_gpt(const Tensor& ids, std::vector<Tensor>* weights) const {
+  return gpt_->forward(ids, weights);
+}
 
 Tensor Runner::loss(const std::vector<Example>& batch) {
   int64_t B = static_cast<int64_t>(batch.size());
@@ -172,7 +185,8 @@ Tensor Runner::loss(const std::vector<Example>& batch) {
   }
   std::vector<Tensor> weights;
   Tensor memory = seq2seq_->encode(Tensor::from_vector(src, {B, S}), lengths);
-  Tensor logits = seq2seq_->decode(Tensor::from_vector(tin, {B, T}), memory, lengths, entropy_weight_ != 0 ? &weights : nullptr);
+  Tensor logits =
+      seq2seq_->decode(Tensor::from_vector(tin, {B, T}), memory, lengths, entropy_weight_ != 0 ? &weights : nullptr);
   return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(tout, {B, T})), weights);
 }
 
@@ -267,15 +281,19 @@ std::vector<std::vector<int64_t>> Runner::answer(const std::vector<std::vector<i
       std::vector<int64_t> flat;
       for (const auto& s : seqs) flat.insert(flat.end(), s.begin() + fed, s.end());
       Tensor ids = Tensor::from_vector(flat, {B, T - fed});
-      Tensor logits = cache ? gpt_->forward_cached(ids, *cache) : gpt_ ? gpt_->forward(ids) : seq2seq_->decode(ids, memory, lengths);
+      Tensor logits = cache  ? gpt_->forward_cached(ids, *cache)
+                      : gpt_ ? gpt_->forward(ids)
+                             : seq2seq_->decode(ids, memory, lengths);
       T -= fed;  // the logits cover the new tokens only
       bool all_done = true;
       for (int64_t b = 0; b < B; ++b) {
         int64_t next = done[b] ? kPad : pick(row(logits, b, T - 1), temperature, top_k, gen);
         seqs[b].push_back(next);
         if (!done[b]) {
-          if (next == kEos) done[b] = true;
-          else answers[rows[b]].push_back(next);
+          if (next == kEos)
+            done[b] = true;
+          else
+            answers[rows[b]].push_back(next);
         }
         all_done = all_done && done[b];
       }
@@ -354,7 +372,8 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
 std::vector<AttentionMap> Runner::attention(const std::string& prompt) {
   NoGradGuard no_grad;
   module().eval();
-  QKV_CHECK(spec_.attention != "linear", "this model uses linear attention, which never forms the n x n weight "
+  QKV_CHECK(spec_.attention != "linear",
+            "this model uses linear attention, which never forms the n x n weight "
             "matrix a map would show (train with --attention full or window:W for maps)");
   auto first = [](const Tensor& w) { return squeeze(w, 0); };  // [1, heads, rows, cols] -> [heads, rows, cols]
   std::vector<AttentionMap> maps;
@@ -376,8 +395,8 @@ std::vector<AttentionMap> Runner::attention(const std::string& prompt) {
     for (size_t l = 0; l < enc.size(); ++l)
       maps.push_back({cat("encoder layer ", l), cat("encoder", l), first(enc[l]), src_labels, src_labels});
     for (size_t l = 0; l < dec.size() / 2; ++l) {
-      maps.push_back({cat("decoder layer ", l, ", self-attention"), cat("decoder", l, "_self"), first(dec[2 * l]), tgt_labels,
-                      tgt_labels});
+      maps.push_back({cat("decoder layer ", l, ", self-attention"), cat("decoder", l, "_self"), first(dec[2 * l]),
+                      tgt_labels, tgt_labels});
       maps.push_back({cat("decoder layer ", l, ", cross-attention to the input"), cat("decoder", l, "_cross"),
                       first(dec[2 * l + 1]), tgt_labels, src_labels});
     }
@@ -399,8 +418,8 @@ std::vector<AttentionMap> Runner::attention(const std::string& prompt) {
       labels.push_back(std::string(1, c));
     }
   }
-  QKV_CHECK(static_cast<int64_t>(ids.size()) <= spec_.context, "prompt of ", ids.size(), " tokens exceeds the context of ",
-        spec_.context);
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= spec_.context, "prompt of ", ids.size(),
+            " tokens exceeds the context of ", spec_.context);
   std::vector<Tensor> weights;
   gpt_->forward(Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), &weights);
   for (size_t l = 0; l < weights.size(); ++l)

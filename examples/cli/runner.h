@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.h"
 #include "bounds.h"
+#include "nn/checkpoint.h"
 #include "nn/model_kinds.h"
 #include "nn/nn.h"
 #include "tasks.h"
@@ -20,7 +20,7 @@ namespace qkv::cli {
 /// metadata: the model's kind and shape (nn/model_kinds.h owns their fields,
 /// bounds and parameter count) and the task it learns.
 struct ModelSpec : nn::ModelShape {
-  std::string model = "gpt";        // a kind in nn::model_kind_names()
+  std::string model = "gpt";  // a kind in nn::model_kind_names()
   std::string task = "reverse";
   int64_t max_len = 8, digits = 3;  // sequence tasks
   std::string data;                 // text task: the --data file, "" for the bundled text
@@ -39,11 +39,11 @@ struct ModelSpec : nn::ModelShape {
 
 /// One layer's attention weights for one input, ready to draw.
 struct AttentionMap {
-  std::string name;                    // "layer 0", "decoder layer 1, cross-attention", ...
-  std::string file;                    // a file-name stem: "layer0", "decoder1_cross"
-  Tensor weights;                      // [heads, rows, cols]
-  std::vector<std::string> rows, cols; // token labels: queries down, keys across
-  int64_t split = -1;                  // > 0: where the answer starts (on both axes)
+  std::string name;                     // "layer 0", "decoder layer 1, cross-attention", ...
+  std::string file;                     // a file-name stem: "layer0", "decoder1_cross"
+  Tensor weights;                       // [heads, rows, cols]
+  std::vector<std::string> rows, cols;  // token labels: queries down, keys across
+  int64_t split = -1;                   // > 0: where the answer starts (on both axes)
 };
 
 class Runner {
@@ -74,7 +74,8 @@ class Runner {
   std::vector<std::vector<int64_t>> answer(const std::vector<std::vector<int64_t>>& inputs, double temperature = 0,
                                            int64_t top_k = 0, Generator* gen = nullptr);
   /// Continues a byte prompt by max_new bytes (text task).
-  std::string continue_text(const std::string& prompt, int64_t max_new, double temperature, int64_t top_k, Generator& gen);
+  std::string continue_text(const std::string& prompt, int64_t max_new, double temperature, int64_t top_k,
+                            Generator& gen);
   /// Exact-match accuracy on `count` fresh examples from `gen`.
   double accuracy(int64_t count, Generator& gen);
   /// Held-out loss in nats per byte over `windows` windows (text task).
@@ -87,7 +88,7 @@ class Runner {
   double last_entropy() const { return last_entropy_; }
 
   /// Activation checkpointing for training: blocks recompute their forward in backward.
-  void set_recompute(bool on);
+  void set_checkpoint_activations(bool on);
   /// Whether attention may take the fused kernel (off: each step of it is an op, for qkv graph).
   void set_fused_attention(bool on);
 

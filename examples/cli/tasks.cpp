@@ -15,7 +15,7 @@ namespace qkv::cli {
 SequenceTask::SequenceTask(const std::string& name, int64_t max_len, int64_t digits)
     : name_(name), symbols_("0123456789+"), max_len_(max_len), digits_(digits) {
   QKV_CHECK(name == "copy" || name == "reverse" || name == "sort" || name == "add", "unknown task '", printable(name),
-        "' (copy, reverse, sort, add, text)");
+            "' (copy, reverse, sort, add, text)");
   check_range("max-len", max_len, 1, kMaxInputLength);
   check_range("digits", digits, 1, kMaxDigits);
 }
@@ -72,23 +72,25 @@ std::vector<int64_t> SequenceTask::encode(const std::string& text) const {
     if (c == ' ') continue;
     size_t at = symbols_.find(c);
     bool allowed = at != std::string::npos && (name_ == "add" || c != '+');
-    QKV_CHECK(allowed, "prompt '", printable(text), "' has '", printable(std::string(1, c)), "', which is not in the ", name_, " task's alphabet (",
-          name_ == "add" ? "digits and +" : "digits", ")");
+    QKV_CHECK(allowed, "prompt '", printable(text), "' has '", printable(std::string(1, c)), "', which is not in the ",
+              name_, " task's alphabet (", name_ == "add" ? "digits and +" : "digits", ")");
     out.push_back(3 + static_cast<int64_t>(at));
   }
   QKV_CHECK(!out.empty(), "empty prompt");
   if (name_ == "add") {
     size_t plus = std::count(out.begin(), out.end(), 3 + 10);
-    QKV_CHECK(plus == 1 && out.front() != 13 && out.back() != 13, "an add prompt looks like 123+45, got '", printable(text), "'");
+    QKV_CHECK(plus == 1 && out.front() != 13 && out.back() != 13, "an add prompt looks like 123+45, got '",
+              printable(text), "'");
     auto sign = std::find(out.begin(), out.end(), 13);
     int64_t left = sign - out.begin(), right = out.end() - sign - 1;
-    QKV_CHECK(left <= digits_ && right <= digits_, "the model adds numbers of up to ", digits_, " digits, got '", printable(text), "'");
+    QKV_CHECK(left <= digits_ && right <= digits_, "the model adds numbers of up to ", digits_, " digits, got '",
+              printable(text), "'");
     // Pad both operands with leading zeros, as in training.
     out.insert(sign + 1, digits_ - right, 3);
     out.insert(out.begin(), digits_ - left, 3);
   } else {
     QKV_CHECK(static_cast<int64_t>(out.size()) <= max_len_, "the model was trained on inputs of up to ", max_len_,
-          " symbols, got ", out.size());
+              " symbols, got ", out.size());
   }
   return out;
 }
@@ -115,7 +117,8 @@ std::string SequenceTask::answer_text(const std::vector<int64_t>& answer) const 
 
 TextTask::TextTask(const std::string& path) : path_(path) {
   std::string text = io::read_regular_file(path, kMaxTextBytes, "--data file");  // it keeps the whole text in memory
-  QKV_CHECK(text.size() >= 64, "--data file '", printable(path), "' holds ", text.size(), " bytes; text training needs at least 64");
+  QKV_CHECK(text.size() >= 64, "--data file '", printable(path), "' holds ", text.size(),
+            " bytes; text training needs at least 64");
   size_t split = text.size() * 9 / 10;
   train_ = text.substr(0, split);
   held_out_ = text.substr(split);

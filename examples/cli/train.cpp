@@ -1,8 +1,8 @@
 // qkv train: flags -> a model, a task and training settings -> the library's
 // Trainer (train/trainer.h), which runs the loop, evaluates, logs and saves.
 // Here: the flags, the resume merge, where the work goes, progress lines.
-#include <time.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,12 +20,12 @@
 #include "autograd/cpu.h"
 #include "bounds.h"
 #include "commands.h"
-#include "io/output.h"
 #include "dist/dist.h"
 #include "io/metadata.h"
+#include "io/output.h"
 #include "optim/optim.h"
-#include "train/trainer.h"
 #include "runner.h"
+#include "train/trainer.h"
 
 namespace qkv::cli {
 
@@ -159,8 +159,10 @@ int64_t trim_log(const std::string& path, int64_t step) {
     bool header = first && line.rfind("step,", 0) == 0;
     first = false;
     int64_t s = header ? 0 : logged_step(line);
-    if (header || (s >= 0 && s <= step)) kept += line + "\n";
-    else ++dropped;
+    if (header || (s >= 0 && s <= step))
+      kept += line + "\n";
+    else
+      ++dropped;
   }
   if (dropped > 0) io::write_file(path, kept);
   return dropped;
@@ -173,51 +175,58 @@ std::string kind_names() {
 }
 
 cxxopts::Options train_options() {
-  cxxopts::Options options("qkv train", "Train a model on a task and save a checkpoint.\n"
+  cxxopts::Options options("qkv train",
+                           "Train a model on a task and save a checkpoint.\n"
                            "The progress line's loss is an exponential moving average over about 20 steps "
                            "(the --log file has each step's own loss).");
-  options.add_options("model and task (fixed by the checkpoint on --resume)")
-    ("task", "copy | reverse | sort | add | text (default reverse)", cxxopts::value<std::string>(), "NAME")
-    ("data", "the text for --task text (default: the bundled text)", cxxopts::value<std::string>(), "FILE")
-    ("model", kind_names() + " (default gpt)", cxxopts::value<std::string>(), "KIND")
-    ("max-len", cat("longest input for copy, reverse and sort, in ", range(1, kMaxInputLength), " (default 8)"),
-     cxxopts::value<int64_t>(), "N")
-    ("digits", cat("operand digits for add, in ", range(1, kMaxDigits), " (default 3)"), cxxopts::value<int64_t>(), "N")
-    ("layers", cat("transformer layers, per side for seq2seq, in ", range(1, kMaxLayers), " (default 2)"),
-     cxxopts::value<int64_t>(), "N")
-    ("heads", "attention heads, dividing --dim (default 4)", cxxopts::value<int64_t>(), "N")
-    ("dim", cat("model width, in ", range(1, kMaxWidth), " (default 64)"), cxxopts::value<int64_t>(), "N")
-    ("attention", "full | window:W (a token sees the W before it) | linear (default full)", cxxopts::value<std::string>(), "KIND")
-    ("context", cat("context length, in ", range(1, kMaxContext), " (default: what the task needs; 64 for text)"),
-     cxxopts::value<int64_t>(), "N")
-    ("dropout", "dropout probability (default 0; 0.2 for text)", cxxopts::value<double>(), "P");
-  options.add_options("training (fixed by the checkpoint on --resume)")
-    ("batch", cat("examples per step, in ", range(1, kMaxBatch), " (default 64; 32 for text); under mpirun the "
-                  "global batch, split into contiguous slices, one per rank"), cxxopts::value<int64_t>(), "N")
-    ("lr", "peak learning rate (default 0.001; 0.003 for text)", cxxopts::value<double>(), "LR")
-    ("optimizer", "adamw | adam | sgd (default adamw)", cxxopts::value<std::string>(), "NAME")
-    ("schedule", "constant | cosine (default cosine)", cxxopts::value<std::string>(), "NAME")
-    ("warmup", "warm-up steps (default 100)", cxxopts::value<int64_t>(), "N")
-    ("weight-decay", "weight decay (default 0.01)", cxxopts::value<double>(), "W")
-    ("clip", "gradient norm limit, 0 for none (default 1)", cxxopts::value<double>(), "NORM")
-    ("seed", "random seed (default 1)", cxxopts::value<uint64_t>(), "N")
-    ("target", "tasks: stop when held-out exact match reaches this (default 0.99)", cxxopts::value<double>(), "FRACTION")
-    ("attn-entropy", "add this x the mean attention entropy to the loss, in [-100, 100]; < 0 spreads attention "
-                     "(default 0)",
-     cxxopts::value<double>(), "LAMBDA")
-    ("checkpoint-activations", "recompute each block in backward: less memory, more time");
-  options.add_options("the run (may change on --resume)")
-    ("steps", "step budget, counting resumed steps (default 4000; 800 for text)", cxxopts::value<int64_t>(), "N")
-    ("save", "checkpoint file (default: the resumed file, else a new <task>[-N].safetensors)", cxxopts::value<std::string>(), "FILE")
-    ("force", "let --save and --log replace files of another run")
-    ("save-every", "also save every N steps (default 0: at the end only)", cxxopts::value<int64_t>(), "N")
-    ("eval-every", "steps between evaluations (default 250; 100 for text)", cxxopts::value<int64_t>(), "N")
-    ("resume", "continue the run saved in a checkpoint, with its settings", cxxopts::value<std::string>(), "FILE")
-    ("log", "per-step log: CSV if FILE ends in .csv, else JSON lines (appended to on --resume)", cxxopts::value<std::string>(), "FILE")
-    ("threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
-     cxxopts::value<int>(), "N")
-    ("check-grads", "gradient-check a float64 copy of the model before the first step and at the end")
-    ("h,help", "show this help");
+  options.add_options("model and task (fixed by the checkpoint on --resume)")(
+      "task", "copy | reverse | sort | add | text (default reverse)", cxxopts::value<std::string>(), "NAME")(
+      "data", "the text for --task text (default: the bundled text)", cxxopts::value<std::string>(), "FILE")(
+      "model", kind_names() + " (default gpt)", cxxopts::value<std::string>(), "KIND")(
+      "max-len", cat("longest input for copy, reverse and sort, in ", range(1, kMaxInputLength), " (default 8)"),
+      cxxopts::value<int64_t>(), "N")(
+      "digits", cat("operand digits for add, in ", range(1, kMaxDigits), " (default 3)"), cxxopts::value<int64_t>(),
+      "N")("layers", cat("transformer layers, per side for seq2seq, in ", range(1, kMaxLayers), " (default 2)"),
+           cxxopts::value<int64_t>(),
+           "N")("heads", "attention heads, dividing --dim (default 4)", cxxopts::value<int64_t>(), "N")(
+      "dim", cat("model width, in ", range(1, kMaxWidth), " (default 64)"), cxxopts::value<int64_t>(), "N")(
+      "attention", "full | window:W (a token sees the W before it) | linear (default full)",
+      cxxopts::value<std::string>(), "KIND")(
+      "context", cat("context length, in ", range(1, kMaxContext), " (default: what the task needs; 64 for text)"),
+      cxxopts::value<int64_t>(),
+      "N")("dropout", "dropout probability (default 0; 0.2 for text)", cxxopts::value<double>(), "P");
+  options.add_options("training (fixed by the checkpoint on --resume)")(
+      "batch",
+      cat("examples per step, in ", range(1, kMaxBatch),
+          " (default 64; 32 for text); under mpirun the "
+          "global batch, split into contiguous slices, one per rank"),
+      cxxopts::value<int64_t>(),
+      "N")("lr", "peak learning rate (default 0.001; 0.003 for text)", cxxopts::value<double>(), "LR")(
+      "optimizer", "adamw | adam | sgd (default adamw)", cxxopts::value<std::string>(), "NAME")(
+      "schedule", "constant | cosine (default cosine)", cxxopts::value<std::string>(), "NAME")(
+      "warmup", "warm-up steps (default 100)", cxxopts::value<int64_t>(), "N")(
+      "weight-decay", "weight decay (default 0.01)", cxxopts::value<double>(), "W")(
+      "clip", "gradient norm limit, 0 for none (default 1)", cxxopts::value<double>(), "NORM")(
+      "seed", "random seed (default 1)", cxxopts::value<uint64_t>(), "N")(
+      "target", "tasks: stop when held-out exact match reaches this (default 0.99)", cxxopts::value<double>(),
+      "FRACTION")("attn-entropy",
+                  "add this x the mean attention entropy to the loss, in [-100, 100]; < 0 spreads attention "
+                  "(default 0)",
+                  cxxopts::value<double>(),
+                  "LAMBDA")("checkpoint-activations", "recompute each block in backward: less memory, more time");
+  options.add_options("the run (may change on --resume)")(
+      "steps", "step budget, counting resumed steps (default 4000; 800 for text)", cxxopts::value<int64_t>(), "N")(
+      "save", "checkpoint file (default: the resumed file, else a new <task>[-N].safetensors)",
+      cxxopts::value<std::string>(), "FILE")("force", "let --save and --log replace files of another run")(
+      "save-every", "also save every N steps (default 0: at the end only)", cxxopts::value<int64_t>(), "N")(
+      "eval-every", "steps between evaluations (default 250; 100 for text)", cxxopts::value<int64_t>(), "N")(
+      "resume", "continue the run saved in a checkpoint, with its settings", cxxopts::value<std::string>(), "FILE")(
+      "log", "per-step log: CSV if FILE ends in .csv, else JSON lines (appended to on --resume)",
+      cxxopts::value<std::string>(),
+      "FILE")("threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
+              cxxopts::value<int>(),
+              "N")("check-grads", "gradient-check a float64 copy of the model before the first step and at the end")(
+      "h,help", "show this help");
   return options;
 }
 
@@ -248,8 +257,8 @@ ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
   QKV_CHECK(!args.count("context") || spec.context > 0, "--context must be positive, got ", spec.context);
   spec.dropout = args.count("dropout") ? args["dropout"].as<double>() : is_text ? 0.2 : 0.0;
   // Below 1e-6 a probability is a typo (and 1e-320 once wrote a checkpoint qkv could not read).
-  QKV_CHECK(spec.dropout == 0 || (spec.dropout >= 1e-6 && spec.dropout < 1), "--dropout must be 0 or in [1e-6, 1), got ",
-            spec.dropout);
+  QKV_CHECK(spec.dropout == 0 || (spec.dropout >= 1e-6 && spec.dropout < 1),
+            "--dropout must be 0 or in [1e-6, 1), got ", spec.dropout);
   spec.attention = nn::AttentionKind::parse(str("attention", "full")).str();
   spec.check_sizes();  // the bounds loading applies: training never writes what loading refuses
   return spec;
@@ -258,15 +267,15 @@ ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
 // A run resolved from its flags, else the resumed checkpoint's settings, else the defaults.
 struct Run {
   bool resuming = false;
-  std::string resume;            // the checkpoint resumed ("" for a new run)
-  io::TensorFile resumed;        // its contents, read once
+  std::string resume;      // the checkpoint resumed ("" for a new run)
+  io::TensorFile resumed;  // its contents, read once
   ModelSpec spec;
   std::map<std::string, std::string> settings;  // recorded in the checkpoint (qkv.train)
   int64_t batch = 0, eval_every = 0, total = 0, save_every = 0, warmup = 0;
   double lr = 0, weight_decay = 0, clip = 0, target = 0, entropy_weight = 0;
   std::string optimizer, schedule;
   uint64_t seed = 1;
-  bool recompute = false;
+  bool checkpoint_activations = false;
 };
 
 // On --resume the checkpoint holds the model, the task and the training
@@ -282,12 +291,14 @@ Run resolve(const cxxopts::ParseResult& args) {
   io::TensorFile& resumed = run.resumed;
   std::map<std::string, std::string> saved;  // the checkpoint's training settings
   if (resuming) {
-    static const std::set<std::string> may_change{"resume", "steps", "save", "force", "save-every", "eval-every",
-                                                  "log", "threads", "check-grads", "data"};
+    static const std::set<std::string> may_change{"resume",     "steps", "save",    "force",       "save-every",
+                                                  "eval-every", "log",   "threads", "check-grads", "data"};
     for (const auto& kv : args.arguments())
-      QKV_CHECK(may_change.count(kv.key()), "--", kv.key(), " cannot change on --resume: the checkpoint holds the run's "
-                "settings (--resume takes --steps --save --force --save-every --eval-every --log --threads --check-grads, "
-                "and --data for text)");
+      QKV_CHECK(
+          may_change.count(kv.key()), "--", kv.key(),
+          " cannot change on --resume: the checkpoint holds the run's "
+          "settings (--resume takes --steps --save --force --save-every --eval-every --log --threads --check-grads, "
+          "and --data for text)");
     resumed = io::load_safetensors(resume);
     if (resumed.metadata.count("qkv.train")) saved = io::parse_json_object(resumed.metadata.at("qkv.train"));
   }
@@ -317,14 +328,16 @@ Run resolve(const cxxopts::ParseResult& args) {
     return v;
   };
   auto int_setting = [&](const char* name, int64_t fallback) {
-    std::string v = setting(name, args.count(name) ? std::to_string(args[name].as<int64_t>()) : "", std::to_string(fallback));
+    std::string v =
+        setting(name, args.count(name) ? std::to_string(args[name].as<int64_t>()) : "", std::to_string(fallback));
     int64_t out = 0;
     QKV_CHECK(io::parse_integer(v, out), printable(resume), ": bad training setting ", name, " = '", printable(v), "'");
     return out;
   };
   auto real_setting = [&](const char* name, double fallback) {
-    return io::parse_number(setting(name, args.count(name) ? io::exact_number(args[name].as<double>()) : "",
-                                    io::exact_number(fallback)), cat("--", name));
+    return io::parse_number(
+        setting(name, args.count(name) ? io::exact_number(args[name].as<double>()) : "", io::exact_number(fallback)),
+        cat("--", name));
   };
   auto word_setting = [&](const char* name, const char* fallback) {
     return setting(name, args.count(name) ? args[name].as<std::string>() : "", fallback);
@@ -355,8 +368,9 @@ Run resolve(const cxxopts::ParseResult& args) {
     seed = std::stoull(v);
   }
   settings["seed"] = std::to_string(seed);
-  run.recompute = args.count("checkpoint-activations") > 0 || (saved.count("checkpoint-activations") && saved.at("checkpoint-activations") == "1");
-  settings["checkpoint-activations"] = run.recompute ? "1" : "0";
+  run.checkpoint_activations = args.count("checkpoint-activations") > 0 ||
+                               (saved.count("checkpoint-activations") && saved.at("checkpoint-activations") == "1");
+  settings["checkpoint-activations"] = run.checkpoint_activations ? "1" : "0";
   check_range("batch", batch, 1, kMaxBatch);
   check_range("eval-every", eval_every, 1, kMaxSteps);
   check_range("steps", total, 0, kMaxSteps);
@@ -365,7 +379,8 @@ Run resolve(const cxxopts::ParseResult& args) {
   QKV_CHECK(std::isfinite(lr) && lr > 0, "--lr must be positive and finite, got ", lr);
   QKV_CHECK(clip >= 0, "--clip must be >= 0, got ", clip);
   // A weight far past the loss's own size only turns the loss into the entropy term (1e308 overflowed it).
-  QKV_CHECK(entropy_weight >= -100 && entropy_weight <= 100, "--attn-entropy must be in [-100, 100], got ", entropy_weight);
+  QKV_CHECK(entropy_weight >= -100 && entropy_weight <= 100, "--attn-entropy must be in [-100, 100], got ",
+            entropy_weight);
   return run;
 }
 
@@ -374,27 +389,34 @@ Run resolve(const cxxopts::ParseResult& args) {
 // Returns the checkpoint's path; trims a resumed run's log to its checkpoint.
 std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, const std::string& log_path) {
   const bool force = args.count("force") > 0;
-  std::string save = args.count("save") ? args["save"].as<std::string>() : run.resuming ? run.resume : fresh_name(run.spec.task);
+  std::string save = args.count("save") ? args["save"].as<std::string>()
+                     : run.resuming     ? run.resume
+                                        : fresh_name(run.spec.task);
   QKV_CHECK(!save.empty(), "--save needs a file name");
   if (dist::rank() != 0) return save;  // rank 0 alone saves and logs
   std::error_code ec;
   bool exists = std::filesystem::exists(std::filesystem::symlink_status(save, ec));
-  bool continuing = run.resuming && std::filesystem::exists(run.resume) && std::filesystem::equivalent(save, run.resume, ec);
-  QKV_CHECK(!exists || continuing || force, printable(save), " already exists: choose another --save, continue its run "
-            "with --resume ", printable(save), ", or replace it with --force");
+  bool continuing =
+      run.resuming && std::filesystem::exists(run.resume) && std::filesystem::equivalent(save, run.resume, ec);
+  QKV_CHECK(!exists || continuing || force, printable(save),
+            " already exists: choose another --save, continue its run "
+            "with --resume ",
+            printable(save), ", or replace it with --force");
   make_parents(save, "--save");
   io::check_writable_target(save);
   if (log_path.empty()) return save;
   exists = std::filesystem::exists(std::filesystem::symlink_status(log_path, ec));
   // Resuming continues its log; a fresh run never mixes itself into an old one.
-  QKV_CHECK(!exists || run.resuming || force, "--log ", printable(log_path), " already exists: choose another file, "
+  QKV_CHECK(!exists || run.resuming || force, "--log ", printable(log_path),
+            " already exists: choose another file, "
             "or replace it with --force");
   make_parents(log_path, "--log");
   io::check_writable_target(log_path, /*probe=*/false);
   if (run.resuming) {
     int64_t step = -1;
     QKV_CHECK(run.resumed.metadata.count("qkv.step") && io::parse_integer(run.resumed.metadata.at("qkv.step"), step) &&
-              step >= 0, printable(run.resume), ": no training step in its metadata");
+                  step >= 0,
+              printable(run.resume), ": no training step in its metadata");
     if (int64_t dropped = trim_log(log_path, step))
       std::printf("--log %s: dropped %lld line%s past the checkpoint's step %lld (written after it was saved)\n",
                   printable(log_path).c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
@@ -404,7 +426,8 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Run& run, const optim::NamedTensors& params) {
-  if (run.optimizer == "sgd") return std::make_unique<optim::SGD>(params, optim::SGDOptions{run.lr, 0.9, 0, run.weight_decay, true});
+  if (run.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions{run.lr, 0.9, 0, run.weight_decay, true});
   QKV_CHECK(run.optimizer == "adamw" || run.optimizer == "adam", "unknown --optimizer '", printable(run.optimizer),
             "' (adamw, adam, sgd)");
   optim::AdamOptions o;
@@ -415,7 +438,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Run& run, const optim::Na
 
 std::unique_ptr<optim::Schedule> make_schedule(const Run& run) {
   const int64_t warmup = std::min(run.warmup, run.total);
-  if (run.schedule == "cosine") return std::make_unique<optim::CosineLR>(run.lr, warmup, std::max(run.total, warmup), run.lr * 0.1);
+  if (run.schedule == "cosine")
+    return std::make_unique<optim::CosineLR>(run.lr, warmup, std::max(run.total, warmup), run.lr * 0.1);
   if (run.schedule == "constant") return std::make_unique<optim::ConstantLR>(run.lr);
   throw Error(cat("unknown --schedule '", printable(run.schedule), "' (constant, cosine)"));
 }
@@ -433,7 +457,8 @@ train::StepLoss step_loss(Runner& runner, const Run& run, Generator& data, const
       part.tokens += static_cast<int64_t>(examples.back().input.size() + examples.back().answer.size() + 2);
     }
     if (ranks > 1) {
-      part.share = static_cast<double>(loss_tokens(examples, mine.first, mine.count)) / loss_tokens(examples, 0, run.batch);
+      part.share =
+          static_cast<double>(loss_tokens(examples, mine.first, mine.count)) / loss_tokens(examples, 0, run.batch);
       examples = std::vector<Example>(examples.begin() + mine.first, examples.begin() + mine.first + mine.count);
     }
     part.loss = runner.loss(examples);
@@ -467,13 +492,17 @@ train::Evaluation evaluate(Runner& runner, const Run& run) {
 void print_banner(const Runner& runner, const Run& run, const optim::Optimizer& opt, int64_t params) {
   const ModelSpec& s = runner.spec();
   const int ranks = dist::world_size();
-  std::printf("qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d threads%s\n",
-              s.model.c_str(), s.task == "text" ? ("text " + (s.data.empty() ? std::string("(bundled)") : printable(s.data))).c_str() : s.task.c_str(),
-              static_cast<long long>(params), static_cast<long long>(s.width),
-              static_cast<long long>(s.layers), static_cast<long long>(s.heads), static_cast<long long>(s.context),
-              opt.name().c_str(), get_num_threads(),
-              ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", run.batch / ranks,
-                              run.batch % ranks ? "-" + std::to_string(run.batch / ranks + 1) : "", " examples each").c_str() : "");
+  std::printf(
+      "qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d threads%s\n",
+      s.model.c_str(),
+      s.task == "text" ? ("text " + (s.data.empty() ? std::string("(bundled)") : printable(s.data))).c_str()
+                       : s.task.c_str(),
+      static_cast<long long>(params), static_cast<long long>(s.width), static_cast<long long>(s.layers),
+      static_cast<long long>(s.heads), static_cast<long long>(s.context), opt.name().c_str(), get_num_threads(),
+      ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", run.batch / ranks,
+                      run.batch % ranks ? "-" + std::to_string(run.batch / ranks + 1) : "", " examples each")
+                      .c_str()
+                : "");
   std::printf("  %s\n", cpu::describe_kernels().c_str());
   std::fflush(stdout);  // the banner shows at once in a pipe or a file, before the first step's seconds
 }
@@ -487,14 +516,15 @@ int train(int argc, char** argv) {
     std::puts(options.help().c_str());
     return 0;
   }
-  QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]), "' (flags start with --)");
+  QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]),
+            "' (flags start with --)");
   check_ranks_agree(options, args);  // before any collective that depends on a flag
   Run run = resolve(args);
   // Data parallel under mpirun: rank r trains on slice r of every global batch.
   const int ranks = dist::world_size(), me = dist::rank();
   const bool lead = me == 0;  // prints, logs, evaluates and saves
-  QKV_CHECK(run.batch >= ranks, "--batch ", run.batch, " is the global batch: it needs at least one example for each of the ",
-            ranks, " ranks");
+  QKV_CHECK(run.batch >= ranks, "--batch ", run.batch,
+            " is the global batch: it needs at least one example for each of the ", ranks, " ranks");
   const dist::Slice mine = dist::slice_of(run.batch, me, ranks);
   set_threads_option(args.count("threads") ? args["threads"].as<int>() : 0);
   const std::string log_path = args.count("log") ? args["log"].as<std::string>() : "";
@@ -502,17 +532,19 @@ int train(int argc, char** argv) {
 
   manual_seed(run.seed);
   Runner runner(run.spec);
-  check_fits_in_memory(training_bytes(runner.spec(), mine.count), cat("training this model on --batch ", run.batch,
-                       ranks > 1 ? " (this rank's share)" : "", " (parameters, gradients, optimizer state, activations)"),
+  check_fits_in_memory(training_bytes(runner.spec(), mine.count),
+                       cat("training this model on --batch ", run.batch, ranks > 1 ? " (this rank's share)" : "",
+                           " (parameters, gradients, optimizer state, activations)"),
                        "use a smaller --batch, --dim, --layers or --context");
   runner.set_attention_entropy(run.entropy_weight);
-  runner.set_recompute(run.recompute);
+  runner.set_checkpoint_activations(run.checkpoint_activations);
   Generator data(run.seed ^ 0x5eedda7aULL);
   auto params = runner.module().named_parameters();
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(run, params);
   std::unique_ptr<optim::Schedule> schedule = make_schedule(run);
   optim::NamedGenerators generators{{"default", &default_generator()}, {"data", &data}};
-  if (run.resuming) optim::load_training_checkpoint(std::move(run.resumed), run.resume, runner.module(), opt.get(), generators);
+  if (run.resuming)
+    optim::load_training_checkpoint(std::move(run.resumed), run.resume, runner.module(), opt.get(), generators);
   if (ranks > 1) {
     std::vector<Tensor> parameters = runner.module().parameters();
     dist::broadcast(parameters);  // rank 0's, whatever the others built or loaded
@@ -535,7 +567,9 @@ int train(int argc, char** argv) {
   trainer.loss = [&](int64_t) { return step_loss(runner, run, data, mine); };
   trainer.evaluate = [&](int64_t) { return evaluate(runner, run); };
   trainer.save = [&] { optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, metadata); };
-  trainer.extra_log_value = [&] { return runner.last_entropy(); };  // the loss includes the term; the term is logged apart
+  trainer.extra_log_value = [&] {
+    return runner.last_entropy();
+  };  // the loss includes the term; the term is logged apart
   // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
   const bool tty = lead && !dist::active() && isatty(fileno(stdout));
   trainer.on_step = [&](const train::Progress& p) {
@@ -565,18 +599,22 @@ int train(int argc, char** argv) {
     return code;
   };
   if (out.reason == train::Outcome::Stopped) {
-    if (lead) std::printf("interrupted at step %lld: saved %s\n", static_cast<long long>(out.steps), printable(save).c_str());
+    if (lead)
+      std::printf("interrupted at step %lld: saved %s\n", static_cast<long long>(out.steps), printable(save).c_str());
     return finish(130);
   }
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "after training") && grads_ok;
   if (lead) {
-    std::printf("%s after %lld steps in %s: saved %s\n", out.reason == train::Outcome::Target ? "reached the target" : "finished",
+    std::printf("%s after %lld steps in %s: saved %s\n",
+                out.reason == train::Outcome::Target ? "reached the target" : "finished",
                 static_cast<long long>(out.steps), train::duration(out.elapsed_s).c_str(), printable(save).c_str());
     // The run in brief: where its work is and how good it got.
     if (!std::isnan(out.best_metric))
-      std::printf("best held-out %s %.4f at step %lld (last %.4f)\n", runner.task() ? "exact match" : "loss (nats/byte)",
-                  out.best_metric, static_cast<long long>(out.best_step), out.last_metric);
-    if (!log_path.empty()) std::printf("log: %s (draw it: qkv plot %s)\n", printable(log_path).c_str(), printable(log_path).c_str());
+      std::printf("best held-out %s %.4f at step %lld (last %.4f)\n",
+                  runner.task() ? "exact match" : "loss (nats/byte)", out.best_metric,
+                  static_cast<long long>(out.best_step), out.last_metric);
+    if (!log_path.empty())
+      std::printf("log: %s (draw it: qkv plot %s)\n", printable(log_path).c_str(), printable(log_path).c_str());
   }
   return finish(grads_ok ? 0 : 1);
 }

@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <string>
 
-#include "nn/checkpoint.h"
 #include "io/metadata.h"
+#include "nn/checkpoint.h"
 
 using namespace qkv;
 

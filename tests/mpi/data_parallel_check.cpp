@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
   dist::init(&argc, &argv);
   int failures = 0;
   auto check = [&](bool ok, const char* what, double value) {
-    if (dist::rank() == 0 || !ok) std::printf("rank %d: %s %s (%.3g)\n", dist::rank(), ok ? "ok:" : "FAIL:", what, value);
+    if (dist::rank() == 0 || !ok)
+      std::printf("rank %d: %s %s (%.3g)\n", dist::rank(), ok ? "ok:" : "FAIL:", what, value);
     failures += !ok;
   };
   if (dist::world_size() != 2) {

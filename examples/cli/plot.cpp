@@ -16,9 +16,9 @@
 
 #include "commands.h"
 #include "heatmaps.h"
+#include "io/metadata.h"
 #include "io/output.h"
 #include "nn/checkpoint.h"
-#include "io/metadata.h"
 
 namespace qkv::cli {
 
@@ -91,11 +91,14 @@ Log parse_log(const std::string& path, const std::string& text) {
       if (header.empty()) {
         header = fields;
         QKV_CHECK(!header.empty() && header[0] == "step", shown, ": not a qkv CSV log (no step column first)");
-        QKV_CHECK(header.size() <= kMaxColumns + 1, shown, ": ", header.size(), " columns; qkv writes a few per layer "
-                  "(at most ", kMaxColumns, "): not a qkv log");
+        QKV_CHECK(header.size() <= kMaxColumns + 1, shown, ": ", header.size(),
+                  " columns; qkv writes a few per layer "
+                  "(at most ",
+                  kMaxColumns, "): not a qkv log");
         continue;
       }
-      QKV_CHECK(fields.size() == header.size(), shown, " line ", number, ": ", fields.size(), " fields, the header has ", header.size());
+      QKV_CHECK(fields.size() == header.size(), shown, " line ", number, ": ", fields.size(),
+                " fields, the header has ", header.size());
       double step = io::parse_number(fields[0], cat(shown, " line ", number, ": step"));
       row_step(step);
       for (size_t i = 1; i < fields.size(); ++i) add(header[i], step, fields[i]);
@@ -104,7 +107,8 @@ Log parse_log(const std::string& path, const std::string& text) {
       try {
         j = nlohmann::json::parse(line);
       } catch (const nlohmann::json::exception&) {
-        throw Error(cat(shown, " line ", number, ": not JSON (a log is CSV if its name ends in .csv, else JSON lines)"));
+        throw Error(
+            cat(shown, " line ", number, ": not JSON (a log is CSV if its name ends in .csv, else JSON lines)"));
       }
       QKV_CHECK(j.is_object() && j.contains("step") && j["step"].is_number(), shown, " line ", number, ": no step");
       double step = j["step"].get<double>();
@@ -131,9 +135,11 @@ std::string chart(const std::string& name, const std::string& title, const Serie
   const size_t n = all.steps.size(), every = (n + kMaxPoints - 1) / kMaxPoints;
   Series s;
   for (size_t i = 0; i < n; ++i)
-    if (i % every == 0 || i + 1 == n) s.steps.push_back(all.steps[i]), s.values.push_back(all.values[i]), s.text.push_back(all.text[i]);
+    if (i % every == 0 || i + 1 == n)
+      s.steps.push_back(all.steps[i]), s.values.push_back(all.values[i]), s.text.push_back(all.text[i]);
   double x0 = *std::min_element(s.steps.begin(), s.steps.end()), x1 = *std::max_element(s.steps.begin(), s.steps.end());
-  double y0 = *std::min_element(s.values.begin(), s.values.end()), y1 = *std::max_element(s.values.begin(), s.values.end());
+  double y0 = *std::min_element(s.values.begin(), s.values.end()),
+         y1 = *std::max_element(s.values.begin(), s.values.end());
   bool log_scale = y0 > 0 && y1 / y0 > 100;
   // Scaled by the largest magnitude, so that ±1e308 spans 2, not infinity.
   double scale = log_scale ? 1.0 : std::max({std::fabs(y0), std::fabs(y1), 1e-300});
@@ -152,24 +158,26 @@ std::string chart(const std::string& name, const std::string& title, const Serie
     values += (i ? " " : "") + s.text[i];
   }
   std::string svg = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width, "\" height=\"", height,
-                        "\" font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"", left, "\" y=\"16\" font-weight=\"bold\">",
-                        xml_text(title), log_scale ? " (log scale)" : "",
+                        "\" font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"", left,
+                        "\" y=\"16\" font-weight=\"bold\">", xml_text(title), log_scale ? " (log scale)" : "",
                         every > 1 ? cat(" (every ", every, "th of ", n, " points drawn)") : std::string(), "</text>\n");
   svg += cat("<line x1=\"", left, "\" y1=\"", height - bottom, "\" x2=\"", width - right, "\" y2=\"", height - bottom,
              "\" stroke=\"#999\"/><line x1=\"", left, "\" y1=\"", top, "\" x2=\"", left, "\" y2=\"", height - bottom,
              "\" stroke=\"#999\"/>\n");
-  svg += cat("<text x=\"", left - 4, "\" y=\"", top + 4, "\" text-anchor=\"end\">", number_text(y1), "</text><text x=\"",
-             left - 4, "\" y=\"", height - bottom, "\" text-anchor=\"end\">", number_text(y0), "</text>\n");
-  svg += cat("<text x=\"", left, "\" y=\"", height - 12, "\">step ", number_text(x0), "</text><text x=\"", width - right,
-             "\" y=\"", height - 12, "\" text-anchor=\"end\">", number_text(x1), "</text>\n");
+  svg +=
+      cat("<text x=\"", left - 4, "\" y=\"", top + 4, "\" text-anchor=\"end\">", number_text(y1), "</text><text x=\"",
+          left - 4, "\" y=\"", height - bottom, "\" text-anchor=\"end\">", number_text(y0), "</text>\n");
+  svg += cat("<text x=\"", left, "\" y=\"", height - 12, "\">step ", number_text(x0), "</text><text x=\"",
+             width - right, "\" y=\"", height - 12, "\" text-anchor=\"end\">", number_text(x1), "</text>\n");
   // Every drawn point's text, never cut: numbers, validated when read.
-  svg += cat("<polyline class=\"series\" data-name=\"", xml_text(name), "\" data-points=\"", n, "\" data-every=\"", every,
-             "\" data-steps=\"", steps, "\" data-values=\"", xml_text(values, values.size()), "\" points=\"", points,
-             "\" fill=\"none\" stroke=\"#2a5db0\" stroke-width=\"1.5\"/>\n");
+  svg += cat("<polyline class=\"series\" data-name=\"", xml_text(name), "\" data-points=\"", n, "\" data-every=\"",
+             every, "\" data-steps=\"", steps, "\" data-values=\"", xml_text(values, values.size()), "\" points=\"",
+             points, "\" fill=\"none\" stroke=\"#2a5db0\" stroke-width=\"1.5\"/>\n");
   if (s.steps.size() <= 200)  // evaluations and short runs: a dot per point, hover for its value
     for (size_t i = 0; i < s.steps.size(); ++i)
-      svg += cat("<circle cx=\"", px(s.steps[i]), "\" cy=\"", py(s.values[i]), "\" r=\"2.5\" fill=\"#2a5db0\"><title>step ",
-                 io::exact_number(s.steps[i]), ": ", xml_text(s.text[i]), "</title></circle>");
+      svg += cat("<circle cx=\"", px(s.steps[i]), "\" cy=\"", py(s.values[i]),
+                 "\" r=\"2.5\" fill=\"#2a5db0\"><title>step ", io::exact_number(s.steps[i]), ": ", xml_text(s.text[i]),
+                 "</title></circle>");
   return svg + "\n</svg>\n";
 }
 
@@ -194,17 +202,23 @@ int plot(int argc, char** argv) {
   Log log = parse_log(path, io::read_regular_file(path, kMaxLogBytes, "log"));
   const auto& series = log.series;
   // The charts in the order a reader asks: is it learning, is it generalising, is it healthy, is it fast.
-  const std::vector<std::pair<std::string, std::string>> order{
-      {"loss", "training loss (each step)"}, {"eval_loss", "held-out loss (nats/byte)"},
-      {"eval_accuracy", "held-out exact match"}, {"lr", "learning rate"}, {"grad_norm", "gradient norm (before clipping)"},
-      {"attn_entropy", "mean attention entropy"}, {"tokens_per_s", "tokens per second"}};
-  std::string html = cat("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"><head><meta charset=\"utf-8\"/>"
-                         "<title>qkv training report</title><style>body{font-family:sans-serif}</style></head><body>\n"
-                         "<h1>", xml_text(path), "</h1>\n");
+  const std::vector<std::pair<std::string, std::string>> order{{"loss", "training loss (each step)"},
+                                                               {"eval_loss", "held-out loss (nats/byte)"},
+                                                               {"eval_accuracy", "held-out exact match"},
+                                                               {"lr", "learning rate"},
+                                                               {"grad_norm", "gradient norm (before clipping)"},
+                                                               {"attn_entropy", "mean attention entropy"},
+                                                               {"tokens_per_s", "tokens per second"}};
+  std::string html =
+      cat("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"><head><meta charset=\"utf-8\"/>"
+          "<title>qkv training report</title><style>body{font-family:sans-serif}</style></head><body>\n"
+          "<h1>",
+          xml_text(path), "</h1>\n");
   if (!log.restarts.empty())
-    html += cat("<p class=\"note\" data-restarts=\"", log.restarts.size(), "\">The log starts again ", log.restarts.size(),
-                log.restarts.size() == 1 ? " time" : " times", " (first at step ", io::exact_number(log.restarts.front()),
-                "): a run resumed from an earlier checkpoint. Where steps repeat, the later rows are drawn.</p>\n");
+    html +=
+        cat("<p class=\"note\" data-restarts=\"", log.restarts.size(), "\">The log starts again ", log.restarts.size(),
+            log.restarts.size() == 1 ? " time" : " times", " (first at step ", io::exact_number(log.restarts.front()),
+            "): a run resumed from an earlier checkpoint. Where steps repeat, the later rows are drawn.</p>\n");
   size_t charts = 0;
   std::vector<std::string> drawn, left_out;
   auto draw = [&](const std::string& name, const std::string& title, const Series& s) {
@@ -216,12 +230,14 @@ int plot(int argc, char** argv) {
   for (const auto& [name, s] : series)  // anything else the log holds (per-layer norms, ...)
     if (std::find(drawn.begin(), drawn.end(), name) == drawn.end()) draw(name, name, s);
   if (!left_out.empty())
-    html += cat("<p class=\"note\" data-left-out=\"", left_out.size(), "\">", left_out.size(), " more columns are not drawn "
-                "(at most ", kMaxCharts, " charts): ", xml_text(left_out.front()), " to ", xml_text(left_out.back()), ".</p>\n");
+    html += cat("<p class=\"note\" data-left-out=\"", left_out.size(), "\">", left_out.size(),
+                " more columns are not drawn "
+                "(at most ",
+                kMaxCharts, " charts): ", xml_text(left_out.front()), " to ", xml_text(left_out.back()), ".</p>\n");
   html += "</body></html>\n";
   io::write_file(out, html);
-  std::printf("wrote %zu charts (%zu steps) to %s\n", charts, series.count("loss") ? series.at("loss").steps.size() : size_t{0},
-              printable(out).c_str());
+  std::printf("wrote %zu charts (%zu steps) to %s\n", charts,
+              series.count("loss") ? series.at("loss").steps.size() : size_t{0}, printable(out).c_str());
   return 0;
 }
 
