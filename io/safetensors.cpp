@@ -104,7 +104,7 @@ std::string read_regular_file(const std::string& path, int64_t max_bytes, const 
     throw Error(cat(shown, ": cannot read: ", std::strerror(error)));
   }
   if (!S_ISREG(st.st_mode) || st.st_size > max_bytes) ::close(fd);
-  QKV_CHECK(!S_ISDIR(st.st_mode), shown, ": is a folder, not a ", what, " file");
+  QKV_CHECK(!S_ISDIR(st.st_mode), shown, ": is a folder, not a ", what);
   QKV_CHECK(S_ISREG(st.st_mode), shown, ": is not a regular file (a ", what, " must be one)");
   QKV_CHECK(st.st_size <= max_bytes, shown, ": holds ", st.st_size, " bytes; a ", what, " may hold at most ",
             max_bytes);
@@ -186,12 +186,16 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 
 TensorFile load_safetensors(const std::string& path) {
   auto fail = [&](const std::string& what) { return Error(cat(printable(path), ": ", what)); };
-  std::string bytes = read_regular_file(path, INT64_MAX, "checkpoint");  // its size on disk: the user's own file
-  if (bytes.size() < 8) throw fail(cat("truncated: ", bytes.size(), " bytes, a safetensors file has at least 8"));
+  std::string bytes = read_regular_file(path, INT64_MAX, "checkpoint file");  // its size on disk: the user's own file
+  if (bytes.size() < 8)
+    throw fail(
+        cat("truncated: ", bytes.size(), " bytes, a safetensors file has at least 8 (not a safetensors checkpoint)"));
   uint64_t length;
   std::memcpy(&length, bytes.data(), 8);
+  // Text (a CSV log, a JSON file) read as a length is a huge number: say what the file is not.
   if (length > bytes.size() - 8)
-    throw fail(cat("header length ", length, " runs past the end of the file (", bytes.size(), " bytes)"));
+    throw fail(cat("header length ", length, " runs past the end of the file (", bytes.size(),
+                   " bytes): not a safetensors checkpoint"));
   if (length > kMaxHeader) throw fail(cat("header length ", length, " is larger than ", kMaxHeader));
   nlohmann::json header;
   try {

@@ -91,13 +91,13 @@ Tensor input_loss(Runner& runner, const std::string& text, std::string* what) {
 
 int eval(int argc, char** argv) {
   cxxopts::Options options("qkv eval", "Exact-match accuracy on fresh held-out examples, or held-out text loss.");
-  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>())(
+  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
       "examples", cat("held-out examples (tasks) or windows (text), in ", range(1, kMaxExamples)),
       cxxopts::value<int64_t>()->default_value("1000"),
-      "N")("seed", "seed of the held-out draw", cxxopts::value<uint64_t>()->default_value("2024"))(
+      "N")("seed", "seed of the held-out draw", cxxopts::value<uint64_t>()->default_value("2024"), "N")(
       "data", "text models: the text to evaluate on (default: the bundled text, for models trained on it)",
       cxxopts::value<std::string>(),
-      "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
+      "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
@@ -130,14 +130,14 @@ int eval(int argc, char** argv) {
 
 int sample(int argc, char** argv) {
   cxxopts::Options options("qkv sample", "Answer a prompt (tasks) or continue it (text).");
-  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>())(
-      "prompt", "input, e.g. 123456 for reverse, 123+45 for add, any text for text", cxxopts::value<std::string>())(
-      "temperature", "0: greedy; else sample softmax(logits / T)", cxxopts::value<double>()->default_value("0"))(
-      "top-k", "sample among the k likeliest (0: all)", cxxopts::value<int64_t>()->default_value("0"))(
-      "max-new", "bytes to generate (text)", cxxopts::value<int64_t>()->default_value("200"))(
-      "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"))(
+  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
+      "prompt", "input, e.g. 123456 for reverse, 123+45 for add, any text for text", cxxopts::value<std::string>(),
+      "TEXT")("temperature", "0: greedy; else sample softmax(logits / T)", cxxopts::value<double>()->default_value("0"),
+              "T")("top-k", "sample among the k likeliest (0: all)", cxxopts::value<int64_t>()->default_value("0"),
+                   "K")("max-new", "bytes to generate (text)", cxxopts::value<int64_t>()->default_value("200"), "N")(
+      "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"), "N")(
       "no-cache", "recompute the whole prefix for every token instead of keeping keys and values (GPT)")(
-      "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
+      "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
@@ -223,10 +223,11 @@ int attention(int argc, char** argv) {
 int gradcheck(int argc, char** argv) {
   cxxopts::Options options("qkv gradcheck", "Compare every parameter's gradient with central differences, in float64.");
   options.add_options()("model", "gpt | seq2seq | mha (a small one)",
-                        cxxopts::value<std::string>()->default_value("gpt"))(
-      "checkpoint", "check this trained model instead", cxxopts::value<std::string>()->default_value(""))(
+                        cxxopts::value<std::string>()->default_value("gpt"), "KIND")(
+      "checkpoint", "check this trained model instead", cxxopts::value<std::string>()->default_value(""), "FILE")(
       "entries", "entries checked per parameter (0: all; default 0, or 16 with --checkpoint)",
-      cxxopts::value<int64_t>()->default_value("-1"))("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"))(
+      cxxopts::value<int64_t>()->default_value("-1"),
+      "N")("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"), "N")(
       "data",
       "with a text --checkpoint: the text its batch comes from (default: the bundled text, for models "
       "trained on it)",
@@ -390,12 +391,13 @@ int info(int argc, char** argv) {
   options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
       "system", "this machine instead (or as well): CPU, the kernels qkv and OpenBLAS run on it, threads");
   options.parse_positional({"checkpoint"});
+  options.positional_help("FILE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   if (args.count("system")) {
-    std::printf("system\n  cpu        %s, %u cores (%d threads by default)\n  kernels    %s\n",
+    std::printf("system\n  cpu        %s, %u cores (%d thread%s by default)\n  kernels    %s\n",
                 cpu_model_name().c_str(), std::thread::hardware_concurrency(), get_num_threads(),
-                cpu::describe_kernels().c_str());
+                get_num_threads() == 1 ? "" : "s", cpu::describe_kernels().c_str());
     if (std::string w = cpu::blas_warning(); !w.empty()) std::printf("  warning    %s\n", w.c_str());
     if (!args.count("checkpoint")) return 0;
   }
@@ -644,15 +646,15 @@ int bench(int argc, char** argv) {
                         "tiny | small | mini | long | deep (T=512 L=6 C=384 B=4); attention (causal "
                         "attention alone, B=8 n=256 C=256 8 heads); layer (one causal MHA layer, B=1 C=256 8 heads, "
                         "n = --context)",
-                        cxxopts::value<std::string>()->default_value("tiny"))(
-      "steps", "timed steps", cxxopts::value<int64_t>()->default_value("10"))(
-      "context", "sequence length (0: the config's)", cxxopts::value<int64_t>()->default_value("0"))(
+                        cxxopts::value<std::string>()->default_value("tiny"),
+                        "NAME")("steps", "timed steps", cxxopts::value<int64_t>()->default_value("10"), "N")(
+      "context", "sequence length (0: the config's)", cxxopts::value<int64_t>()->default_value("0"), "N")(
       "attention", "full | window:W | linear, for the GPT configs and layer",
-      cxxopts::value<std::string>()->default_value("full"))("checkpoint-activations",
-                                                            "GPT configs: recompute each block in backward")(
-      "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"))(
-      "kernel", "attention kernel: fused (default) or composed", cxxopts::value<std::string>()->default_value("fused"))(
-      "threads", "threads per process (0: one per idle core)", cxxopts::value<int>()->default_value("0"));
+      cxxopts::value<std::string>()->default_value("full"),
+      "KIND")("checkpoint-activations", "GPT configs: recompute each block in backward")(
+      "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"), "N")(
+      "kernel", "attention kernel: fused (default) or composed", cxxopts::value<std::string>()->default_value("fused"),
+      "NAME")("threads", "threads per process (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());

@@ -47,6 +47,23 @@ std::string usage() {
   return text;
 }
 
+// cxxopts names the value it could not parse (‘abc’), not its flag: find the
+// flag in argv (--lr abc, or --lr=abc) and name it first.
+std::string with_flag(const std::string& message, int argc, char** argv) {
+  const std::string open = "\u2018", close = "\u2019";
+  size_t a = message.find(open), b = message.find(close);
+  if (a == std::string::npos || b == std::string::npos || b < a) return message;
+  std::string value = message.substr(a + open.size(), b - a - open.size());
+  for (int i = 2; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == value && i > 2 && argv[i - 1][0] == '-') return std::string(argv[i - 1]) + ": " + message;
+    size_t eq = word.find('=');
+    if (word.rfind("--", 0) == 0 && eq != std::string::npos && word.substr(eq + 1) == value)
+      return word.substr(0, eq) + ": " + message;
+  }
+  return message;
+}
+
 std::string command_names() {
   std::string names;
   for (const Command& c : kCommands) names += (names.empty() ? "" : ", ") + std::string(c.name);
@@ -80,7 +97,7 @@ int run(const std::string& command, int argc, char** argv) {
   } catch (const cxxopts::exceptions::exception& e) {
     // cxxopts quotes the user's own words: they pass through the one printer too.
     std::fprintf(stderr, "qkv %s%s: %s (see qkv %s --help)\n", name.c_str(), who.c_str(),
-                 qkv::one_line(e.what()).c_str(), name.c_str());
+                 qkv::one_line(with_flag(e.what(), argc, argv)).c_str(), name.c_str());
     return failed(2);
   } catch (const qkv::Error& e) {
     std::fprintf(stderr, "qkv %s%s: error: %s\n", name.c_str(), who.c_str(), qkv::one_line(e.what()).c_str());

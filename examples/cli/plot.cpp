@@ -189,6 +189,7 @@ int plot(int argc, char** argv) {
       "out", "the HTML file (default: the log's name with .html)", cxxopts::value<std::string>(), "FILE")(
       "force", "replace an existing --out")("h,help", "show this help");
   options.parse_positional({"log"});
+  options.positional_help("LOG");
   auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::puts(options.help().c_str());
@@ -199,7 +200,7 @@ int plot(int argc, char** argv) {
   std::string path = args["log"].as<std::string>();
   std::string out = args.count("out") ? args["out"].as<std::string>() : path + ".html";
   io::check_output_file(out, "--out", args.count("force") > 0, {path});  // before reading: nothing is lost
-  Log log = parse_log(path, io::read_regular_file(path, kMaxLogBytes, "log"));
+  Log log = parse_log(path, io::read_regular_file(path, kMaxLogBytes, "log file"));
   const auto& series = log.series;
   // The charts in the order a reader asks: is it learning, is it generalising, is it healthy, is it fast.
   const std::vector<std::pair<std::string, std::string>> order{{"loss", "training loss (each step)"},

@@ -395,7 +395,15 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
   QKV_CHECK(!save.empty(), "--save needs a file name");
   if (dist::rank() != 0) return save;  // rank 0 alone saves and logs
   std::error_code ec;
-  bool exists = std::filesystem::exists(std::filesystem::symlink_status(save, ec));
+  auto status = std::filesystem::symlink_status(save, ec);
+  // A folder, link or device is refused whatever the flags: --force would not help.
+  QKV_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status), "--save ", printable(save),
+            " is ",
+            std::filesystem::is_directory(status) ? "a folder"
+            : std::filesystem::is_symlink(status) ? "a symbolic link"
+                                                  : "not a regular file",
+            ": give a checkpoint file name");
+  bool exists = std::filesystem::exists(status);
   bool continuing =
       run.resuming && std::filesystem::exists(run.resume) && std::filesystem::equivalent(save, run.resume, ec);
   QKV_CHECK(!exists || continuing || force, printable(save),
@@ -493,12 +501,13 @@ void print_banner(const Runner& runner, const Run& run, const optim::Optimizer& 
   const ModelSpec& s = runner.spec();
   const int ranks = dist::world_size();
   std::printf(
-      "qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d threads%s\n",
+      "qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d thread%s%s\n",
       s.model.c_str(),
       s.task == "text" ? ("text " + (s.data.empty() ? std::string("(bundled)") : printable(s.data))).c_str()
                        : s.task.c_str(),
       static_cast<long long>(params), static_cast<long long>(s.width), static_cast<long long>(s.layers),
       static_cast<long long>(s.heads), static_cast<long long>(s.context), opt.name().c_str(), get_num_threads(),
+      get_num_threads() == 1 ? "" : "s",
       ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", run.batch / ranks,
                       run.batch % ranks ? "-" + std::to_string(run.batch / ranks + 1) : "", " examples each")
                       .c_str()
@@ -600,7 +609,8 @@ int train(int argc, char** argv) {
   };
   if (out.reason == train::Outcome::Stopped) {
     if (lead)
-      std::printf("interrupted at step %lld: saved %s\n", static_cast<long long>(out.steps), printable(save).c_str());
+      std::printf("interrupted at step %lld: saved %s (continue with: qkv train --resume %s)\n",
+                  static_cast<long long>(out.steps), printable(save).c_str(), printable(save).c_str());
     return finish(130);
   }
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "after training") && grads_ok;

@@ -67,5 +67,20 @@ expect_error "missing --data" train --task text --data no-such.txt
 expect_error "unknown bench config" bench --config huge
 expect_error "gradcheck of a missing file" gradcheck --checkpoint missing.safetensors
 
+printf 'step,loss\n1,2.5\n' >log.csv
+# Messages that say what applies (the one output rule's messages).
+expect_said() {  # expect_said "what" PATTERN args...: a one-line error that matches PATTERN
+  local what=$1 pattern=$2; shift 2
+  expect_error "$what" "$@"
+  grep -q -- "$pattern" err.txt || { echo "FAIL $what: the error does not say '$pattern'"; failures=$((failures + 1)); }
+}
+expect_said "a bad number names its flag" "--lr: " train --lr abc --steps 1
+expect_said "a CSV given to info is not a checkpoint" "not a safetensors checkpoint" info log.csv
+mkdir -p folder.safetensors
+expect_said "--save FOLDER offers no --force" "is a folder: give a checkpoint file name" train --steps 1 --save folder.safetensors
+grep -q -- "--force" err.txt && { echo "FAIL --save FOLDER: the error suggests --force"; failures=$((failures + 1)); }
+expect_said "no 'file file'" "is a folder, not a checkpoint file" eval --checkpoint folder.safetensors
+grep -q "file file" err.txt && { echo "FAIL: 'file file'"; failures=$((failures + 1)); }
+
 echo "$failures failures"
 [ $failures -eq 0 ]

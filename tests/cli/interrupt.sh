@@ -15,5 +15,6 @@ rc=$?
 cat log.txt
 [ $rc -eq 130 ] || { echo "FAIL: exit $rc after SIGINT, expected 130"; exit 1; }
 grep -q "interrupted at step" log.txt || { echo "FAIL: no interruption message"; exit 1; }
+grep -q "continue with: qkv train --resume run.safetensors" log.txt || fail "the message does not say how to continue"
 "$qkv" eval --checkpoint run.safetensors --examples 20 || { echo "FAIL: the saved checkpoint does not load"; exit 1; }
 echo "ok: interrupted run saved a loadable checkpoint"
