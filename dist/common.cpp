@@ -21,8 +21,10 @@ int launcher_number(std::initializer_list<const char*> names, int fallback) {
 }
 }  // namespace
 
-int launched_ranks() { return launcher_number({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}, 1); }
-int launched_rank() { return launcher_number({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}, 0); }
+// Only what a launcher sets for the processes it starts: not Slurm's
+// SLURM_NTASKS, which a whole allocation's shell has too.
+int launched_ranks() { return launcher_number({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}, 1); }
+int launched_rank() { return launcher_number({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}, 0); }
 
 Slice slice_of(int64_t global, int rank, int ranks) {
   QKV_CHECK(ranks > 0 && rank >= 0 && rank < ranks, "slice_of: rank ", rank, " of ", ranks);

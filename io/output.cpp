@@ -63,6 +63,8 @@ bool ends_with_any(const std::string& name, const std::vector<std::string>& suff
 
 void check_output_file(const std::string& path, const char* flag, bool force, const std::vector<std::string>& inputs) {
   QKV_CHECK(!path.empty(), flag, " needs a file name");
+  const std::string name = std::filesystem::path(path).filename().string();
+  QKV_CHECK(!name.empty() && name != "." && name != "..", flag, " ", shown(path), " names a folder, not a file");
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) {
     const char* kind = not_a_file(st);
@@ -107,11 +109,15 @@ void write_file(const std::string& path, std::string_view bytes) {
   try {
     write_all(fd, bytes, path);
     QKV_CHECK(::fsync(fd) == 0, "cannot write ", shown(path), ": ", std::strerror(errno));
-    QKV_CHECK(::close(fd) == 0, "cannot write ", shown(path), ": ", std::strerror(errno));
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
     throw;
+  }
+  if (::close(fd) != 0) {  // the descriptor is released either way: never closed twice
+    int error = errno;
+    ::unlink(tmp.c_str());
+    throw Error(cat("cannot write ", shown(path), ": ", std::strerror(error)));
   }
   commit_file(tmp, path);
 }
@@ -190,7 +196,15 @@ void OutputFolder::commit() {
   }
   committed_ = true;
   sync_folder_of(path_);
-  if (moved) std::filesystem::remove_all(old, ec);  // regular files only (checked), so nothing outside is touched
+  if (!moved) return;
+  // The old result goes, unless something else appeared in it meanwhile: then it stays beside, whole.
+  bool ours = true;
+  for (const auto& entry : std::filesystem::directory_iterator(old, ec)) {
+    struct stat est;
+    ours = ours && ::lstat(entry.path().c_str(), &est) == 0 && !not_a_file(est) &&
+           ends_with_any(entry.path().filename().string(), suffixes_);
+  }
+  if (ours && !ec) std::filesystem::remove_all(old, ec);  // regular files of ours only: nothing outside is touched
 }
 
 }  // namespace qkv::io

@@ -1,6 +1,7 @@
 #include "nn/model_kinds.h"
 
 #include <cmath>
+#include <deque>
 
 #include "autograd/error.h"
 #include "io/metadata.h"
@@ -34,6 +35,8 @@ ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fie
   s.context = integer("context", 1, kMaxContext);
   s.width = integer("width", 1, kMaxWidth);
   s.heads = integer("heads", 1, s.width);
+  QKV_CHECK(s.width % s.heads == 0, where, ": bad model description in its metadata (heads ", s.heads,
+            " does not divide width ", s.width, ")");
   s.layers = integer("layers", 1, kMaxLayers);
   s.dropout = io::parse_number(field("dropout"), cat(where, ": dropout"));
   QKV_CHECK(s.dropout >= 0 && s.dropout < 1, where, ": bad model description in its metadata (dropout ", s.dropout,
@@ -83,8 +86,9 @@ double embedding_parameters(const ModelShape& s) {
 }
 int64_t saturate(double n) { return n > 9e18 ? INT64_MAX : static_cast<int64_t>(n); }
 
-std::vector<ModelKind>& kinds() {
-  static std::vector<ModelKind> all{
+// A deque: registering a kind never moves the ones model_kind() handed out.
+std::deque<ModelKind>& kinds() {
+  static std::deque<ModelKind> all{
       {"gpt", "decoder-only transformer (causal self-attention, tied head)",
        [](const ModelShape& s) {
          return saturate(embedding_parameters(s) +

@@ -199,10 +199,11 @@ Outcome Trainer::run() {
     if (evaluating && ranks > 1) reached = dist::broadcast_value(reached) != 0;  // rank 0 evaluated
     if (log_) {
       std::string extra = o_.extra_log_column && extra_log_value ? log_number(extra_log_value()) : "";
+      errno = 0;
       if (!log_->row(params_, p.step, value, p.lr, norm, p.tokens_per_s, p.evaluation, o_.extra_log_name, extra)) {
         // A full disk: the model is worth more than the log. Save it (that may
         // fail too, and says so), then stop; a resumed run trims the cut-off line.
-        std::string reason = std::strerror(errno);
+        std::string reason = errno != 0 ? std::strerror(errno) : "a write failed (disk full?)";
         save_now();
         throw Error(cat("cannot write --log file ", printable(log_->path), ": ", reason, "; saved step ",
                         optimizer_.steps(), " to ", printable(save_name), " (continue with --resume ",
@@ -215,6 +216,7 @@ Outcome Trainer::run() {
   save_now();
   out.steps = optimizer_.steps();
   out.reason = stop ? Outcome::Stopped : reached ? Outcome::Target : Outcome::Budget;
+  if (stop) stop_flag.store(false);  // the request is spent: a later run in this process starts afresh
   out.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (log_) {
     log_->file.close();

@@ -1,6 +1,7 @@
 // qkv eval, sample, attention, gradcheck, grads and bench.
 #include <cblas.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +27,23 @@
 #include "train/trainer.h"
 
 namespace qkv::cli {
+
+// Text for a terminal: newlines and tabs kept, every other control byte (and
+// DEL) escaped as \xNN, so no byte sequence is read as a terminal command.
+std::string terminal_text(const std::string& text) {
+  std::string out;
+  const char* digits = "0123456789abcdef";
+  for (unsigned char c : text) {
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      out += "\\x";
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
 
 void set_threads_option(int n) {
   check_threads(n);
@@ -157,7 +175,12 @@ int sample(int argc, char** argv) {
     std::printf("%s = %s\n", runner->task()->input_text(input).c_str(), runner->task()->answer_text(out).c_str());
   } else {
     // Bytes as generated, NUL bytes included (printf would stop at the first).
-    std::string out = prompt + runner->continue_text(prompt, max_new, temperature, top_k, gen) + "\n";
+    // To a terminal, control bytes other than newlines and tabs are shown
+    // escaped (\x1b): a prompt or a sample must not move the cursor or set
+    // the window's title. Into a pipe or a file the bytes stay as they are.
+    std::string out = prompt + runner->continue_text(prompt, max_new, temperature, top_k, gen);
+    if (isatty(fileno(stdout))) out = terminal_text(out);
+    out += "\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
   }
   return 0;

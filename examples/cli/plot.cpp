@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -79,8 +80,15 @@ Log parse_log(const std::string& path, const std::string& text) {
     s.values.push_back(io::parse_number(value, cat(shown, " line ", number, ": ", printable(name))));
     s.text.push_back(value);
   };
+  // A row whose step is not past the last one starts the log again: every
+  // column forgets its points from that step on (sparse ones too, like evaluations).
   auto row_step = [&](double step) {
-    if (step <= last_step) log.restarts.push_back(step);
+    if (step <= last_step) {
+      log.restarts.push_back(step);
+      for (auto& [name, sr] : series)
+        while (!sr.steps.empty() && sr.steps.back() >= step)
+          sr.steps.pop_back(), sr.values.pop_back(), sr.text.pop_back();
+    }
     last_step = step;
   };
   while (std::getline(lines, line)) {
@@ -117,6 +125,8 @@ Log parse_log(const std::string& path, const std::string& text) {
         if (v.is_number()) add(name, step, io::exact_number(v.get<double>()));
     }
   }
+  for (auto it = series.begin(); it != series.end();)  // a column whose every point a restart took back
+    it = it->second.steps.empty() ? series.erase(it) : std::next(it);
   QKV_CHECK(!series.empty(), shown, ": no logged values");
   return log;
 }

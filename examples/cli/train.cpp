@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -139,33 +140,47 @@ int64_t logged_step(const std::string& line) {
 // On --resume, the log keeps only what led to the checkpoint: rows past its
 // step (written before a crash or kill -9) and a cut-off last line (a full
 // disk) go, so the resumed run's rows follow on without repeating steps.
-// Returns how many lines were dropped; the log is rewritten atomically.
+// Returns how many lines were dropped; the log is rewritten atomically. A
+// file with any other line is not a qkv log: it is refused, never trimmed.
 int64_t trim_log(const std::string& path, int64_t step) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return 0;  // a new log
   std::string text = io::read_regular_file(path, int64_t{1} << 30, "--log file");
   std::string kept;
-  int64_t dropped = 0;
+  int64_t dropped = 0, number = 0;
   size_t at = 0;
-  bool first = true;
   while (at < text.size()) {
     size_t end = text.find('\n', at);
-    if (end == std::string::npos) {  // no newline: cut off mid-write
+    std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    ++number;
+    bool header = number == 1 && line.rfind("step,", 0) == 0;
+    int64_t s = header ? 0 : logged_step(line);
+    bool row_start =
+        !line.empty() && (std::isdigit(static_cast<unsigned char>(line[0])) || line.rfind("{\"step\":", 0) == 0);
+    if (end == std::string::npos) {  // no newline: a row cut off mid-write
+      QKV_CHECK(row_start || header, "--log ", printable(path), ": line ", number,
+                " is not a qkv log row; choose another --log (qkv rewrites a resumed run's log)");
       ++dropped;
       break;
     }
-    std::string line = text.substr(at, end - at);
     at = end + 1;
-    bool header = first && line.rfind("step,", 0) == 0;
-    first = false;
-    int64_t s = header ? 0 : logged_step(line);
-    if (header || (s >= 0 && s <= step))
+    QKV_CHECK(header || s >= 0, "--log ", printable(path), ": line ", number,
+              " is not a qkv log row; choose another --log (qkv rewrites a resumed run's log)");
+    if (header || s <= step)
       kept += line + "\n";
     else
       ++dropped;
   }
   if (dropped > 0) io::write_file(path, kept);
   return dropped;
+}
+
+// Whether two paths name one file (or, for a file not there yet, one path).
+bool same_file(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code ec;
+  if (std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec)) return std::filesystem::equivalent(a, b, ec);
+  return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
 }
 
 std::string kind_names() {
@@ -410,9 +425,17 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
             " already exists: choose another --save, continue its run "
             "with --resume ",
             printable(save), ", or replace it with --force");
+  QKV_CHECK(!args.count("data") || !same_file(save, args["data"].as<std::string>()), "--save ", printable(save),
+            " is this run's --data file: choose another --save");
   make_parents(save, "--save");
   io::check_writable_target(save);
   if (log_path.empty()) return save;
+  // The log is written to (and on --resume rewritten): never one of the run's other files.
+  const std::string data = args.count("data") ? args["data"].as<std::string>() : "";
+  for (const auto& [other, flag] :
+       {std::pair{save, "--save"}, std::pair{run.resume, "--resume"}, std::pair{data, "--data"}})
+    QKV_CHECK(!same_file(log_path, other), "--log ", printable(log_path), " is this run's ", flag,
+              " file: choose another --log");
   exists = std::filesystem::exists(std::filesystem::symlink_status(log_path, ec));
   // Resuming continues its log; a fresh run never mixes itself into an old one.
   QKV_CHECK(!exists || run.resuming || force, "--log ", printable(log_path),
@@ -555,6 +578,10 @@ int train(int argc, char** argv) {
   if (run.resuming)
     optim::load_training_checkpoint(std::move(run.resumed), run.resume, runner.module(), opt.get(), generators);
   if (ranks > 1) {
+    // Each rank read its own copy of --resume: the same flags, but maybe not the same file.
+    // Different steps would make the ranks run different numbers of steps and hang in a collective.
+    QKV_CHECK(dist::same_on_all_ranks(static_cast<uint64_t>(opt->steps())),
+              "the ranks resumed from different checkpoints (their steps differ): give every rank the same file");
     std::vector<Tensor> parameters = runner.module().parameters();
     dist::broadcast(parameters);  // rank 0's, whatever the others built or loaded
     // Dropout draws its own stream on each rank; the data stream stays shared,

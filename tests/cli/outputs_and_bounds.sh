@@ -40,6 +40,8 @@ case $item in
   echo victim >victim.txt && ln -s victim.txt link.html
   refused "plot --out SYMLINK --force" "$qkv" plot run.csv --out link.html --force
   cmp -s ck.safetensors ck.before && cmp -s run.csv run.before && [ "$(cat victim.txt)" = victim ] || fail "a file changed"
+  refused "plot --out a folder's name" "$qkv" plot run.csv --out reports/
+  [ -e reports ] && fail "plot --out reports/ created a folder"
   bounded "$qkv" plot run.csv --out page.html >/dev/null || fail "plot to a new file"
   refused "plot over its own earlier page" "$qkv" plot run.csv --out page.html
   bounded "$qkv" plot run.csv --out page.html --force >/dev/null || fail "plot --force over its page"
@@ -150,6 +152,17 @@ PY
   done
   refused "train --data with a hostile path" "$qkv" train --task text --data "$evil" --steps 1 --save t.safetensors --threads 1
   refused "a hostile command name" "$qkv" "$evil"
+  # A text model's sample is text: raw into a pipe, escaped on a terminal (script(1) gives it one).
+  if command -v script >/dev/null; then
+    "$qkv" train --task text --dim 16 --layers 1 --heads 2 --context 16 --batch 2 --steps 1 --threads 1 \
+      --save text.safetensors >/dev/null 2>&1 || fail "a text model"
+    SHELL=/bin/bash QKV=$qkv script -qec "\"\$QKV\" sample --checkpoint text.safetensors --max-new 4 --prompt \$'ab\\e]0;pwned\\acd'" \
+      /dev/null >tty.txt 2>&1 || { cat tty.txt; fail "sample on a terminal"; }
+    grep -q $'\e]0' tty.txt && fail "sample wrote a raw escape sequence to a terminal"
+    grep -qF 'ab\x1b]0;pwned\x07cd' tty.txt || { cat -v tty.txt; fail "sample on a terminal: the escape is not shown escaped"; }
+    "$qkv" sample --checkpoint text.safetensors --max-new 4 --prompt $'ab\e]0;x\acd' | grep -q $'\e]0;x' \
+      || fail "sample into a pipe changed the bytes"
+  fi
   ok "untrusted words reach the terminal escaped, on one line" ;;
 11) # ranks started with different flags were accepted, or died in MPI internals
   command -v mpirun >/dev/null || { echo "skipped: no mpirun"; exit 0; }
@@ -222,6 +235,19 @@ PY
   "$qkv" train --resume k.safetensors --steps $((saved + 20)) --log k.csv >out.txt 2>&1 || { cat out.txt; fail "resume"; }
   grep -q "dropped .* past the checkpoint's step $saved" out.txt || { cat out.txt; fail "resume did not say it trimmed the log"; }
   tail -n +2 k.csv | cut -d, -f1 | awk 'NR != $1 {exit 1}' || fail "the log's steps are not 1, 2, ... once each"
+  # The log is rewritten on --resume: never one of the run's other files, never a file that is not a log.
+  cp k.safetensors k.before
+  refused "--log is the resumed checkpoint" "$qkv" train --resume k.safetensors --steps $((saved + 30)) --log k.safetensors
+  cmp -s k.safetensors k.before || fail "--log over the checkpoint changed it"
+  printf 'my notes\n1,2\n' >notes.md && cp notes.md notes.before
+  refused "--log is not a qkv log" "$qkv" train --resume k.safetensors --steps $((saved + 30)) --log notes.md
+  cmp -s notes.md notes.before || fail "a file that is not a log was rewritten"
+  # A log with repeated steps (from before this fix) is drawn with a note; a
+  # restart forgets every column's later points, sparse evaluations too.
+  { echo "step,loss,eval_loss"; for i in 1 2 3; do echo "$i,1.$i,"; done; echo "4,1.4,0.9"; echo "3,2.3,"; } >sparse.csv
+  "$qkv" plot sparse.csv >/dev/null || fail "plot of a restart"
+  [ -z "$(xmllint --xpath "string(//*[@data-name='eval_loss']/@data-steps)" sparse.csv.html 2>/dev/null)" ] \
+    || fail "the abandoned run's evaluation at step 4 is still drawn"
   # A log with repeated steps (from before this fix) is drawn with a note.
   { echo "step,loss"; for i in 1 2 3 4 5 3 4 5 6; do echo "$i,1.$i"; done; } >old.csv
   "$qkv" plot old.csv >/dev/null || fail "plot of repeated steps"

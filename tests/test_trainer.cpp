@@ -1,0 +1,104 @@
+// The library's training loop (train/trainer.h): the budget, the target, a
+// stop request, the non-finite check and the log, on a model small enough
+// to train in milliseconds.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "nn/nn.h"
+#include "optim/optim.h"
+#include "train/trainer.h"
+
+using namespace qkv;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct Setup {
+  nn::GPT gpt{nn::GPTConfig{.vocab = 5, .context = 4, .width = 8, .heads = 2, .layers = 1}};
+  optim::AdamW opt{gpt.named_parameters(), {.lr = 1e-2}};
+  optim::ConstantLR schedule{1e-2};
+  Tensor x = Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 1, 2, 3, 4}, {2, 4});
+  Tensor y = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 2, 3, 4, 0}, {2, 4});
+  std::unique_ptr<train::Trainer> make(train::TrainerOptions o) {
+    auto t = std::make_unique<train::Trainer>(gpt.named_parameters(), opt, schedule, std::move(o));
+    t->loss = [this](int64_t) { return train::StepLoss{nn::cross_entropy(gpt.forward(x), y), 1, 8}; };
+    return t;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("trainer: runs to its budget, stops at its target, and saves at the end") {
+  Setup s;
+  int saves = 0, evaluations = 0;
+  auto t = s.make({.steps = 12, .eval_every = 4});
+  t->save = [&] { ++saves; };
+  t->evaluate = [&](int64_t step) {
+    ++evaluations;
+    return train::Evaluation{static_cast<double>(step), true, step >= 8, "step"};
+  };
+  train::Outcome out = t->run();
+  CHECK(out.reason == train::Outcome::Target);
+  CHECK(out.steps == 8);
+  CHECK(evaluations == 2);
+  CHECK(out.best_metric == 8);
+  CHECK(saves == 1);
+  CHECK(t->saved_step() == 8);
+  // The same optimizer goes on to the budget (a resumed run).
+  auto more = s.make({.steps = 12, .eval_every = 100});
+  CHECK(more->run().steps == 12);
+}
+
+TEST_CASE("trainer: a stop request ends the run after its step, and is spent") {
+  Setup s;
+  auto t = s.make({.steps = 50, .eval_every = 100});
+  t->on_step = [](const train::Progress& p) {
+    if (p.step == 3) train::Trainer::request_stop();  // as a SIGINT handler would
+  };
+  train::Outcome out = t->run();
+  CHECK(out.reason == train::Outcome::Stopped);
+  CHECK(out.steps == 4);  // the request is seen at the next step's end
+  CHECK_FALSE(train::Trainer::stop_requested());
+  auto again = s.make({.steps = 10, .eval_every = 100});
+  CHECK(again->run().reason == train::Outcome::Budget);  // a later run is not stopped by the old request
+}
+
+TEST_CASE("trainer: a non-finite loss throws before the update, without saving") {
+  Setup s;
+  auto t = s.make({.steps = 5, .eval_every = 100});
+  int saves = 0;
+  t->save = [&] { ++saves; };
+  t->loss = [&](int64_t step) {
+    Tensor loss = nn::cross_entropy(s.gpt.forward(s.x), s.y);
+    return train::StepLoss{step == 2 ? loss * NAN : loss, 1, 8};
+  };
+  CHECK_THROWS_WITH(t->run(), Contains("the loss is nan at step 3") && Contains("nothing was saved"));
+  CHECK(s.opt.steps() == 2);
+  CHECK(saves == 0);
+}
+
+TEST_CASE("trainer: the log has a header and one row per step, with each layer's norms") {
+  Setup s;
+  std::string path = (std::filesystem::temp_directory_path() / "qkv_trainer_log.csv").string();
+  std::remove(path.c_str());
+  auto t = s.make({.steps = 6, .eval_every = 3, .log = path});
+  t->evaluate = [](int64_t) { return train::Evaluation{0.5, true, false, "half"}; };
+  t->run();
+  std::ifstream in(path);
+  std::string header, line;
+  std::getline(in, header);
+  CHECK(header ==
+        "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss,grad_norm.other,update_ratio.other,"
+        "grad_norm.blocks.0,update_ratio.blocks.0");
+  int rows = 0, evaluated = 0;
+  while (std::getline(in, line)) ++rows, evaluated += line.find(",0.5,") != std::string::npos;
+  CHECK(rows == 6);
+  CHECK(evaluated == 2);
+  std::remove(path.c_str());
+}
