@@ -35,29 +35,15 @@ inline std::size_t element_size(DType dtype) {
 inline bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
 
 /// The DType of a C++ element type: dtype_of<float>() == DType::Float32.
-template <class T>
-constexpr DType dtype_of();
-template <>
-constexpr DType dtype_of<float>() {
-  return DType::Float32;
-}
-template <>
-constexpr DType dtype_of<double>() {
-  return DType::Float64;
-}
-template <>
-constexpr DType dtype_of<int64_t>() {
-  return DType::Int64;
-}
-template <>
-constexpr DType dtype_of<bool>() {
-  return DType::Bool;
-}
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::Float32; }
+template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
 
 /// Calls `fn(T{})` with T = float or double for a floating dtype, so a kernel
 /// template is instantiated once per dtype and chosen once per op call.
-template <class Fn>
-decltype(auto) dispatch_floating(DType dtype, const char* op, Fn&& fn) {
+template <class Fn> decltype(auto) dispatch_floating(DType dtype, const char* op, Fn&& fn) {
   switch (dtype) {
     case DType::Float32: return fn(float{});
     case DType::Float64: return fn(double{});

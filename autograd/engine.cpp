@@ -31,8 +31,7 @@ OpDeclaration::OpDeclaration(const char* name) { op_declarations().insert(name);
 std::vector<std::string> declared_ops() { return {op_declarations().begin(), op_declarations().end()}; }
 
 namespace {
-template <class Range>
-bool any_needs_grad(const Range& inputs) {
+template <class Range> bool any_needs_grad(const Range& inputs) {
   if (!grad_mode) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;

@@ -17,8 +17,7 @@ class Error : public std::runtime_error {
 };
 
 /// Concatenates anything printable into one string: cat("add: ", 3, "x").
-template <class... Parts>
-std::string cat(Parts&&... parts) {
+template <class... Parts> std::string cat(Parts&&... parts) {
   std::ostringstream out;
   (out << ... << std::forward<Parts>(parts));
   return out.str();

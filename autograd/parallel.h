@@ -26,8 +26,7 @@ constexpr int64_t kParallelGrain = 32768;
 /// Calls fn(begin, end) on disjoint chunks of [0, n) covering it, in parallel
 /// when n * cost_per_item reaches kParallelGrain. Each item is handled by one
 /// thread, so results do not depend on the thread count.
-template <class Fn>
-void parallel_for(int64_t n, int64_t cost_per_item, Fn&& fn) {
+template <class Fn> void parallel_for(int64_t n, int64_t cost_per_item, Fn&& fn) {
   if (n <= 0) return;
   int threads = omp_get_max_threads();
   if (threads <= 1 || n < 2 || n * cost_per_item < kParallelGrain || omp_in_parallel()) {

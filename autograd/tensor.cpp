@@ -145,8 +145,7 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   return t;
 }
 
-template <class T>
-Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
+template <class T> Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
   check_shape(shape);
   QKV_CHECK(static_cast<int64_t>(values.size()) == qkv::numel(shape), "from_vector: ", values.size(),
             " values do not fill shape ", shape_str(shape));
@@ -203,8 +202,7 @@ DType Tensor::dtype() const { return checked().dtype; }
 
 int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim("size", d, dim())]; }
 
-template <class T>
-T* Tensor::data() const {
+template <class T> T* Tensor::data() const {
   QKV_CHECK(dtype() == dtype_of<T>(), "data: tensor is ", dtype_name(dtype()), ", asked for ",
             dtype_name(dtype_of<T>()));
   return static_cast<T*>(impl_->storage->data);

@@ -52,10 +52,8 @@ class Tensor {
   static Tensor arange(double end, DType dtype = DType::Float32);
   static Tensor arange(double start, double end, double step = 1, DType dtype = DType::Float32);
   /// Copies `values` (float, double, int64_t or bool) into a tensor of `shape`.
-  template <class T>
-  static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
-  template <class T>
-  static Tensor from_vector(const std::vector<T>& values) {
+  template <class T> static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+  template <class T> static Tensor from_vector(const std::vector<T>& values) {
     return from_vector(values, Shape{static_cast<int64_t>(values.size())});
   }
   /// Standard normal samples from `gen` (the default generator when null).
@@ -80,8 +78,7 @@ class Tensor {
 
   // ---- element access (for tests, examples and optimizers) ----
   /// Typed pointer to the data; throws when T does not match dtype().
-  template <class T>
-  T* data() const;
+  template <class T> T* data() const;
   void* raw_data() const;
   /// The only element of a one-element tensor, as double.
   double item() const;

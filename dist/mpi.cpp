@@ -29,8 +29,7 @@ MPI_Datatype mpi_type(DType dtype) {
 
 // Sums the concatenation of `grads` (all of element type T) over the ranks,
 // `cap` elements per all-reduce, and divides by the rank count.
-template <class T>
-void average(const std::vector<Tensor>& grads, size_t cap, MPI_Datatype type) {
+template <class T> void average(const std::vector<Tensor>& grads, size_t cap, MPI_Datatype type) {
   struct Piece {
     T* data;
     size_t count, at;  // elements, position in the bucket

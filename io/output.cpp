@@ -26,14 +26,6 @@ const char* not_a_file(const struct stat& st) {
   return nullptr;
 }
 
-void make_parent_folders(const std::string& path, const char* flag) {
-  std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (parent.empty()) return;
-  std::error_code ec;
-  std::filesystem::create_directories(parent, ec);
-  QKV_CHECK(!ec, "cannot create the folder of ", flag, " ", shown(path), ": ", ec.message());
-}
-
 void write_all(int fd, std::string_view bytes, const std::string& path) {
   size_t done = 0;
   while (done < bytes.size()) {
@@ -60,6 +52,14 @@ bool ends_with_any(const std::string& name, const std::vector<std::string>& suff
 }
 
 }  // namespace
+
+void make_parent_folders(const std::string& path, const char* flag) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  QKV_CHECK(!ec, "cannot create the folder of ", flag, " ", shown(path), ": ", ec.message());
+}
 
 void check_output_file(const std::string& path, const char* flag, bool force, const std::vector<std::string>& inputs) {
   QKV_CHECK(!path.empty(), flag, " needs a file name");

@@ -26,6 +26,9 @@ namespace qkv::io {
 void check_output_file(const std::string& path, const char* flag, bool force,
                        const std::vector<std::string>& inputs = {});
 
+/// Creates the missing folders above `path` (errors name `flag`).
+void make_parent_folders(const std::string& path, const char* flag);
+
 /// Writes `bytes` to `path` under the rule above (it does not check force:
 /// check_output_file did). The error names the file and errno's reason.
 void write_file(const std::string& path, std::string_view bytes);

@@ -53,8 +53,7 @@ class Module {
   /// Adds a parameter (requires_grad is switched on) and returns it.
   Tensor register_parameter(const std::string& name, Tensor value);
   /// Adds a sub-module and returns it.
-  template <class M>
-  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+  template <class M> std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
     module->parent_ = this;
     module->name_ = name;
@@ -71,8 +70,7 @@ class Module {
 };
 
 /// An ordered list of sub-modules named 0, 1, 2, ... ("blocks.0.ln1.weight").
-template <class M>
-class ModuleList : public Module {
+template <class M> class ModuleList : public Module {
  public:
   std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
     items_.push_back(register_module(std::to_string(items_.size()), std::move(module)));

@@ -14,8 +14,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 // Two steps on loss = ½Σp² (so g = p) from p = [1, -2]; returns p after them.
-template <class Make>
-std::vector<double> two_steps(Make make, DType dtype = DType::Float64) {
+template <class Make> std::vector<double> two_steps(Make make, DType dtype = DType::Float64) {
   Tensor p = Tensor::from_vector<double>({1, -2}).to(dtype).requires_grad_();
   auto opt = make(NamedTensors{{"w", p}});
   for (int i = 0; i < 2; ++i) {

@@ -40,8 +40,7 @@ struct LayerGroups {
     }
   }
   // Per group: sqrt of the summed squares of tensor(i) over its parameters.
-  template <class F>
-  std::vector<double> norms(size_t count, F&& tensor) const {
+  template <class F> std::vector<double> norms(size_t count, F&& tensor) const {
     std::vector<double> sq(names.size(), 0.0);
     for (size_t i = 0; i < count; ++i) {
       Tensor t = tensor(i);

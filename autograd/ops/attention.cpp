@@ -91,9 +91,8 @@ MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dty
 }
 
 // S[r, c] (query i0 + r, key j0 + c) += masks; blocked -> -inf (S is already scaled).
-template <class T>
-void apply_masks(T* S, int64_t rows, int64_t cols, int64_t ld, const MaskView& mv, int64_t b, int64_t h, int64_t i0,
-                 int64_t j0) {
+template <class T> void apply_masks(T* S, int64_t rows, int64_t cols, int64_t ld, const MaskView& mv, int64_t b,
+                                    int64_t h, int64_t i0, int64_t j0) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
     T* s = S + r * ld;
@@ -124,8 +123,7 @@ void apply_masks(T* S, int64_t rows, int64_t cols, int64_t ld, const MaskView& m
   }
 }
 
-template <class T>
-T row_max(const T* x, int64_t n) {
+template <class T> T row_max(const T* x, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     return simd::max(x, n);
   } else {
@@ -137,8 +135,7 @@ T row_max(const T* x, int64_t n) {
 }
 
 // x = exp(x − shift) in place; returns the row sum.
-template <class T>
-double exp_in_place(T* x, T shift, int64_t n) {
+template <class T> double exp_in_place(T* x, T shift, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     return simd::exp_shifted_sum(x, shift, x, n);
   } else {
@@ -148,9 +145,8 @@ double exp_in_place(T* x, T shift, int64_t n) {
   }
 }
 
-template <class T>
-void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, T* o,
-             double* lse) {
+template <class T> void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v,
+                                T* o, double* lse) {
   const int64_t ldq = D.ldq, ldk = D.ldk, ldv = D.ldv, ldo = D.H * D.dv,
                 qblocks = (D.nq + kQueryBlock - 1) / kQueryBlock;
   const int64_t items = D.B * D.H * qblocks;
@@ -202,9 +198,8 @@ void forward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, co
   });
 }
 
-template <class T>
-void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k, const T* v, const T* o,
-              const double* lse, const T* go, T* gq, T* gk, T* gv) {
+template <class T> void backward(const AttentionDims& D, const MaskView& mv, T scale, const T* q, const T* k,
+                                 const T* v, const T* o, const double* lse, const T* go, T* gq, T* gk, T* gv) {
   const int64_t ldq = D.ldq, ldk = D.ldk, ldv = D.ldv, ldo = D.H * D.dv;  // gradients share their input's strides
   // One thread per (batch, head): it alone writes that head's rows of dQ, dK, dV.
   parallel_for(D.B * D.H, D.nq * D.nk * (2 * D.d + 2 * D.dv), [&](int64_t begin, int64_t end) {

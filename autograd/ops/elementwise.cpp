@@ -39,8 +39,7 @@ namespace {
 // ---- kernels ----
 
 // out = f(a, b) with a and b broadcast to a common shape.
-template <class F>
-Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
+template <class F> Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
   QKV_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", dtype_name(a.dtype()), " ", shape_str(a.shape()), " and ",
             dtype_name(b.dtype()), " ", shape_str(b.shape()));
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
@@ -82,8 +81,7 @@ using VectorMap = void (*)(const float* x, float* y, int64_t n);
 using VectorGrad = void (*)(const float* x, const float* g, float* gx, int64_t n);
 
 // out = f(x); `cost` is a rough per-element cost for the threading threshold.
-template <class F>
-Tensor map_unary(const char* op, const Tensor& x, int64_t cost, F f, VectorMap vf = nullptr) {
+template <class F> Tensor map_unary(const char* op, const Tensor& x, int64_t cost, F f, VectorMap vf = nullptr) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
@@ -100,9 +98,8 @@ Tensor map_unary(const char* op, const Tensor& x, int64_t cost, F f, VectorMap v
 
 // An elementwise op y = f(x) whose derivative is dy/dx = df(x, y); vdf, when
 // given, computes gx = g·f'(x) from x alone for float32.
-template <class F, class DF>
-Tensor unary_op(const char* op, const Tensor& x, int64_t cost, F f, DF df, VectorMap vf = nullptr,
-                VectorGrad vdf = nullptr) {
+template <class F, class DF> Tensor unary_op(const char* op, const Tensor& x, int64_t cost, F f, DF df,
+                                             VectorMap vf = nullptr, VectorGrad vdf = nullptr) {
   Tensor y = map_unary(op, x, cost, f, vf);
   if (needs_grad({x})) {
     record(op, y, {x}, [op, x = x.detach(), y = y.detach(), df, vdf](const Tensor& g) -> std::vector<Tensor> {

@@ -26,14 +26,8 @@ QKV_DECLARE_OP(linear_attention);
 
 namespace {
 
-template <class T>
-T phi(T x) {
-  return x > 0 ? x + 1 : std::exp(x);
-}
-template <class T>
-T phi_grad(T x) {
-  return x > 0 ? T(1) : std::exp(x);
-}
+template <class T> T phi(T x) { return x > 0 ? x + 1 : std::exp(x); }
+template <class T> T phi_grad(T x) { return x > 0 ? T(1) : std::exp(x); }
 
 struct LinearDims {
   int64_t B, n, H, d, dv;
@@ -42,8 +36,7 @@ struct LinearDims {
 };
 
 // φ of one head's row into `out` (zeros for a padded key).
-template <class T>
-void phi_row(const T* x, int64_t d, bool keep, double* out) {
+template <class T> void phi_row(const T* x, int64_t d, bool keep, double* out) {
   for (int64_t a = 0; a < d; ++a) out[a] = keep ? phi(x[a]) : 0.0;
 }
 
@@ -69,9 +62,8 @@ struct KeySums {
 
 // Walks the queries of head (b, h) in order with `sums` holding what query i
 // sees (keys j <= i when causal, all keys otherwise) when on_query(i) runs.
-template <class T, class F>
-void sweep_queries(const LinearDims& D, const bool* padding, const T* k, const T* v, int64_t b, int64_t h,
-                   KeySums& sums, F on_query) {
+template <class T, class F> void sweep_queries(const LinearDims& D, const bool* padding, const T* k, const T* v,
+                                               int64_t b, int64_t h, KeySums& sums, F on_query) {
   sums.clear();
   if (!D.causal)
     for (int64_t j = 0; j < D.n; ++j) sums.add(D, padding, k, v, b, h, j);
@@ -106,9 +98,8 @@ void forward(const LinearDims& D, const bool* padding, const T* q, const T* k, c
   });
 }
 
-template <class T>
-void backward(const LinearDims& D, const bool* padding, const T* q, const T* k, const T* v, const T* o,
-              const double* den, const T* g, T* gq, T* gk, T* gv) {
+template <class T> void backward(const LinearDims& D, const bool* padding, const T* q, const T* k, const T* v,
+                                 const T* o, const double* den, const T* g, T* gq, T* gk, T* gv) {
   const int64_t ld = D.H * D.d, ldv = D.H * D.dv;
   parallel_for(D.B * D.H, D.n * D.d * D.dv * 8, [&](int64_t begin, int64_t end) {
     KeySums sums(D);

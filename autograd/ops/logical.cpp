@@ -12,8 +12,7 @@ void check_bool(const char* op, const Tensor& t) {
             shape_str(t.shape()));
 }
 
-template <class F>
-Tensor bool_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
+template <class F> Tensor bool_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
   check_bool(op, a);
   check_bool(op, b);
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
@@ -30,8 +29,7 @@ Tensor bool_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
   return out;
 }
 
-template <class F>
-Tensor compare(const char* op, const Tensor& x, F f) {
+template <class F> Tensor compare(const char* op, const Tensor& x, F f) {
   Tensor out = Tensor::empty(x.shape(), DType::Bool);
   bool* po = out.data<bool>();
   auto run = [&](const auto* px) {

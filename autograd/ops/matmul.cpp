@@ -65,9 +65,8 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* 
 // differently with 2 threads than with 1). About four tiles, split along the
 // rows (or along the columns of a wide, short output), so each call packs
 // its shared operand as few times as possible.
-template <class T>
-void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-          int64_t ldc, T beta, T alpha) {
+template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b,
+                             int64_t ldb, T* c, int64_t ldc, T beta, T alpha) {
   constexpr int64_t kParts = 4, kMinRows = 32, kMinCols = 64;
   constexpr int64_t kBlasSerial = 65536 * 4;     // smaller products stay on one thread: forking costs more
   auto part = [](int64_t size, int64_t least) {  // tile length: size / kParts rounded up to 16, at least `least`
@@ -200,8 +199,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 namespace {
 // out[c] = Σ_r g[r, c]: threads split the columns and each adds the rows in
 // order, so the sums do not depend on the thread count.
-template <class T>
-void column_sums(const T* g, int64_t rows, int64_t cols, T* out) {
+template <class T> void column_sums(const T* g, int64_t rows, int64_t cols, T* out) {
   constexpr int64_t kCols = 64;
   parallel_for((cols + kCols - 1) / kCols, 2 * kCols * rows, [&](int64_t begin, int64_t end) {
     int64_t c0 = begin * kCols, c1 = std::min(cols, end * kCols);

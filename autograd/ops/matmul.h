@@ -19,8 +19,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// dimensions (so a head inside [B, n, heads, d] is an operand without a
 /// copy). Split over threads in fixed output tiles: the result does not
 /// depend on the thread count. For kernels that build on BLAS.
-template <class T>
-void gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-          T* c, int64_t ldc, T beta, T alpha = T(1));
+template <class T> void gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
+                             const T* b, int64_t ldb, T* c, int64_t ldc, T beta, T alpha = T(1));
 
 }  // namespace qkv

@@ -311,8 +311,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 namespace {
 // The walk gather and its backward share: for each index element, the offset
 // of the x element it names. x's stride along dim is replaced by the index.
-template <class Fn>
-void for_each_gathered(const Tensor& x, int64_t d, const Tensor& index, Fn&& fn) {
+template <class Fn> void for_each_gathered(const Tensor& x, int64_t d, const Tensor& index, Fn&& fn) {
   std::vector<int64_t> xs = contiguous_strides(x.shape());
   int64_t dim_stride = xs[d];
   xs[d] = 0;

@@ -36,8 +36,7 @@ Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
 }
 
 // Calls fn(T* row_in, T* row_out, stride) for every row along the softmax dim.
-template <class T, class Fn>
-void for_each_row(const Rows& r, Fn&& fn) {
+template <class T, class Fn> void for_each_row(const Rows& r, Fn&& fn) {
   parallel_for(r.outer * r.inner, r.size * 4, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       int64_t o = item / r.inner, i = item % r.inner;
@@ -58,8 +57,7 @@ void softmax_row_f32(const float* in, float* out, int64_t n) {
   simd::scale(out, static_cast<float>(1.0 / total), n);
 }
 
-template <bool Log>
-Tensor softmax_forward(const char* op, const Tensor& x, const Rows& r) {
+template <bool Log> Tensor softmax_forward(const char* op, const Tensor& x, const Rows& r) {
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);

@@ -13,8 +13,7 @@
 
 namespace qkv::detail {
 
-template <int N>
-struct StridedLoop {
+template <int N> struct StridedLoop {
   int64_t total = 1;  // output elements
   int64_t inner = 1;  // length of the innermost merged dim
   std::array<int64_t, N> inner_stride{};
@@ -63,8 +62,7 @@ struct StridedLoop {
 
   /// Calls run(out_offset, operand_offsets, length) for contiguous output
   /// segments; operand k advances by inner_stride[k] per element.
-  template <class Fn>
-  void for_each_segment(int64_t cost_per_element, Fn&& run) const {
+  template <class Fn> void for_each_segment(int64_t cost_per_element, Fn&& run) const {
     parallel_for(total, cost_per_element, [&](int64_t begin, int64_t end) {
       int64_t row = begin / inner, i = begin % inner;
       while (begin < end) {
@@ -90,8 +88,7 @@ inline std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& o
 
 /// Calls fn(U{}) with an unsigned type as wide as one element, for copies
 /// that do not care about the dtype.
-template <class Fn>
-void dispatch_bytes(std::size_t width, Fn&& fn) {
+template <class Fn> void dispatch_bytes(std::size_t width, Fn&& fn) {
   switch (width) {
     case 1: fn(uint8_t{}); break;
     case 4: fn(uint32_t{}); break;

@@ -58,15 +58,13 @@ namespace {
 constexpr float kGeluK = 0.7978845608028654f;  // √(2/π)
 constexpr float kGeluC = 0.044715f;
 
-template <class A>
-struct Kernels {
+template <class A> struct Kernels {
   using B = xsimd::batch<float, A>;
   static constexpr int64_t W = static_cast<int64_t>(B::size);
 
   // Calls body(batch_of_x...) -> batch for every full vector and once for the
   // padded tail; `pad` fills the unused tail lanes of inputs.
-  template <class F>
-  static void map1(const float* x, float* y, int64_t n, F f) {
+  template <class F> static void map1(const float* x, float* y, int64_t n, F f) {
     int64_t i = 0;
     for (; i + W <= n; i += W) f(B::load_unaligned(x + i)).store_unaligned(y + i);
     if (i < n) {
@@ -76,8 +74,7 @@ struct Kernels {
       std::memcpy(y + i, out, (n - i) * sizeof(float));
     }
   }
-  template <class F>
-  static void map2(const float* x, const float* z, float* y, int64_t n, F f) {
+  template <class F> static void map2(const float* x, const float* z, float* y, int64_t n, F f) {
     int64_t i = 0;
     for (; i + W <= n; i += W) f(B::load_unaligned(x + i), B::load_unaligned(z + i)).store_unaligned(y + i);
     if (i < n) {
@@ -89,8 +86,7 @@ struct Kernels {
     }
   }
   // Sums f(x_i, z_i) in vector lanes; padded lanes contribute f(0, 0), which callers make 0.
-  template <class F>
-  static double reduce2(const float* x, const float* z, int64_t n, F f) {
+  template <class F> static double reduce2(const float* x, const float* z, int64_t n, F f) {
     B acc(0.0f);
     int64_t i = 0;
     for (; i + W <= n; i += W) acc += f(B::load_unaligned(x + i), B::load_unaligned(z + i));
@@ -301,8 +297,7 @@ struct Kernels {
   }
 };
 
-template <class A>
-Table table_for(Isa isa) {
+template <class A> Table table_for(Isa isa) {
   using K = Kernels<A>;
   return {isa,
           K::exp,

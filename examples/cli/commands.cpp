@@ -82,6 +82,19 @@ std::unique_ptr<Runner> load_runner(const std::string& path) {
   return runner;
 }
 
+// A text checkpoint reads the text --data names, or the bundled text if it
+// trained on that: never a path taken from the checkpoint. Other models take no --data.
+void use_data_flag(Runner& runner, const cxxopts::ParseResult& args, const std::string& path) {
+  if (runner.spec().task == "text") {
+    QKV_CHECK(args.count("data") || runner.spec().data.empty(), printable(path), " was trained on '",
+              printable(runner.spec().data), "': give that text (or another) with --data FILE");
+    runner.use_text(args.count("data") ? args["data"].as<std::string>() : "");
+  } else {
+    QKV_CHECK(!args.count("data"), "--data is for text models; ", printable(path), " is a ", runner.spec().task,
+              " model");
+  }
+}
+
 Tensor input_loss(Runner& runner, const std::string& text, std::string* what) {
   const ModelSpec& spec = runner.spec();
   if (spec.task == "text") {
@@ -123,15 +136,7 @@ int eval(int argc, char** argv) {
   int64_t count = args["examples"].as<int64_t>();
   check_range("examples", count, 1, kMaxExamples);
   auto runner = load_runner(path);
-  if (runner->spec().task == "text") {
-    // Only a file named here is read: never a path taken from the checkpoint.
-    QKV_CHECK(args.count("data") || runner->spec().data.empty(), printable(path), " was trained on '",
-              printable(runner->spec().data), "': give that text (or another) with --data FILE");
-    runner->use_text(args.count("data") ? args["data"].as<std::string>() : "");
-  } else {
-    QKV_CHECK(!args.count("data"), "--data is for text models; ", printable(path), " is a ", runner->spec().task,
-              " model");
-  }
+  use_data_flag(*runner, args, path);
   Generator gen(args["seed"].as<uint64_t>() ^ 0xe7a1ULL);
   if (runner->task()) {
     double acc = runner->accuracy(count, gen);
@@ -274,14 +279,7 @@ int gradcheck(int argc, char** argv) {
   if (!path.empty() || kind != "mha") {
     if (!path.empty()) {
       runner = load_runner(path);
-      if (runner->spec().task == "text") {  // the batch comes from a text named here, never one a checkpoint names
-        QKV_CHECK(args.count("data") || runner->spec().data.empty(), printable(path), " was trained on '",
-                  printable(runner->spec().data), "': give that text (or another) with --data FILE");
-        runner->use_text(args.count("data") ? args["data"].as<std::string>() : "");
-      } else {
-        QKV_CHECK(!args.count("data"), "--data is for text models; ", printable(path), " is a ", runner->spec().task,
-                  " model");
-      }
+      use_data_flag(*runner, args, path);  // its batch comes from a text named here
     } else {
       QKV_CHECK(!args.count("data"), "--data goes with a text --checkpoint");
       ModelSpec spec;
@@ -492,23 +490,20 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
             printable(b.kernel), "'");
   nn::GPTConfig& c = b.c;
   const std::string& config = b.name;
-  c.vocab = 256;
-  if (config == "tiny")
-    c.context = 64, c.layers = 2, c.heads = 4, c.width = 128, b.B = 16;
-  else if (config == "small")
-    c.context = 256, c.layers = 4, c.heads = 8, c.width = 256, b.B = 8;
-  else if (config == "mini")
-    c.context = 128, c.layers = 6, c.heads = 6, c.width = 384, b.B = 4;
-  else if (config == "long")
-    c.context = 1024, c.layers = 2, c.heads = 4, c.width = 128, b.B = 2;
-  else if (config == "deep")
-    c.context = 512, c.layers = 6, c.heads = 6, c.width = 384, b.B = 4;
-  else if (config == "attention")
-    c.context = 256, c.layers = 1, c.heads = 8, c.width = 256, b.B = 8;
-  else if (config == "layer")
-    c.context = 1024, c.layers = 1, c.heads = 8, c.width = 256, b.B = 1;
-  else
-    throw Error(cat("unknown --config '", printable(config), "' (tiny, small, mini, long, deep, attention, layer)"));
+  // context, layers, heads, width, batch
+  struct Row {
+    const char* name;
+    int64_t T, L, H, C, B;
+  };
+  static const Row kConfigs[] = {{"tiny", 64, 2, 4, 128, 16},  {"small", 256, 4, 8, 256, 8},
+                                 {"mini", 128, 6, 6, 384, 4},  {"long", 1024, 2, 4, 128, 2},
+                                 {"deep", 512, 6, 6, 384, 4},  {"attention", 256, 1, 8, 256, 8},
+                                 {"layer", 1024, 1, 8, 256, 1}};
+  const Row* row = nullptr;
+  for (const Row& r : kConfigs)
+    if (config == r.name) row = &r;
+  QKV_CHECK(row, "unknown --config '", printable(config), "' (tiny, small, mini, long, deep, attention, layer)");
+  c.vocab = 256, c.context = row->T, c.layers = row->L, c.heads = row->H, c.width = row->C, b.B = row->B;
   // Under mpirun the GPT configs train data parallel: B is the global batch.
   QKV_CHECK(ranks == 1 || (config != "attention" && config != "layer"), "--config ", config,
             " times one process; under mpirun use a GPT config");
@@ -532,8 +527,7 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
 }
 
 // Runs warmup + steps calls of `step`, keeping the times of the last `steps`.
-template <class Step>
-std::vector<double> time_steps(const BenchSetup& b, Step&& step) {
+template <class Step> std::vector<double> time_steps(const BenchSetup& b, Step&& step) {
   std::vector<double> ms;
   for (int64_t i = 0; i < b.warmup + b.steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();

@@ -70,15 +70,6 @@ std::string fresh_name(const std::string& base) {
   throw Error(cat("no free name ", base, "-N.safetensors: give one with --save FILE"));
 }
 
-// Creates a file's missing parent folders (as qkv attention does for --out).
-void make_parents(const std::string& path, const char* flag) {
-  std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (parent.empty()) return;
-  std::error_code ec;
-  std::filesystem::create_directories(parent, ec);
-  QKV_CHECK(!ec, "cannot create the folder of ", flag, " ", printable(path), ": ", ec.message());
-}
-
 // A float64 copy of the model checked on a small batch, dropout replayed.
 bool check_gradients(Runner& runner, Generator& data, const char* when) {
   Runner copy(runner.spec());
@@ -427,7 +418,7 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
             printable(save), ", or replace it with --force");
   QKV_CHECK(!args.count("data") || !same_file(save, args["data"].as<std::string>()), "--save ", printable(save),
             " is this run's --data file: choose another --save");
-  make_parents(save, "--save");
+  io::make_parent_folders(save, "--save");
   io::check_writable_target(save);
   if (log_path.empty()) return save;
   // The log is written to (and on --resume rewritten): never one of the run's other files.
@@ -441,7 +432,7 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
   QKV_CHECK(!exists || run.resuming || force, "--log ", printable(log_path),
             " already exists: choose another file, "
             "or replace it with --force");
-  make_parents(log_path, "--log");
+  io::make_parent_folders(log_path, "--log");
   io::check_writable_target(log_path, /*probe=*/false);
   if (run.resuming) {
     int64_t step = -1;
