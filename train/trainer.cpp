@@ -120,6 +120,14 @@ Trainer::Trainer(optim::NamedTensors params, optim::Optimizer& optimizer, const 
 
 Trainer::~Trainer() = default;
 
+std::map<std::string, std::string> Trainer::settings(std::map<std::string, std::string> others) const {
+  others["steps"] = std::to_string(o_.steps);
+  others["eval-every"] = std::to_string(o_.eval_every);
+  others["save-every"] = std::to_string(o_.save_every);
+  others["clip"] = io::exact_number(o_.clip);
+  return others;
+}
+
 void Trainer::request_stop() { stop_flag.store(true); }
 bool Trainer::stop_requested() { return stop_flag.load(); }
 

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -97,6 +98,11 @@ class Trainer {
   /// naming the last saved step; a log that cannot be written saves first,
   /// then throws.
   Outcome run();
+
+  /// The run's settings as a checkpoint records them: `others` (the model's,
+  /// the optimizer's, the data's: the caller's) with the Trainer's own
+  /// (steps, eval-every, save-every, clip) in the same text a flag gives.
+  std::map<std::string, std::string> settings(std::map<std::string, std::string> others = {}) const;
 
   /// The steps saved so far end at this one (-1: nothing saved by this run or before it).
   int64_t saved_step() const { return saved_step_; }

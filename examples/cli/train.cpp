@@ -580,8 +580,6 @@ int train(int argc, char** argv) {
     auto state = default_generator().state();
     default_generator().manual_seed(state[0] ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me)));
   }
-  std::map<std::string, std::string> metadata = runner.spec().metadata();
-  metadata["qkv.train"] = io::json_object(run.settings);
 
   train::TrainerOptions to;
   to.steps = run.total, to.eval_every = run.eval_every, to.save_every = run.save_every, to.clip = run.clip;
@@ -590,6 +588,9 @@ int train(int argc, char** argv) {
   if (run.entropy_weight != 0) to.divergence_advice += ", or a smaller --attn-entropy";
   train::Trainer trainer(params, *opt, *schedule, to);
   trainer.save_name = save;
+  // What the checkpoint records: the model and task, and the run's settings (the Trainer's and the rest).
+  std::map<std::string, std::string> metadata = runner.spec().metadata();
+  metadata["qkv.train"] = io::json_object(trainer.settings(run.settings));
   trainer.set_saved_step(run.resuming ? opt->steps() : -1);
   trainer.loss = [&](int64_t) { return step_loss(runner, run, data, mine); };
   trainer.evaluate = [&](int64_t) { return evaluate(runner, run); };
