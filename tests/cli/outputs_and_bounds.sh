@@ -203,6 +203,13 @@ PY
   (trap '' XFSZ; ulimit -f 2; exec "$qkv" graph --model gpt --out g.dot) >/dev/null 2>err.txt && fail "a graph past the limit"
   grep -q "File too large" err.txt || { cat err.txt; fail "graph: no reason"; }
   [ -e g.dot ] && fail "graph left a truncated file"
+  "$qkv" attention --checkpoint ck.safetensors --prompt 123 --out maps >/dev/null || fail "attention"
+  cp maps/index.html index.before
+  (trap '' XFSZ; ulimit -f 4; exec "$qkv" attention --checkpoint ck.safetensors --prompt 1234 --out maps --force) \
+    >/dev/null 2>err.txt && fail "attention past the file-size limit"
+  grep -q "File too large" err.txt || { cat err.txt; fail "attention: no reason"; }
+  cmp -s maps/index.html index.before || fail "attention destroyed the previous result"
+  ls | grep -q 'maps\.tmp\.\|maps\.old\.' && fail "attention left a temporary folder"
   (trap '' XFSZ; ulimit -f 24; exec "$qkv" train --dim 8 --layers 1 --heads 1 --batch 4 --steps 5000 --eval-every 100000 \
     --threads 1 --save full.safetensors --log full.jsonl) >out.txt 2>err.txt && fail "training past the log's limit"
   grep -q "cannot write --log file full.jsonl: File too large; saved step" err.txt || { cat err.txt; fail "no save before stopping"; }
