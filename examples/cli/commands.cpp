@@ -205,7 +205,7 @@ int attention(int argc, char** argv) {
   std::vector<AttentionMap> maps = runner->attention(prompt);
   auto write = [&](const std::string& name, const std::string& text) { folder.write(name, text); };
   const int64_t heads = runner->spec().heads;
-  bool split = maps.front().split > 0, seq2seq = runner->spec().model == "seq2seq";
+  bool split = maps.front().split > 0;
   // Each SVG on its own, and all of them inline in index.html, where hovering a
   // cell shows its query, key and weight (an <img> would show nothing).
   // Well-formed XML as well as HTML, so that a test can check it with an XML parser.
@@ -217,10 +217,7 @@ int attention(int argc, char** argv) {
           xml_text(prompt), "</h1>\n<p>", xml_text(path), ": ", maps.size(), " maps x ", heads,
           " heads. Rows are queries, columns keys; darker is more weight",
           split ? "; the red lines mark where the model's answer starts" : "",
-          seq2seq ? "; cross-attention rows are the decoder's tokens (its start mark, then the answer), "
-                    "columns the input's"
-                  : "",
-          ". The last map of each row averages its heads.</p>\n");
+          driver_kind(runner->spec().model).maps_note, ". The last map of each row averages its heads.</p>\n");
   for (const AttentionMap& map : maps) {
     const int64_t rows = static_cast<int64_t>(map.rows.size()), cols = static_cast<int64_t>(map.cols.size());
     index += cat("<h2>", xml_text(map.name), "</h2>\n<div class=\"maps\">\n");
@@ -434,9 +431,9 @@ int info(int argc, char** argv) {
       "  model      %s, %lld parameters: width %lld, %lld layers%s, %lld heads, context %lld, vocab %lld, %s "
       "attention%s, dropout %g\n",
       spec.model.c_str(), static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
-      static_cast<long long>(spec.layers), spec.model == "seq2seq" ? " per side" : "",
-      static_cast<long long>(spec.heads), static_cast<long long>(spec.context), static_cast<long long>(spec.vocab),
-      spec.attention.c_str(), spec.post_ln ? ", post-LN" : "", spec.dropout);
+      static_cast<long long>(spec.layers), driver_kind(spec.model).layers_are, static_cast<long long>(spec.heads),
+      static_cast<long long>(spec.context), static_cast<long long>(spec.vocab), spec.attention.c_str(),
+      spec.post_ln ? ", post-LN" : "", spec.dropout);
   if (spec.task == "text")
     std::printf("  task       text, trained on %s\n",
                 spec.data.empty() ? "the bundled text" : ("'" + printable(spec.data) + "'").c_str());

@@ -79,8 +79,7 @@ int graph(int argc, char** argv) {
   QKV_CHECK(path.empty() || !args.count("model"), "--model draws a fresh model; --checkpoint a trained one: give one");
   QKV_CHECK(path.empty() == !args.count("prompt"),
             "--prompt goes with --checkpoint (a fresh --model has its own input)");
-  QKV_CHECK(kind == "mha" || kind == "gpt" || kind == "seq2seq", "--model must be mha, gpt or seq2seq, got '",
-            printable(kind), "'");
+  if (kind != "mha") driver_kind(kind);  // a model kind the program drives, or a one-line error naming it
   QKV_CHECK(!out.empty(), "--out is empty");
   std::string svg =
       out.size() > 4 && out.substr(out.size() - 4) == ".dot" ? out.substr(0, out.size() - 4) + ".svg" : out + ".svg";
@@ -118,7 +117,8 @@ int graph(int argc, char** argv) {
     runner->set_fused_attention(fused);
     runner->module().eval();
     loss = runner->fixed_batch_loss(1, gen)();
-    title = cat(kind == "gpt" ? "GPT" : "Seq2Seq", " (width 8, 2 heads, 2 layers", kind == "gpt" ? "" : " per side",
+    const DriverKind& driver = driver_kind(kind);
+    title = cat(driver.title, " (width 8, 2 heads, 2 layers", driver.layers_are,
                 ") on one reverse example; loss = cross-entropy of the answer");
   }
   auto names = runner ? runner->module().named_parameters() : mha->named_parameters();

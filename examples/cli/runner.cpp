@@ -87,17 +87,16 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::mov
   const nn::ModelKind& kind = nn::model_kind(spec_.model);
   spec_.check_sizes();
   nn::AttentionKind::parse(spec_.attention);
+  const DriverKind& driver = driver_kind(spec_.model);
   if (spec_.task == "text") {
-    QKV_CHECK(spec_.model == "gpt", "the text task trains a GPT (--model gpt)");
+    QKV_CHECK(driver.reads_text, "the text task trains a GPT (--model gpt)");
     spec_.vocab = 256;
     if (spec_.context <= 0) spec_.context = 64;
     if (read_text) use_text(spec_.data);
   } else {
     task_ = std::make_unique<SequenceTask>(spec_.task, spec_.max_len, spec_.digits);
     spec_.vocab = task_->vocab();
-    // GPT reads input SEP answer EOS; Seq2Seq's decoder reads SEP answer.
-    int64_t need = spec_.model == "gpt" ? task_->max_input() + task_->max_answer() + 1
-                                        : std::max(task_->max_input(), task_->max_answer() + 1);
+    int64_t need = driver.context_for(*task_);  // what this kind reads around the input and the answer
     if (spec_.context <= 0) spec_.context = need;
     QKV_CHECK(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task,
               " task: it needs ", need);
@@ -105,14 +104,8 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::mov
   check_fits_in_memory(4.0 * static_cast<double>(spec_.parameter_count()),
                        cat("a model of ", spec_.parameter_count(), " parameters"),
                        "use a smaller --dim, --layers or --context");
-  // The registry builds the kind; this program then drives it as what it is.
-  std::unique_ptr<nn::Module> built = kind.build(spec_, init);
-  if (auto* gpt = dynamic_cast<nn::GPT*>(built.get()))
-    built.release(), gpt_.reset(gpt);
-  else if (auto* s2s = dynamic_cast<nn::Seq2Seq*>(built.get()))
-    built.release(), seq2seq_.reset(s2s);
-  else
-    throw Error(cat("the qkv program does not train model kind '", spec_.model, "'"));
+  // The registry builds the kind; this program then drives it through its row of drivers.cpp.
+  driver_ = driver.make(kind.build(spec_, init));
 }
 
 void Runner::use_text(const std::string& path) {
@@ -123,71 +116,24 @@ void Runner::use_text(const std::string& path) {
             " bytes");
 }
 
-void Runner::set_checkpoint_activations(bool on) {
-  if (gpt_)
-    gpt_->set_checkpoint_activations(on);
-  else
-    seq2seq_->set_checkpoint_activations(on);
-}
+void Runner::set_checkpoint_activations(bool on) { driver_->set_checkpoint_activations(on); }
 
-void Runner::set_fused_attention(bool on) {
-  if (gpt_) gpt_->set_fused_attention(on);
-  if (seq2seq_) seq2seq_->set_fused_attention(on);
-}
+void Runner::set_fused_attention(bool on) { driver_->set_fused_attention(on); }
 
 bool Runner::uses_cache() const {
-  return gpt_ && use_cache_ && spec_.attention != "linear";  // linear attention keeps no keys and values
+  return driver_->keeps_cache() && use_cache_ && spec_.attention != "linear";  // linear attention keeps none
 }
 
-nn::Module& Runner::module() { return gpt_ ? static_cast<nn::Module&>(*gpt_) : *seq2seq_; }
+nn::Module& Runner::module() { return driver_->module(); }
 
 Tensor Runner::forward_gpt(const Tensor& ids, std::vector<Tensor>* weights) const {
-  return gpt_->forward(ids, weights);
+  return driver_->text_logits(ids, weights);
 }
 
 Tensor Runner::loss(const std::vector<Example>& batch) {
-  int64_t B = static_cast<int64_t>(batch.size());
-  if (gpt_) {
-    // x = input SEP answer, y = the next token; only answer and EOS positions count.
-    int64_t T = 0;
-    for (const Example& e : batch) T = std::max<int64_t>(T, e.input.size() + e.answer.size() + 1);
-    std::vector<int64_t> x(B * T, kPad), y(B * T, -100);
-    for (int64_t b = 0; b < B; ++b) {
-      std::vector<int64_t> seq = batch[b].input;
-      seq.push_back(kSep);
-      seq.insert(seq.end(), batch[b].answer.begin(), batch[b].answer.end());
-      seq.push_back(kEos);
-      for (size_t t = 0; t + 1 < seq.size(); ++t) {
-        x[b * T + t] = seq[t];
-        if (t + 1 > batch[b].input.size()) y[b * T + t] = seq[t + 1];
-      }
-    }
-    std::vector<Tensor> weights;
-    Tensor logits = gpt_->forward(Tensor::from_vector(x, {B, T}), entropy_weight_ != 0 ? &weights : nullptr);
-    return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(y, {B, T})), weights);
-  }
-  int64_t S = 0, T = 0;
-  for (const Example& e : batch) {
-    S = std::max<int64_t>(S, e.input.size());
-    T = std::max<int64_t>(T, e.answer.size() + 1);
-  }
-  std::vector<int64_t> src(B * S, kPad), tin(B * T, kPad), tout(B * T, -100), lengths(B);
-  for (int64_t b = 0; b < B; ++b) {
-    const Example& e = batch[b];
-    std::copy(e.input.begin(), e.input.end(), src.begin() + b * S);
-    lengths[b] = static_cast<int64_t>(e.input.size());
-    tin[b * T] = kSep;
-    for (size_t t = 0; t < e.answer.size(); ++t) {
-      tin[b * T + t + 1] = e.answer[t];
-      tout[b * T + t] = e.answer[t];
-    }
-    tout[b * T + e.answer.size()] = kEos;
-  }
   std::vector<Tensor> weights;
-  Tensor memory = seq2seq_->encode(Tensor::from_vector(src, {B, S}), lengths);
-  Tensor logits =
-      seq2seq_->decode(Tensor::from_vector(tin, {B, T}), memory, lengths, entropy_weight_ != 0 ? &weights : nullptr);
-  return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(tout, {B, T})), weights);
+  Tensor loss = driver_->task_loss(batch, entropy_weight_ != 0 ? &weights : nullptr);
+  return with_entropy(loss, weights);
 }
 
 Tensor Runner::with_entropy(const Tensor& loss, const std::vector<Tensor>& weights) {
@@ -214,7 +160,7 @@ Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen
     }
   }
   std::vector<Tensor> weights;
-  Tensor logits = gpt_->forward(Tensor::from_vector(x, {count, T}), entropy_weight_ != 0 ? &weights : nullptr);
+  Tensor logits = driver_->text_logits(Tensor::from_vector(x, {count, T}), entropy_weight_ != 0 ? &weights : nullptr);
   return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(y, {count, T})), weights);
 }
 
@@ -257,23 +203,14 @@ std::vector<std::vector<int64_t>> Runner::answer(const std::vector<std::vector<i
   for (size_t i = 0; i < inputs.size(); ++i) by_length[inputs[i].size()].push_back(i);
   int64_t limit = task_->max_answer() + 1;
   for (const auto& [length, rows] : by_length) {
-    int64_t B = static_cast<int64_t>(rows.size()), L = static_cast<int64_t>(length);
+    int64_t B = static_cast<int64_t>(rows.size());
     std::vector<bool> done(B, false);
-    Tensor memory;
-    std::vector<int64_t> lengths(B, L);
-    std::vector<std::vector<int64_t>> seqs(B);  // gpt: input SEP answer...; seq2seq: SEP answer...
-    for (int64_t b = 0; b < B; ++b) {
-      seqs[b] = gpt_ ? inputs[rows[b]] : std::vector<int64_t>{};
-      seqs[b].push_back(kSep);
-    }
-    if (seq2seq_) {
-      std::vector<int64_t> src;
-      for (size_t r : rows) src.insert(src.end(), inputs[r].begin(), inputs[r].end());
-      memory = seq2seq_->encode(Tensor::from_vector(src, {B, L}), lengths);
-    }
-    // A GPT keeps its keys and values: the prefix once, then one new token per step.
+    std::vector<std::vector<int64_t>> group, seqs;  // the inputs; what each row's decoder has read so far
+    for (size_t r : rows) group.push_back(inputs[r]), seqs.push_back(driver_->decoder_start(inputs[r]));
+    // A kind that keeps keys and values reads the prefix once, then one new token per step.
     std::unique_ptr<nn::KVCache> cache;
-    if (gpt_ && uses_cache()) cache = std::make_unique<nn::KVCache>(gpt_->make_cache(B));
+    if (uses_cache()) cache = driver_->make_cache(B);
+    auto decode = driver_->decoder(group, cache.get());
     for (int64_t step = 0; step < limit; ++step) {
       int64_t T = static_cast<int64_t>(seqs[0].size());
       if (T > spec_.context) break;
@@ -281,9 +218,7 @@ std::vector<std::vector<int64_t>> Runner::answer(const std::vector<std::vector<i
       std::vector<int64_t> flat;
       for (const auto& s : seqs) flat.insert(flat.end(), s.begin() + fed, s.end());
       Tensor ids = Tensor::from_vector(flat, {B, T - fed});
-      Tensor logits = cache  ? gpt_->forward_cached(ids, *cache)
-                      : gpt_ ? gpt_->forward(ids)
-                             : seq2seq_->decode(ids, memory, lengths);
+      Tensor logits = decode(ids);
       T -= fed;  // the logits cover the new tokens only
       bool all_done = true;
       for (int64_t b = 0; b < B; ++b) {
@@ -347,7 +282,7 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
   // the context; past it, positions shift, so each token recomputes the last
   // `context` bytes (as without a cache).
   std::unique_ptr<nn::KVCache> cache;
-  if (uses_cache()) cache = std::make_unique<nn::KVCache>(gpt_->make_cache(1));
+  if (uses_cache()) cache = driver_->make_cache(1);
   for (int64_t i = 0; i < max_new; ++i) {
     int64_t n = static_cast<int64_t>(ids.size());
     Tensor logits;
@@ -355,12 +290,12 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
     if (cache && n <= spec_.context) {
       std::vector<int64_t> fresh(ids.begin() + cache->length, ids.end());
       T = static_cast<int64_t>(fresh.size());
-      logits = gpt_->forward_cached(Tensor::from_vector(fresh, {1, T}), *cache);
+      logits = driver_->cached_logits(Tensor::from_vector(fresh, {1, T}), *cache);
     } else {
       int64_t start = std::max<int64_t>(0, n - spec_.context);
       std::vector<int64_t> window(ids.begin() + start, ids.end());
       T = static_cast<int64_t>(window.size());
-      logits = gpt_->forward(Tensor::from_vector(window, {1, T}));
+      logits = driver_->text_logits(Tensor::from_vector(window, {1, T}), nullptr);
     }
     int64_t next = pick(row(logits, 0, T - 1), temperature, top_k, &gen);
     ids.push_back(next);
@@ -375,56 +310,7 @@ std::vector<AttentionMap> Runner::attention(const std::string& prompt) {
   QKV_CHECK(spec_.attention != "linear",
             "this model uses linear attention, which never forms the n x n weight "
             "matrix a map would show (train with --attention full or window:W for maps)");
-  auto first = [](const Tensor& w) { return squeeze(w, 0); };  // [1, heads, rows, cols] -> [heads, rows, cols]
-  std::vector<AttentionMap> maps;
-  if (seq2seq_) {
-    // The source, then the decoder's input: the start mark and the model's answer.
-    std::vector<int64_t> src = task_->encode(prompt);
-    QKV_CHECK(static_cast<int64_t>(src.size()) <= task_->max_input(), "the prompt has ", src.size(),
-              " symbols; this model reads at most ", task_->max_input());
-    std::vector<int64_t> tgt{kSep}, answer = this->answer({src}).front();
-    tgt.insert(tgt.end(), answer.begin(), answer.end());
-    if (static_cast<int64_t>(tgt.size()) > spec_.context) tgt.resize(spec_.context);  // an answer that never ended
-    std::vector<std::string> src_labels, tgt_labels;
-    for (int64_t id : src) src_labels.push_back(task_->token_text(id));
-    for (int64_t id : tgt) tgt_labels.push_back(task_->token_text(id));
-    std::vector<int64_t> lengths{static_cast<int64_t>(src.size())};
-    std::vector<Tensor> enc, dec;
-    Tensor memory = seq2seq_->encode(Tensor::from_vector(src, {1, static_cast<int64_t>(src.size())}), lengths, &enc);
-    seq2seq_->decode(Tensor::from_vector(tgt, {1, static_cast<int64_t>(tgt.size())}), memory, lengths, &dec);
-    for (size_t l = 0; l < enc.size(); ++l)
-      maps.push_back({cat("encoder layer ", l), cat("encoder", l), first(enc[l]), src_labels, src_labels});
-    for (size_t l = 0; l < dec.size() / 2; ++l) {
-      maps.push_back({cat("decoder layer ", l, ", self-attention"), cat("decoder", l, "_self"), first(dec[2 * l]),
-                      tgt_labels, tgt_labels});
-      maps.push_back({cat("decoder layer ", l, ", cross-attention to the input"), cat("decoder", l, "_cross"),
-                      first(dec[2 * l + 1]), tgt_labels, src_labels});
-    }
-    return maps;
-  }
-  std::vector<int64_t> ids;
-  std::vector<std::string> labels;
-  int64_t split = -1;
-  if (task_) {
-    ids = task_->encode(prompt);
-    ids.push_back(kSep);
-    std::vector<int64_t> answer = this->answer({task_->encode(prompt)}).front();
-    split = static_cast<int64_t>(ids.size());
-    ids.insert(ids.end(), answer.begin(), answer.end());
-    for (int64_t id : ids) labels.push_back(task_->token_text(id));
-  } else {
-    for (char c : prompt) {
-      ids.push_back(static_cast<unsigned char>(c));
-      labels.push_back(std::string(1, c));
-    }
-  }
-  QKV_CHECK(static_cast<int64_t>(ids.size()) <= spec_.context, "prompt of ", ids.size(),
-            " tokens exceeds the context of ", spec_.context);
-  std::vector<Tensor> weights;
-  gpt_->forward(Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), &weights);
-  for (size_t l = 0; l < weights.size(); ++l)
-    maps.push_back({cat("layer ", l), cat("layer", l), first(weights[l]), labels, labels, split});
-  return maps;
+  return driver_->attention(*this, prompt);
 }
 
 }  // namespace qkv::cli

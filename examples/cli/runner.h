@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bounds.h"
+#include "drivers.h"
 #include "nn/checkpoint.h"
 #include "nn/model_kinds.h"
 #include "nn/nn.h"
@@ -109,8 +110,7 @@ class Runner {
   ModelSpec spec_;
   std::unique_ptr<SequenceTask> task_;
   std::unique_ptr<TextTask> text_;
-  std::unique_ptr<nn::GPT> gpt_;
-  std::unique_ptr<nn::Seq2Seq> seq2seq_;
+  std::unique_ptr<ModelDriver> driver_;  // what this kind of model does (drivers.h)
   bool use_cache_ = true;
   double entropy_weight_ = 0, last_entropy_ = 0;
 };

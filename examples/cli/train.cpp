@@ -113,7 +113,7 @@ void check_ranks_agree(const cxxopts::Options& options, const cxxopts::ParseResu
 // per channel, plus attention weights on the composed path) and the logits.
 double training_bytes(const ModelSpec& s, int64_t batch) {
   double tokens = static_cast<double>(batch) * static_cast<double>(s.context);
-  double layers = static_cast<double>(s.layers) * (s.model == "seq2seq" ? 3 : 1);
+  double layers = static_cast<double>(s.layers) * driver_kind(s.model).blocks_per_layer;
   double per_token = layers * (40.0 * static_cast<double>(s.width) + 2.0 * static_cast<double>(s.heads * s.context)) +
                      3.0 * static_cast<double>(s.vocab);
   return 16.0 * static_cast<double>(s.parameter_count()) + 4.0 * tokens * per_token;

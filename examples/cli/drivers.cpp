@@ -1,0 +1,198 @@
+#include "drivers.h"
+
+#include <algorithm>
+
+#include "runner.h"
+
+namespace qkv::cli {
+
+namespace {
+
+auto first_of_batch(const Tensor& w) { return squeeze(w, 0); }  // [1, heads, rows, cols] -> [heads, rows, cols]
+
+// A GPT reads `input SEP answer EOS` and learns the answer tokens; text is
+// next-byte prediction; generation may keep keys and values.
+class GptDriver : public ModelDriver {
+ public:
+  explicit GptDriver(std::unique_ptr<nn::GPT> gpt) : gpt_(std::move(gpt)) {}
+  nn::Module& module() override { return *gpt_; }
+  void set_checkpoint_activations(bool on) override { gpt_->set_checkpoint_activations(on); }
+  void set_fused_attention(bool on) override { gpt_->set_fused_attention(on); }
+
+  Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
+    // x = input SEP answer, y = the next token; only answer and EOS positions count.
+    int64_t B = static_cast<int64_t>(batch.size()), T = 0;
+    for (const Example& e : batch) T = std::max<int64_t>(T, e.input.size() + e.answer.size() + 1);
+    std::vector<int64_t> x(B * T, kPad), y(B * T, -100);
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int64_t> seq = batch[b].input;
+      seq.push_back(kSep);
+      seq.insert(seq.end(), batch[b].answer.begin(), batch[b].answer.end());
+      seq.push_back(kEos);
+      for (size_t t = 0; t + 1 < seq.size(); ++t) {
+        x[b * T + t] = seq[t];
+        if (t + 1 > batch[b].input.size()) y[b * T + t] = seq[t + 1];
+      }
+    }
+    Tensor logits = gpt_->forward(Tensor::from_vector(x, {B, T}), weights);
+    return nn::cross_entropy(logits, Tensor::from_vector(y, {B, T}));
+  }
+  Tensor text_logits(const Tensor& ids, std::vector<Tensor>* weights) override { return gpt_->forward(ids, weights); }
+  bool keeps_cache() const override { return true; }
+  std::unique_ptr<nn::KVCache> make_cache(int64_t batch) override {
+    return std::make_unique<nn::KVCache>(gpt_->make_cache(batch));
+  }
+  Tensor cached_logits(const Tensor& ids, nn::KVCache& cache) override { return gpt_->forward_cached(ids, cache); }
+  std::vector<int64_t> decoder_start(const std::vector<int64_t>& input) const override {
+    std::vector<int64_t> seq = input;
+    seq.push_back(kSep);
+    return seq;
+  }
+  std::function<Tensor(const Tensor&)> decoder(const std::vector<std::vector<int64_t>>&, nn::KVCache* cache) override {
+    // With a cache: the prefix once, then one new token per step.
+    return [this, cache](const Tensor& ids) { return cache ? gpt_->forward_cached(ids, *cache) : gpt_->forward(ids); };
+  }
+
+  // One map per layer over the prompt and (for a task) the model's own answer.
+  std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
+    std::vector<int64_t> ids;
+    std::vector<std::string> labels;
+    int64_t split = -1;
+    if (const SequenceTask* task = runner.task()) {
+      ids = task->encode(prompt);
+      ids.push_back(kSep);
+      std::vector<int64_t> answer = runner.answer({task->encode(prompt)}).front();
+      split = static_cast<int64_t>(ids.size());
+      ids.insert(ids.end(), answer.begin(), answer.end());
+      for (int64_t id : ids) labels.push_back(task->token_text(id));
+    } else {
+      for (char c : prompt) {
+        ids.push_back(static_cast<unsigned char>(c));
+        labels.push_back(std::string(1, c));
+      }
+    }
+    const int64_t context = runner.spec().context;
+    QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, "prompt of ", ids.size(), " tokens exceeds the context of ",
+              context);
+    std::vector<Tensor> weights;
+    gpt_->forward(Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), &weights);
+    std::vector<AttentionMap> maps;
+    for (size_t l = 0; l < weights.size(); ++l)
+      maps.push_back({cat("layer ", l), cat("layer", l), first_of_batch(weights[l]), labels, labels, split});
+    return maps;
+  }
+
+ private:
+  std::unique_ptr<nn::GPT> gpt_;
+};
+
+// A Seq2Seq encodes the input (padding masked) and decodes `SEP answer` into
+// `answer EOS` with cross-attention; it keeps no cache and reads no text.
+class Seq2SeqDriver : public ModelDriver {
+ public:
+  explicit Seq2SeqDriver(std::unique_ptr<nn::Seq2Seq> model) : s2s_(std::move(model)) {}
+  nn::Module& module() override { return *s2s_; }
+  void set_checkpoint_activations(bool on) override { s2s_->set_checkpoint_activations(on); }
+  void set_fused_attention(bool on) override { s2s_->set_fused_attention(on); }
+
+  Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
+    int64_t B = static_cast<int64_t>(batch.size()), S = 0, T = 0;
+    for (const Example& e : batch) {
+      S = std::max<int64_t>(S, e.input.size());
+      T = std::max<int64_t>(T, e.answer.size() + 1);
+    }
+    std::vector<int64_t> src(B * S, kPad), tin(B * T, kPad), tout(B * T, -100), lengths(B);
+    for (int64_t b = 0; b < B; ++b) {
+      const Example& e = batch[b];
+      std::copy(e.input.begin(), e.input.end(), src.begin() + b * S);
+      lengths[b] = static_cast<int64_t>(e.input.size());
+      tin[b * T] = kSep;
+      for (size_t t = 0; t < e.answer.size(); ++t) {
+        tin[b * T + t + 1] = e.answer[t];
+        tout[b * T + t] = e.answer[t];
+      }
+      tout[b * T + e.answer.size()] = kEos;
+    }
+    Tensor memory = s2s_->encode(Tensor::from_vector(src, {B, S}), lengths);
+    Tensor logits = s2s_->decode(Tensor::from_vector(tin, {B, T}), memory, lengths, weights);
+    return nn::cross_entropy(logits, Tensor::from_vector(tout, {B, T}));
+  }
+  Tensor text_logits(const Tensor&, std::vector<Tensor>*) override {
+    throw Error("a Seq2Seq model reads no text (the text task trains a GPT)");
+  }
+  bool keeps_cache() const override { return false; }
+  std::unique_ptr<nn::KVCache> make_cache(int64_t) override { return nullptr; }
+  Tensor cached_logits(const Tensor&, nn::KVCache&) override { throw Error("a Seq2Seq model keeps no cache"); }
+  std::vector<int64_t> decoder_start(const std::vector<int64_t>&) const override { return {kSep}; }
+  std::function<Tensor(const Tensor&)> decoder(const std::vector<std::vector<int64_t>>& inputs, nn::KVCache*) override {
+    // The inputs, all of one length, are encoded once; each step decodes the whole answer so far.
+    int64_t B = static_cast<int64_t>(inputs.size()), L = static_cast<int64_t>(inputs.front().size());
+    std::vector<int64_t> src, lengths(B, L);
+    for (const auto& input : inputs) src.insert(src.end(), input.begin(), input.end());
+    Tensor memory = s2s_->encode(Tensor::from_vector(src, {B, L}), lengths);
+    return [this, memory, lengths](const Tensor& ids) { return s2s_->decode(ids, memory, lengths); };
+  }
+
+  // Per layer: the encoder's self-attention over the input, the decoder's
+  // over its own tokens, and the decoder's cross-attention to the input.
+  std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
+    const SequenceTask* task = runner.task();
+    std::vector<int64_t> src = task->encode(prompt);
+    QKV_CHECK(static_cast<int64_t>(src.size()) <= task->max_input(), "the prompt has ", src.size(),
+              " symbols; this model reads at most ", task->max_input());
+    // The source, then the decoder's input: the start mark and the model's answer.
+    std::vector<int64_t> tgt{kSep}, answer = runner.answer({src}).front();
+    tgt.insert(tgt.end(), answer.begin(), answer.end());
+    const int64_t context = runner.spec().context;
+    if (static_cast<int64_t>(tgt.size()) > context) tgt.resize(context);  // an answer that never ended
+    std::vector<std::string> src_labels, tgt_labels;
+    for (int64_t id : src) src_labels.push_back(task->token_text(id));
+    for (int64_t id : tgt) tgt_labels.push_back(task->token_text(id));
+    std::vector<int64_t> lengths{static_cast<int64_t>(src.size())};
+    std::vector<Tensor> enc, dec;
+    Tensor memory = s2s_->encode(Tensor::from_vector(src, {1, static_cast<int64_t>(src.size())}), lengths, &enc);
+    s2s_->decode(Tensor::from_vector(tgt, {1, static_cast<int64_t>(tgt.size())}), memory, lengths, &dec);
+    std::vector<AttentionMap> maps;
+    for (size_t l = 0; l < enc.size(); ++l)
+      maps.push_back({cat("encoder layer ", l), cat("encoder", l), first_of_batch(enc[l]), src_labels, src_labels});
+    for (size_t l = 0; l < dec.size() / 2; ++l) {
+      maps.push_back({cat("decoder layer ", l, ", self-attention"), cat("decoder", l, "_self"),
+                      first_of_batch(dec[2 * l]), tgt_labels, tgt_labels});
+      maps.push_back({cat("decoder layer ", l, ", cross-attention to the input"), cat("decoder", l, "_cross"),
+                      first_of_batch(dec[2 * l + 1]), tgt_labels, src_labels});
+    }
+    return maps;
+  }
+
+ private:
+  std::unique_ptr<nn::Seq2Seq> s2s_;
+};
+
+template <class Model, class Driver> std::unique_ptr<ModelDriver> make(std::unique_ptr<nn::Module> model) {
+  auto* typed = dynamic_cast<Model*>(model.get());
+  QKV_CHECK(typed, "the model built is not the kind its driver drives");
+  model.release();
+  return std::make_unique<Driver>(std::unique_ptr<Model>(typed));
+}
+
+// The table: one row per kind the program trains, samples and draws.
+const DriverKind kDrivers[] = {
+    {"gpt", "GPT", "", 1, "", true, [](const SequenceTask& t) { return t.max_input() + t.max_answer() + 1; },
+     make<nn::GPT, GptDriver>},
+    {"seq2seq", "Seq2Seq", " per side", 3,
+     "; cross-attention rows are the decoder's tokens (its start mark, then the answer), columns the input's", false,
+     [](const SequenceTask& t) { return std::max(t.max_input(), t.max_answer() + 1); },
+     make<nn::Seq2Seq, Seq2SeqDriver>},
+};
+
+}  // namespace
+
+const DriverKind& driver_kind(const std::string& kind) {
+  for (const DriverKind& d : kDrivers)
+    if (kind == d.name) return d;
+  std::string names;
+  for (const DriverKind& d : kDrivers) names += (names.empty() ? "" : ", ") + std::string(d.name);
+  throw Error(cat("unknown model '", printable(kind), "' (", names, ")"));
+}
+
+}  // namespace qkv::cli

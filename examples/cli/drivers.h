@@ -1,0 +1,64 @@
+// What the qkv program does with each kind of model, in one table. A new
+// kind is an entry in nn/model_kinds.cpp (its fields, bounds, formula and
+// builder) and a driver here (its losses, decoding and attention maps),
+// listed in kDrivers at the end of drivers.cpp; Runner asks only this.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/nn.h"
+#include "tasks.h"
+
+namespace qkv::cli {
+
+class Runner;
+struct AttentionMap;
+
+class ModelDriver {
+ public:
+  virtual ~ModelDriver() = default;
+  virtual nn::Module& module() = 0;
+  virtual void set_checkpoint_activations(bool on) = 0;
+  virtual void set_fused_attention(bool on) = 0;
+  /// Mean cross-entropy of a task batch's answers and end marks (teacher
+  /// forcing); `weights`, when given, collects every attention map.
+  virtual Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) = 0;
+  /// Next-byte logits [B, T, 256] of byte sequences [B, T] (text kinds).
+  virtual Tensor text_logits(const Tensor& ids, std::vector<Tensor>* weights) = 0;
+  /// Whether generation can keep keys and values (make_cache() gives a cache).
+  virtual bool keeps_cache() const = 0;
+  /// A key/value cache for `batch` sequences, or null for a kind that keeps none.
+  virtual std::unique_ptr<nn::KVCache> make_cache(int64_t batch) = 0;
+  /// Logits of new tokens `ids` at the cache's next positions (the cache then holds them).
+  virtual Tensor cached_logits(const Tensor& ids, nn::KVCache& cache) = 0;
+  /// Decoding task inputs of one length: the sequence each row's decoder
+  /// starts from, and a step function from the tokens not fed yet
+  /// ([B, new]) to their logits ([B, new, V]).
+  virtual std::vector<int64_t> decoder_start(const std::vector<int64_t>& input) const = 0;
+  virtual std::function<Tensor(const Tensor&)> decoder(const std::vector<std::vector<int64_t>>& inputs,
+                                                       nn::KVCache* cache) = 0;
+  /// Every attention map on a prompt, drawn as the kind attends.
+  virtual std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) = 0;
+};
+
+/// One row of the table: what the program knows of a kind before its model exists.
+struct DriverKind {
+  const char* name;
+  const char* title;        // for pictures: "GPT"
+  const char* layers_are;   // what --layers counts, after the number: "" or " per side"
+  double blocks_per_layer;  // transformer blocks one layer holds, for memory estimates
+  const char* maps_note;    // what `qkv attention` says of the kind's maps, after its general text
+  bool reads_text;          // learns the text task (next-byte prediction)
+  /// The context a task needs: its input, its answer and the marks the kind reads.
+  int64_t (*context_for)(const SequenceTask& task);
+  /// The driver of a model the registry built.
+  std::unique_ptr<ModelDriver> (*make)(std::unique_ptr<nn::Module> model);
+};
+
+/// The row of `kind`; throws for a kind the program has no driver for.
+const DriverKind& driver_kind(const std::string& kind);
+
+}  // namespace qkv::cli
