@@ -23,15 +23,15 @@ template <class... Parts> std::string cat(Parts&&... parts) {
   return out.str();
 }
 
-/// `text` with its control bytes (newlines, escapes, DEL) written as \xNN
-/// and nothing else changed: printable() text passes through unchanged, so
-/// the last printer before a terminal can apply it to whole messages.
-inline std::string one_line(std::string_view text, size_t limit = 4000) {
+/// `text` with its control bytes (escapes, DEL; newlines and tabs too unless
+/// `keep_lines`) written as \xNN and nothing else changed: printable() text
+/// passes through unchanged, so the last printer before a terminal can apply
+/// it to whole messages or to generated text.
+inline std::string escape_control_bytes(std::string_view text, bool keep_lines = false) {
   std::string out;
   const char* digits = "0123456789abcdef";
-  for (size_t i = 0; i < text.size() && i < limit; ++i) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
+  for (unsigned char c : text) {
+    if ((c < 0x20 && !(keep_lines && (c == '\n' || c == '\t'))) || c == 0x7f) {
       out += "\\x";
       out += digits[c >> 4];
       out += digits[c & 15];
@@ -39,8 +39,12 @@ inline std::string one_line(std::string_view text, size_t limit = 4000) {
       out += static_cast<char>(c);
     }
   }
-  if (text.size() > limit) out += "...";
   return out;
+}
+
+/// A whole message for one line: escape_control_bytes() of at most `limit` bytes.
+inline std::string one_line(std::string_view text, size_t limit = 4000) {
+  return escape_control_bytes(text.substr(0, limit)) + (text.size() > limit ? "..." : "");
 }
 
 /// Untrusted text (from a file, a checkpoint, a prompt) made safe to print in

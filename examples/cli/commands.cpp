@@ -28,23 +28,6 @@
 
 namespace qkv::cli {
 
-// Text for a terminal: newlines and tabs kept, every other control byte (and
-// DEL) escaped as \xNN, so no byte sequence is read as a terminal command.
-std::string terminal_text(const std::string& text) {
-  std::string out;
-  const char* digits = "0123456789abcdef";
-  for (unsigned char c : text) {
-    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-      out += "\\x";
-      out += digits[c >> 4];
-      out += digits[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 void set_threads_option(int n) {
   check_threads(n);
   // Ranks on one machine share its idle cores (they all look at once).
@@ -184,7 +167,7 @@ int sample(int argc, char** argv) {
     // escaped (\x1b): a prompt or a sample must not move the cursor or set
     // the window's title. Into a pipe or a file the bytes stay as they are.
     std::string out = prompt + runner->continue_text(prompt, max_new, temperature, top_k, gen);
-    if (isatty(fileno(stdout))) out = terminal_text(out);
+    if (isatty(fileno(stdout))) out = escape_control_bytes(out, /*keep_lines=*/true);
     out += "\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
   }
