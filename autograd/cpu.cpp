@@ -70,13 +70,15 @@ void warn_once_if_blas_is_slow() {
 }
 
 std::string describe_kernels() {
-  std::string out = "OpenBLAS kernels " + blas_core();
+  const Features f = features();
+  const std::string core = blas_core();
+  std::string out = "OpenBLAS kernels " + core;
   if (const char* replaced = std::getenv(kReplacedCoreVariable); replaced && *replaced)
     out += cat(" (chosen by qkv: OpenBLAS took this CPU for ", printable(replaced, 40), ")");
   else if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced)
     out += " (OPENBLAS_CORETYPE)";
-  if (!better_blas_core(blas_core(), features()).empty()) out += " [slow: see the warning]";
-  return cat(out, ", vector kernels ", simd::isa_name(simd::active_isa()), ", CPU ", level(features()));
+  if (!better_blas_core(core, f).empty()) out += " [slow: see the warning]";
+  return cat(out, ", vector kernels ", simd::isa_name(simd::active_isa()), ", CPU ", level(f));
 }
 
 }  // namespace qkv::cpu

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "autograd/cpu.h"
 #include "autograd/error.h"
 #include "autograd/simd/table.h"
 
@@ -22,10 +23,9 @@ namespace {
 std::vector<Table> usable_tables() {
   std::vector<Table> tables{detail::baseline_table()};
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) tables.push_back(detail::avx2_table());
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
-    tables.push_back(detail::avx512_table());
+  const cpu::Features f = cpu::features();
+  if (f.avx2 && f.fma) tables.push_back(detail::avx2_table());
+  if (f.avx512f && f.avx512dq && f.fma) tables.push_back(detail::avx512_table());
 #endif
   return tables;
 }
