@@ -11,15 +11,12 @@ namespace qkv::dist {
 bool built_with_mpi() { return false; }
 
 void init(int*, char***) {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    const char* size = std::getenv(name);
-    if (size && std::atoi(size) > 1) {
-      std::fprintf(stderr,
-                   "qkv: started as one of %s ranks, but this qkv was built without MPI: multi-process "
-                   "training needs MPI (Debian: apt-get install libopenmpi-dev openmpi-bin), then a rebuild\n",
-                   size);
-      std::exit(1);
-    }
+  if (int ranks = launched_ranks(); ranks > 1) {
+    std::fprintf(stderr,
+                 "qkv: started as one of %d ranks, but this qkv was built without MPI: multi-process "
+                 "training needs MPI (Debian: apt-get install libopenmpi-dev openmpi-bin), then a rebuild\n",
+                 ranks);
+    std::exit(1);
   }
 }
 void finalize() {}
