@@ -51,6 +51,22 @@ bool ends_with_any(const std::string& name, const std::vector<std::string>& suff
   return false;
 }
 
+// The first entry of `folder` that is not one of the command's own files (a
+// regular file named with one of `suffixes`), described for an error
+// ("notes.txt", "index.html, a FIFO"); "" when every entry is ours. Sets `ec`
+// when the folder cannot be read.
+std::string first_foreign_entry(const std::string& folder, const std::vector<std::string>& suffixes,
+                                std::error_code& ec) {
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    std::string name = entry.path().filename().string();
+    struct stat est;
+    if (::lstat(entry.path().c_str(), &est) != 0) return cat(shown(name), ", ", std::strerror(errno));
+    const char* kind = not_a_file(est);
+    if (kind || !ends_with_any(name, suffixes)) return kind ? cat(shown(name), ", ", kind) : shown(name);
+  }
+  return "";
+}
+
 }  // namespace
 
 void make_parent_folders(const std::string& path, const char* flag) {
@@ -131,18 +147,11 @@ OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::
     QKV_CHECK(S_ISDIR(st.st_mode), "refusing to write ", flag_, " ", shown(path_), ": it is ",
               S_ISLNK(st.st_mode) ? "a symbolic link" : "not a folder");
     std::error_code ec;
-    bool empty = true;
-    for (const auto& entry : std::filesystem::directory_iterator(path_, ec)) {
-      empty = false;
-      std::string name = entry.path().filename().string();
-      struct stat est;
-      QKV_CHECK(::lstat(entry.path().c_str(), &est) == 0, "cannot read ", flag_, " ", shown(path_), ": ",
-                std::strerror(errno));
-      const char* kind = not_a_file(est);
-      QKV_CHECK(!kind && ends_with_any(name, suffixes_), "refusing to write ", flag_, " ", shown(path_), ": it holds ",
-                shown(name), kind ? cat(", ", kind) : std::string(), ", which this command does not write");
-    }
+    std::string foreign = first_foreign_entry(path_, suffixes_, ec);
     QKV_CHECK(!ec, "cannot read ", flag_, " ", shown(path_), ": ", ec.message());
+    QKV_CHECK(foreign.empty(), "refusing to write ", flag_, " ", shown(path_), ": it holds ", foreign,
+              ", which this command does not write");
+    const bool empty = std::filesystem::is_empty(path_, ec);
     QKV_CHECK(empty || force, shown(path_), " already holds a result: choose another ", flag_,
               ", or replace it with --force");
   } else {
@@ -198,13 +207,8 @@ void OutputFolder::commit() {
   sync_folder_of(path_);
   if (!moved) return;
   // The old result goes, unless something else appeared in it meanwhile: then it stays beside, whole.
-  bool ours = true;
-  for (const auto& entry : std::filesystem::directory_iterator(old, ec)) {
-    struct stat est;
-    ours = ours && ::lstat(entry.path().c_str(), &est) == 0 && !not_a_file(est) &&
-           ends_with_any(entry.path().filename().string(), suffixes_);
-  }
-  if (ours && !ec) std::filesystem::remove_all(old, ec);  // regular files of ours only: nothing outside is touched
+  if (first_foreign_entry(old, suffixes_, ec).empty() && !ec)
+    std::filesystem::remove_all(old, ec);  // regular files of ours only: nothing outside is touched
 }
 
 }  // namespace qkv::io
