@@ -115,7 +115,7 @@ Trainer::Trainer(optim::NamedTensors params, optim::Optimizer& optimizer, const 
   QKV_CHECK(o_.eval_every > 0, "Trainer: eval_every must be positive, got ", o_.eval_every);
   QKV_CHECK(o_.steps >= 0 && o_.save_every >= 0 && o_.clip >= 0, "Trainer: steps, save_every and clip must be >= 0");
   for (const auto& [name, p] : params_) tensors_.push_back(p);
-  if (!o_.log.empty() && (!o_.data_parallel || dist::rank() == 0)) log_ = std::make_unique<Log>(o_, params_);
+  if (!o_.log.empty() && leads()) log_ = std::make_unique<Log>(o_, params_);
 }
 
 Trainer::~Trainer() = default;
@@ -128,18 +128,20 @@ std::map<std::string, std::string> Trainer::settings(std::map<std::string, std::
   return others;
 }
 
+bool Trainer::leads() const { return !o_.data_parallel || dist::rank() == 0; }
+
 void Trainer::request_stop() { stop_flag.store(true); }
 bool Trainer::stop_requested() { return stop_flag.load(); }
 
 void Trainer::save_now() {
-  if (save && (!o_.data_parallel || dist::rank() == 0)) save();
+  if (save && leads()) save();
   saved_step_ = optimizer_.steps();
 }
 
 Outcome Trainer::run() {
   QKV_CHECK(static_cast<bool>(loss), "Trainer: no loss function set");
   const int ranks = o_.data_parallel ? dist::world_size() : 1;
-  const bool lead = !o_.data_parallel || dist::rank() == 0;
+  const bool lead = leads();
   Outcome out;
   auto started = std::chrono::steady_clock::now();
   const int64_t first_step = optimizer_.steps(), total = o_.steps;

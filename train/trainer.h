@@ -118,6 +118,8 @@ class Trainer {
  private:
   struct Log;
   void save_now();
+  /// This process evaluates, logs, saves and reports: rank 0, or any process training alone.
+  bool leads() const;
   optim::NamedTensors params_;
   std::vector<Tensor> tensors_;
   optim::Optimizer& optimizer_;
