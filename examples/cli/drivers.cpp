@@ -10,14 +10,24 @@ namespace {
 
 auto first_of_batch(const Tensor& w) { return squeeze(w, 0); }  // [1, heads, rows, cols] -> [heads, rows, cols]
 
+// What every driver does the same way with its typed model: own it, and pass
+// the switches the models share on to it.
+template <class Model> class TypedDriver : public ModelDriver {
+ public:
+  explicit TypedDriver(std::unique_ptr<Model> model) : model_(std::move(model)) {}
+  nn::Module& module() override { return *model_; }
+  void set_checkpoint_activations(bool on) override { model_->set_checkpoint_activations(on); }
+  void set_fused_attention(bool on) override { model_->set_fused_attention(on); }
+
+ protected:
+  std::unique_ptr<Model> model_;
+};
+
 // A GPT reads `input SEP answer EOS` and learns the answer tokens; text is
 // next-byte prediction; generation may keep keys and values.
-class GptDriver : public ModelDriver {
+class GptDriver : public TypedDriver<nn::GPT> {
  public:
-  explicit GptDriver(std::unique_ptr<nn::GPT> gpt) : gpt_(std::move(gpt)) {}
-  nn::Module& module() override { return *gpt_; }
-  void set_checkpoint_activations(bool on) override { gpt_->set_checkpoint_activations(on); }
-  void set_fused_attention(bool on) override { gpt_->set_fused_attention(on); }
+  using TypedDriver::TypedDriver;
 
   Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
     // x = input SEP answer, y = the next token; only answer and EOS positions count.
@@ -34,15 +44,15 @@ class GptDriver : public ModelDriver {
         if (t + 1 > batch[b].input.size()) y[b * T + t] = seq[t + 1];
       }
     }
-    Tensor logits = gpt_->forward(Tensor::from_vector(x, {B, T}), weights);
+    Tensor logits = model_->forward(Tensor::from_vector(x, {B, T}), weights);
     return nn::cross_entropy(logits, Tensor::from_vector(y, {B, T}));
   }
-  Tensor text_logits(const Tensor& ids, std::vector<Tensor>* weights) override { return gpt_->forward(ids, weights); }
+  Tensor text_logits(const Tensor& ids, std::vector<Tensor>* weights) override { return model_->forward(ids, weights); }
   bool keeps_cache() const override { return true; }
   std::unique_ptr<nn::KVCache> make_cache(int64_t batch) override {
-    return std::make_unique<nn::KVCache>(gpt_->make_cache(batch));
+    return std::make_unique<nn::KVCache>(model_->make_cache(batch));
   }
-  Tensor cached_logits(const Tensor& ids, nn::KVCache& cache) override { return gpt_->forward_cached(ids, cache); }
+  Tensor cached_logits(const Tensor& ids, nn::KVCache& cache) override { return model_->forward_cached(ids, cache); }
   std::vector<int64_t> decoder_start(const std::vector<int64_t>& input) const override {
     std::vector<int64_t> seq = input;
     seq.push_back(kSep);
@@ -50,7 +60,8 @@ class GptDriver : public ModelDriver {
   }
   std::function<Tensor(const Tensor&)> decoder(const std::vector<std::vector<int64_t>>&, nn::KVCache* cache) override {
     // With a cache: the prefix once, then one new token per step.
-    return [this, cache](const Tensor& ids) { return cache ? gpt_->forward_cached(ids, *cache) : gpt_->forward(ids); };
+    return
+        [this, cache](const Tensor& ids) { return cache ? model_->forward_cached(ids, *cache) : model_->forward(ids); };
   }
 
   // One map per layer over the prompt and (for a task) the model's own answer.
@@ -75,25 +86,19 @@ class GptDriver : public ModelDriver {
     QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, "prompt of ", ids.size(), " tokens exceeds the context of ",
               context);
     std::vector<Tensor> weights;
-    gpt_->forward(Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), &weights);
+    model_->forward(Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), &weights);
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < weights.size(); ++l)
       maps.push_back({cat("layer ", l), cat("layer", l), first_of_batch(weights[l]), labels, labels, split});
     return maps;
   }
-
- private:
-  std::unique_ptr<nn::GPT> gpt_;
 };
 
 // A Seq2Seq encodes the input (padding masked) and decodes `SEP answer` into
 // `answer EOS` with cross-attention; it keeps no cache and reads no text.
-class Seq2SeqDriver : public ModelDriver {
+class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
  public:
-  explicit Seq2SeqDriver(std::unique_ptr<nn::Seq2Seq> model) : s2s_(std::move(model)) {}
-  nn::Module& module() override { return *s2s_; }
-  void set_checkpoint_activations(bool on) override { s2s_->set_checkpoint_activations(on); }
-  void set_fused_attention(bool on) override { s2s_->set_fused_attention(on); }
+  using TypedDriver::TypedDriver;
 
   Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
     int64_t B = static_cast<int64_t>(batch.size()), S = 0, T = 0;
@@ -113,8 +118,8 @@ class Seq2SeqDriver : public ModelDriver {
       }
       tout[b * T + e.answer.size()] = kEos;
     }
-    Tensor memory = s2s_->encode(Tensor::from_vector(src, {B, S}), lengths);
-    Tensor logits = s2s_->decode(Tensor::from_vector(tin, {B, T}), memory, lengths, weights);
+    Tensor memory = model_->encode(Tensor::from_vector(src, {B, S}), lengths);
+    Tensor logits = model_->decode(Tensor::from_vector(tin, {B, T}), memory, lengths, weights);
     return nn::cross_entropy(logits, Tensor::from_vector(tout, {B, T}));
   }
   Tensor text_logits(const Tensor&, std::vector<Tensor>*) override {
@@ -129,8 +134,8 @@ class Seq2SeqDriver : public ModelDriver {
     int64_t B = static_cast<int64_t>(inputs.size()), L = static_cast<int64_t>(inputs.front().size());
     std::vector<int64_t> src, lengths(B, L);
     for (const auto& input : inputs) src.insert(src.end(), input.begin(), input.end());
-    Tensor memory = s2s_->encode(Tensor::from_vector(src, {B, L}), lengths);
-    return [this, memory, lengths](const Tensor& ids) { return s2s_->decode(ids, memory, lengths); };
+    Tensor memory = model_->encode(Tensor::from_vector(src, {B, L}), lengths);
+    return [this, memory, lengths](const Tensor& ids) { return model_->decode(ids, memory, lengths); };
   }
 
   // Per layer: the encoder's self-attention over the input, the decoder's
@@ -150,8 +155,8 @@ class Seq2SeqDriver : public ModelDriver {
     for (int64_t id : tgt) tgt_labels.push_back(task->token_text(id));
     std::vector<int64_t> lengths{static_cast<int64_t>(src.size())};
     std::vector<Tensor> enc, dec;
-    Tensor memory = s2s_->encode(Tensor::from_vector(src, {1, static_cast<int64_t>(src.size())}), lengths, &enc);
-    s2s_->decode(Tensor::from_vector(tgt, {1, static_cast<int64_t>(tgt.size())}), memory, lengths, &dec);
+    Tensor memory = model_->encode(Tensor::from_vector(src, {1, static_cast<int64_t>(src.size())}), lengths, &enc);
+    model_->decode(Tensor::from_vector(tgt, {1, static_cast<int64_t>(tgt.size())}), memory, lengths, &dec);
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < enc.size(); ++l)
       maps.push_back({cat("encoder layer ", l), cat("encoder", l), first_of_batch(enc[l]), src_labels, src_labels});
@@ -163,9 +168,6 @@ class Seq2SeqDriver : public ModelDriver {
     }
     return maps;
   }
-
- private:
-  std::unique_ptr<nn::Seq2Seq> s2s_;
 };
 
 template <class Model, class Driver> std::unique_ptr<ModelDriver> make(std::unique_ptr<nn::Module> model) {
