@@ -131,6 +131,16 @@ Log parse_log(const std::string& path, const std::string& text) {
   return log;
 }
 
+// 2nd, 3rd, 11th, 21st, 30th.
+std::string ordinal(size_t k) {
+  const char* suffix = k % 100 >= 11 && k % 100 <= 13 ? "th"
+                       : k % 10 == 1                  ? "st"
+                       : k % 10 == 2                  ? "nd"
+                       : k % 10 == 3                  ? "rd"
+                                                      : "th";
+  return cat(k, suffix);
+}
+
 std::string number_text(double v) {
   char text[32];
   std::snprintf(text, sizeof text, "%.4g", v);
@@ -167,10 +177,11 @@ std::string chart(const std::string& name, const std::string& title, const Serie
     steps += (i ? " " : "") + io::exact_number(s.steps[i]);
     values += (i ? " " : "") + s.text[i];
   }
-  std::string svg = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width, "\" height=\"", height,
-                        "\" font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"", left,
-                        "\" y=\"16\" font-weight=\"bold\">", xml_text(title), log_scale ? " (log scale)" : "",
-                        every > 1 ? cat(" (every ", every, "th of ", n, " points drawn)") : std::string(), "</text>\n");
+  std::string svg =
+      cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width, "\" height=\"", height,
+          "\" font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"", left, "\" y=\"16\" font-weight=\"bold\">",
+          xml_text(title), log_scale ? " (log scale)" : "",
+          every > 1 ? cat(" (every ", ordinal(every), " of ", n, " points drawn)") : std::string(), "</text>\n");
   svg += cat("<line x1=\"", left, "\" y1=\"", height - bottom, "\" x2=\"", width - right, "\" y2=\"", height - bottom,
              "\" stroke=\"#999\"/><line x1=\"", left, "\" y1=\"", top, "\" x2=\"", left, "\" y2=\"", height - bottom,
              "\" stroke=\"#999\"/>\n");
@@ -226,10 +237,10 @@ int plot(int argc, char** argv) {
           "<h1>",
           xml_text(path), "</h1>\n");
   if (!log.restarts.empty())
-    html +=
-        cat("<p class=\"note\" data-restarts=\"", log.restarts.size(), "\">The log starts again ", log.restarts.size(),
-            log.restarts.size() == 1 ? " time" : " times", " (first at step ", io::exact_number(log.restarts.front()),
-            "): a run resumed from an earlier checkpoint. Where steps repeat, the later rows are drawn.</p>\n");
+    html += cat("<p class=\"note\" data-restarts=\"", log.restarts.size(), "\">The log starts again ",
+                log.restarts.size() == 1 ? std::string("once") : cat(log.restarts.size(), " times"), " (first at step ",
+                io::exact_number(log.restarts.front()),
+                "): a run resumed from an earlier checkpoint. Where steps repeat, the later rows are drawn.</p>\n");
   size_t charts = 0;
   std::vector<std::string> drawn, left_out;
   auto draw = [&](const std::string& name, const std::string& title, const Series& s) {
