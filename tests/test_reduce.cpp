@@ -72,3 +72,21 @@ TEST_CASE("reduction errors name the op and the shape", "[reduce][errors]") {
                     Contains("var") && Contains("degrees of freedom") && Contains("[1, 3]"));
   CHECK_THROWS_WITH(mean(Tensor::zeros({0})), Contains("mean: reduces over zero elements"));
 }
+
+TEST_CASE("masked_mean averages each row's unpadded positions only", "[reduce][masked_mean]") {
+  Tensor x = counting().requires_grad_();  // [2, 3, 4], x[b, t, k] = 12b + 4t + k
+  Tensor m = masked_mean(x, Tensor::from_vector(std::vector<int64_t>{2, 3}, {2}));
+  REQUIRE(m.shape() == Shape{2, 4});
+  CHECK(m.at({0, 1}) == Approx((1 + 5) / 2.0));
+  CHECK(m.at({1, 3}) == Approx((15 + 19 + 23) / 3.0));
+  sum(m).backward();
+  CHECK(x.grad().at({0, 1, 0}) == Approx(0.5));
+  CHECK(x.grad().at({0, 2, 0}) == 0);  // padding gets no gradient
+  CHECK(x.grad().at({1, 2, 3}) == Approx(1 / 3.0));
+  CHECK_THROWS_WITH(masked_mean(counting(), Tensor::from_vector(std::vector<int64_t>{2, 4}, {2})),
+                    Contains("masked_mean: length 4 of row 1 is not in [1, 3]"));
+  CHECK_THROWS_WITH(masked_mean(counting(), Tensor::from_vector(std::vector<int64_t>{2}, {1})),
+                    Contains("masked_mean: lengths must be int64 [2], got int64 [1]"));
+  CHECK_THROWS_WITH(masked_mean(Tensor::ones({3}), Tensor::from_vector(std::vector<int64_t>{1, 1, 1}, {3})),
+                    Contains("masked_mean: x must be [B, T, ...], got [3]"));
+}

@@ -132,3 +132,20 @@ TEST_CASE("sizes that overflow int64 are rejected, not wrapped", "[shape][errors
   CHECK_THROWS_WITH(Tensor::arange(0, std::numeric_limits<double>::infinity()), Contains("arange"));
   CHECK_THROWS_WITH(Tensor::from_vector<double>({std::nan("")}).to(DType::Int64), Contains("int64"));
 }
+
+TEST_CASE("patchify cuts images into flattened patches, channel-major like a Conv2d weight", "[shape][patchify]") {
+  Tensor x = counting({1, 2, 4, 4});  // x[0, c, r, k] = 16c + 4r + k
+  Tensor p = patchify(x, 2);
+  REQUIRE(p.shape() == Shape{1, 4, 8});
+  // Patch 1 is rows 0-1, columns 2-3; its row holds channel 0's four pixels, then channel 1's.
+  std::vector<double> want{2, 3, 6, 7, 18, 19, 22, 23};
+  for (int64_t k = 0; k < 8; ++k) CHECK(p.at({0, 1, k}) == want[k]);
+  CHECK(p.at({0, 2, 0}) == 8);  // patch (1, 0) starts at row 2, column 0
+  // A permutation: the gradient puts every element back where it came from.
+  Tensor leaf = counting({2, 1, 2, 6}).requires_grad_();
+  Tensor g = counting({2, 3, 4});
+  sum(mul(patchify(leaf, 2), g)).backward();
+  CHECK(patchify(leaf.grad(), 2).to_vector() == g.to_vector());
+  CHECK_THROWS_WITH(patchify(counting({2, 4, 4}), 2), Contains("patchify: images must be [B, C, H, W], got [2, 4, 4]"));
+  CHECK_THROWS_WITH(patchify(counting({1, 1, 4, 6}), 4), Contains("patchify: patch 4 does not tile images of 4 x 6"));
+}

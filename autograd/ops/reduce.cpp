@@ -19,6 +19,7 @@ QKV_DECLARE_OP(mean);
 QKV_DECLARE_OP(max);
 QKV_DECLARE_OP(var);
 QKV_DECLARE_OP(sum_to);
+QKV_DECLARE_OP(masked_mean);
 
 namespace {
 
@@ -177,6 +178,46 @@ Tensor var(const Tensor& x, const Dims& dims, bool keepdim, int64_t correction) 
             " leave no degrees of freedom (shape ", shape_str(x.shape()), ")");
   Tensor centered = sub(x, mean(x, dims, true));
   return div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(count - correction));
+}
+
+// d x[b, t] = g[b] / lengths[b] for t < lengths[b], 0 for the padding.
+Tensor masked_mean(const Tensor& x, const Tensor& lengths) {
+  QKV_CHECK(x.dim() >= 2, "masked_mean: x must be [B, T, ...], got ", shape_str(x.shape()));
+  QKV_CHECK(lengths.dtype() == DType::Int64 && lengths.dim() == 1 && lengths.size(0) == x.size(0),
+            "masked_mean: lengths must be int64 [", x.size(0), "], got ", dtype_name(lengths.dtype()), " ",
+            shape_str(lengths.shape()));
+  const int64_t B = x.size(0), T = x.size(1), inner = x.numel() / std::max<int64_t>(1, B * T);
+  std::vector<int64_t> n(lengths.data<int64_t>(), lengths.data<int64_t>() + B);
+  for (int64_t b = 0; b < B; ++b)
+    QKV_CHECK(n[b] >= 1 && n[b] <= T, "masked_mean: length ", n[b], " of row ", b, " is not in [1, ", T, "]");
+  Shape shape = x.shape();
+  shape.erase(shape.begin() + 1);
+  Tensor out = Tensor::zeros(shape, x.dtype());
+  dispatch_floating(x.dtype(), "masked_mean", [&](auto zero) {
+    using F = decltype(zero);
+    const F* px = x.data<F>();
+    F* po = out.data<F>();
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = 0; t < n[b]; ++t)
+        for (int64_t k = 0; k < inner; ++k) po[b * inner + k] += px[(b * T + t) * inner + k];
+      for (int64_t k = 0; k < inner; ++k) po[b * inner + k] /= static_cast<F>(n[b]);
+    }
+  });
+  if (needs_grad({x}))
+    record("masked_mean", out, {x}, [n, xs = x.shape(), T, inner](const Tensor& g) -> std::vector<Tensor> {
+      Tensor gx = Tensor::zeros(xs, g.dtype());
+      dispatch_floating(g.dtype(), "masked_mean", [&](auto zero) {
+        using F = decltype(zero);
+        const F* pg = g.data<F>();
+        F* pgx = gx.data<F>();
+        for (size_t b = 0; b < n.size(); ++b)
+          for (int64_t t = 0; t < n[b]; ++t)
+            for (int64_t k = 0; k < inner; ++k)
+              pgx[(b * T + t) * inner + k] = pg[b * inner + k] / static_cast<F>(n[b]);
+      });
+      return {gx};
+    });
+  return out;
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

@@ -14,6 +14,11 @@ Tensor max(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 /// Variance with Bessel's correction by default (torch.var): sum((x-mean)²)/(N-correction).
 Tensor var(const Tensor& x, const Dims& dims = {}, bool keepdim = false, int64_t correction = 1);
 
+/// The mean over each row's first lengths[b] positions: x [B, T, ...] and
+/// lengths int64 [B] in [1, T] -> [B, ...]. Mean pooling over the unpadded
+/// tokens of right-padded sequences.
+Tensor masked_mean(const Tensor& x, const Tensor& lengths);
+
 /// Sums a broadcast tensor back to `shape` (the inverse of broadcasting):
 /// what every broadcasting op's backward does with its gradient.
 Tensor sum_to(const Tensor& x, const Shape& shape);

@@ -25,6 +25,7 @@ QKV_DECLARE_OP(index_select);
 QKV_DECLARE_OP(gather);
 QKV_DECLARE_OP(masked_fill);
 QKV_DECLARE_OP(where);
+QKV_DECLARE_OP(patchify);
 
 namespace {
 
@@ -356,6 +357,48 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
              });
              return {gx};
            });
+  return out;
+}
+
+// ---- patchify: a permutation of the elements, so d x = g moved back ----
+
+namespace {
+// Calls fn(out_offset, x_offset) for every element of patchify(x [B, C, H, W], p).
+template <class Fn> void for_each_patch_element(const Shape& s, int64_t p, Fn&& fn) {
+  const int64_t B = s[0], C = s[1], H = s[2], W = s[3], rows = H / p, cols = W / p;
+  int64_t o = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t u = 0; u < p; ++u)
+            for (int64_t v = 0; v < p; ++v) fn(o++, ((b * C + c) * H + i * p + u) * W + j * p + v);
+}
+}  // namespace
+
+Tensor patchify(const Tensor& x, int64_t patch) {
+  QKV_CHECK(x.dim() == 4, "patchify: images must be [B, C, H, W], got ", shape_str(x.shape()));
+  QKV_CHECK(patch > 0 && x.size(2) % patch == 0 && x.size(3) % patch == 0, "patchify: patch ", patch,
+            " does not tile images of ", x.size(2), " x ", x.size(3));
+  const Shape s = x.shape();
+  Tensor out = Tensor::empty({s[0], (s[2] / patch) * (s[3] / patch), s[1] * patch * patch}, x.dtype());
+  detail::dispatch_bytes(element_size(x.dtype()), [&](auto zero) {
+    using U = decltype(zero);
+    const U* px = static_cast<const U*>(x.raw_data());
+    U* po = static_cast<U*>(out.raw_data());
+    for_each_patch_element(s, patch, [&](int64_t o, int64_t src) { po[o] = px[src]; });
+  });
+  if (needs_grad({x}))
+    record("patchify", out, {x}, [s, patch](const Tensor& g) -> std::vector<Tensor> {
+      Tensor gx = Tensor::empty(s, g.dtype());
+      dispatch_floating(g.dtype(), "patchify", [&](auto zero) {
+        using T = decltype(zero);
+        const T* pg = g.data<T>();
+        T* pgx = gx.data<T>();
+        for_each_patch_element(s, patch, [&](int64_t o, int64_t dst) { pgx[dst] = pg[o]; });
+      });
+      return {gx};
+    });
   return out;
 }
 

@@ -45,6 +45,12 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 /// int64 with x's rank and no larger than x outside `dim`.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 
+/// Images [B, C, H, W] -> their p×p patches [B, (H/p)·(W/p), C·p·p]: patch
+/// (i, j) is row i·(W/p) + j, flattened in (channel, row, column) order, the
+/// layout of a Conv2d weight [out, C, p, p] (a ViT's patch embedding is a
+/// Linear over these rows). H and W must be multiples of p.
+Tensor patchify(const Tensor& x, int64_t patch);
+
 /// `value` where mask is true, x elsewhere; mask (bool) and x broadcast.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 /// a where condition is true, b elsewhere; all three broadcast.
