@@ -55,6 +55,20 @@ Tensor Embedding::forward(const Tensor& ids) const {
   return reshape(index_select(weight, 0, reshape(ids, {-1})), shape);
 }
 
+PatchEmbedding::PatchEmbedding(int64_t channels, int64_t patch, int64_t width, Generator* gen)
+    : channels_(channels), patch_(patch) {
+  QKV_CHECK(channels > 0 && patch > 0 && width > 0, "PatchEmbedding: sizes must be positive, got channels ", channels,
+            ", patch ", patch, ", width ", width);
+  proj = register_module("proj", std::make_shared<Linear>(channels * patch * patch, width, true, Init::Torch, gen));
+}
+
+Tensor PatchEmbedding::forward(const Tensor& images) const {
+  auto scope = this->scope();  // names this module in graph pictures
+  QKV_CHECK(images.dim() == 4 && images.size(1) == channels_, "PatchEmbedding(", channels_, " channels, patch ",
+            patch_, "): images must be [B, ", channels_, ", H, W], got ", shape_str(images.shape()));
+  return proj->forward(patchify(images, patch_));
+}
+
 Tensor ReLU::forward(const Tensor& x) const { return relu(x); }
 Tensor GELU::forward(const Tensor& x) const { return tanh_ ? gelu_tanh(x) : gelu(x); }
 Tensor Tanh::forward(const Tensor& x) const { return qkv::tanh(x); }

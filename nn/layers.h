@@ -4,6 +4,8 @@
 #include "autograd/generator.h"
 #include "nn/module.h"
 
+#include <memory>
+
 namespace qkv::nn {
 
 /// How Linear draws its initial weights (seeded by the generator given).
@@ -41,6 +43,22 @@ class Embedding : public Module {
 
  private:
   int64_t num_, dim_;
+};
+
+/// A Vision Transformer's patch embedding: images [B, C, H, W] -> one token
+/// per p×p patch [B, (H/p)·(W/p), width], the Linear `proj` applied to each
+/// flattened patch (patchify's layout): the same as PyTorch's
+/// Conv2d(C, width, kernel_size=p, stride=p) with its weight viewed [width, C·p·p].
+class PatchEmbedding : public Module {
+ public:
+  PatchEmbedding(int64_t channels, int64_t patch, int64_t width, Generator* gen = nullptr);
+  Tensor forward(const Tensor& images) const;
+  Tensor operator()(const Tensor& images) const { return forward(images); }
+  int64_t patch() const { return patch_; }
+  std::shared_ptr<Linear> proj;
+
+ private:
+  int64_t channels_, patch_;
 };
 
 /// Activations as modules, for models built from parts.

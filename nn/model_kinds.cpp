@@ -9,10 +9,13 @@
 namespace qkv::nn {
 
 std::map<std::string, std::string> ModelShape::fields() const {
-  return {{"vocab", std::to_string(vocab)},   {"context", std::to_string(context)},
-          {"width", std::to_string(width)},   {"heads", std::to_string(heads)},
-          {"layers", std::to_string(layers)}, {"dropout", io::exact_number(dropout)},
-          {"post_ln", post_ln ? "1" : "0"},   {"attention", attention}};
+  std::map<std::string, std::string> f{{"vocab", std::to_string(vocab)},   {"context", std::to_string(context)},
+                                       {"width", std::to_string(width)},   {"heads", std::to_string(heads)},
+                                       {"layers", std::to_string(layers)}, {"dropout", io::exact_number(dropout)},
+                                       {"post_ln", post_ln ? "1" : "0"},   {"attention", attention}};
+  if (classes > 0) f["classes"] = std::to_string(classes), f["pooling"] = pooling;
+  if (image > 0) f["image"] = std::to_string(image), f["patch"] = std::to_string(patch);
+  return f;
 }
 
 ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fields, const std::string& where) {
@@ -43,6 +46,17 @@ ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fie
             ")");
   s.post_ln = field("post_ln") == "1";
   if (fields.count("attention")) s.attention = AttentionKind::parse(fields.at("attention")).str();  // older files: full
+  if (fields.count("classes")) {
+    s.classes = integer("classes", 2, kMaxClasses);
+    s.pooling = field("pooling");
+    parse_pooling(s.pooling);
+  }
+  if (fields.count("image")) {
+    s.image = integer("image", 1, kMaxImage);
+    s.patch = integer("patch", 1, s.image);
+    QKV_CHECK(s.image % s.patch == 0, where, ": bad model description in its metadata (patch ", s.patch,
+              " does not tile images of ", s.image, ")");
+  }
   return s;
 }
 
@@ -72,6 +86,28 @@ Seq2SeqConfig seq2seq_config(const ModelShape& s) {
   return c;
 }
 
+EncoderConfig encoder_config(const ModelShape& s) {
+  EncoderConfig c;
+  c.vocab = s.vocab, c.context = s.context, c.width = s.width, c.heads = s.heads, c.layers = s.layers;
+  c.classes = s.classes, c.pooling = parse_pooling(s.pooling), c.dropout = s.dropout, c.post_ln = s.post_ln;
+  c.attention = AttentionKind::parse(s.attention);
+  return c;
+}
+
+ViTConfig vit_config(const ModelShape& s) {
+  ViTConfig c;
+  c.image = s.image, c.patch = s.patch, c.width = s.width, c.heads = s.heads, c.layers = s.layers;
+  c.classes = s.classes, c.dropout = s.dropout, c.post_ln = s.post_ln, c.attention = AttentionKind::parse(s.attention);
+  return c;
+}
+
+RecommenderConfig recommender_config(const ModelShape& s) {
+  RecommenderConfig c;
+  c.items = s.vocab - 1, c.context = s.context, c.width = s.width, c.heads = s.heads, c.layers = s.layers;
+  c.dropout = s.dropout, c.post_ln = s.post_ln, c.attention = AttentionKind::parse(s.attention);
+  return c;
+}
+
 namespace {
 
 // Per block: ln1, ln2 (2C each), attention's four C x C projections with
@@ -85,6 +121,28 @@ double embedding_parameters(const ModelShape& s) {
   return static_cast<double>(s.vocab) * C + static_cast<double>(s.context) * C + 2 * C;  // + ln_f
 }
 int64_t saturate(double n) { return n > 9e18 ? INT64_MAX : static_cast<int64_t>(n); }
+// A classifier's head: classes x width weights and a bias per class.
+double head_parameters(const ModelShape& s) {
+  return static_cast<double>(s.classes) * static_cast<double>(s.width + 1);
+}
+double blocks_parameters(const ModelShape& s) {
+  return static_cast<double>(s.layers) * block_parameters(static_cast<double>(s.width));
+}
+
+void no_check(const ModelShape&, const std::string&) {}
+void check_classifier(const ModelShape& s, const std::string& where) {
+  QKV_CHECK(s.classes >= 2, where, ": a classifier needs classes >= 2, got ", s.classes);
+  parse_pooling(s.pooling);
+}
+void check_vit(const ModelShape& s, const std::string& where) {
+  check_classifier(s, where);
+  QKV_CHECK(s.image >= 1 && s.patch >= 1 && s.image % s.patch == 0, where, ": a ViT needs patch ", s.patch,
+            " to tile images of ", s.image);
+  QKV_CHECK(s.pooling == "cls", where, ": a ViT pools its [CLS] token, not '", printable(s.pooling), "'");
+}
+void check_recommender(const ModelShape& s, const std::string& where) {
+  QKV_CHECK(s.vocab >= 2, where, ": a recommender needs items (vocab ", s.vocab, " holds only the padding)");
+}
 
 // A deque: registering a kind never moves the ones model_kind() handed out.
 std::deque<ModelKind>& kinds() {
@@ -94,6 +152,7 @@ std::deque<ModelKind>& kinds() {
          return saturate(embedding_parameters(s) +
                          static_cast<double>(s.layers) * block_parameters(static_cast<double>(s.width)));
        },
+       no_check,
        [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {
          return std::make_unique<GPT>(gpt_config(s), gen);
        }},
@@ -104,8 +163,37 @@ std::deque<ModelKind>& kinds() {
                          static_cast<double>(s.layers) * (2 * block_parameters(C) + 4 * C * C + 6 * C) +
                          2 * C);  // + encoder_ln
        },
+       no_check,
        [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {
          return std::make_unique<Seq2Seq>(seq2seq_config(s), gen);
+       }},
+      {"encoder", "BERT-style classifier (bidirectional encoder, [CLS] or mean pooling, a class head)",
+       [](const ModelShape& s) {
+         double C = static_cast<double>(s.width);
+         return saturate(embedding_parameters(s) + (s.pooling == "cls" ? C : 0) + blocks_parameters(s) +
+                         head_parameters(s));
+       },
+       check_classifier,
+       [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {
+         return std::make_unique<EncoderClassifier>(encoder_config(s), gen);
+       }},
+      {"vit", "Vision Transformer (an image's patches and a [CLS] token, a class head)",
+       [](const ModelShape& s) {
+         if (s.patch <= 0 || s.image <= 0) return int64_t{0};  // check_vit refuses it
+         double C = static_cast<double>(s.width), p = static_cast<double>(s.patch),
+                tokens = static_cast<double>(vit_config(s).tokens());
+         // patch_embed (p² x C and a bias), cls_token, pos_emb, the blocks, ln_f and the head
+         return saturate(p * p * C + C + C + tokens * C + blocks_parameters(s) + 2 * C + head_parameters(s));
+       },
+       check_vit,
+       [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {
+         return std::make_unique<ViT>(vit_config(s), gen);
+       }},
+      {"recommender", "SASRec-style next-item recommender (causal attention over a history, tied item scores)",
+       [](const ModelShape& s) { return saturate(embedding_parameters(s) + blocks_parameters(s)); },
+       check_recommender,
+       [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {
+         return std::make_unique<Recommender>(recommender_config(s), gen);
        }},
   };
   return all;

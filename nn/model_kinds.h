@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "nn/classifiers.h"
 #include "nn/models.h"
+#include "nn/recommender.h"
 
 namespace qkv::nn {
 
@@ -21,6 +23,7 @@ namespace qkv::nn {
 /// generous for a CPU framework, small enough that no file can make qkv
 /// allocate without limit before its tensors are counted.
 inline constexpr int64_t kMaxLayers = 128, kMaxWidth = 1 << 16, kMaxContext = 1 << 20, kMaxVocab = 1 << 20;
+inline constexpr int64_t kMaxClasses = 1 << 16, kMaxImage = 1 << 12;
 
 /// The sizes every attention model here has: the fields of qkv.config.
 struct ModelShape {
@@ -28,11 +31,15 @@ struct ModelShape {
   double dropout = 0;
   bool post_ln = false;
   std::string attention = "full";  // full | window:W | linear (AttentionKind)
+  int64_t classes = 0;             // classifiers (encoder, vit): the labels; 0 for the other kinds
+  std::string pooling = "cls";     // encoder: cls | mean
+  int64_t image = 0, patch = 0;    // vit: the square image's side and the patch's; 0 for the other kinds
 
   /// As checkpoints store them: {"vocab": "14", "width": "64", ...}.
   std::map<std::string, std::string> fields() const;
   /// The inverse, every field parsed strictly and bounded; errors name `where`
-  /// (the file) and the field. Files from before the attention field mean full.
+  /// (the file) and the field. Files from before the attention field mean
+  /// full; the classifier and image fields are written only by kinds that use them.
   static ModelShape from_fields(const std::map<std::string, std::string>& fields, const std::string& where);
   /// The bounds above, for sizes given as flags: errors name the flag
   /// (--layers, --dim, --heads, --context). Context 0 means "not chosen yet".
@@ -45,11 +52,14 @@ struct ModelKind {
   /// The parameter count of the model `shape` describes, from the formula
   /// beside the model (tests hold it equal to the built model's count).
   std::function<int64_t(const ModelShape& shape)> parameter_count;
+  /// Throws unless `shape` has the fields this kind needs (errors name
+  /// `where`); run before the formula or the builder sees them.
+  std::function<void(const ModelShape& shape, const std::string& where)> check;
   /// Builds it (initial weights from `gen`, or the default generator).
   std::function<std::unique_ptr<Module>(const ModelShape& shape, Generator* gen)> build;
 };
 
-/// The kind named `name`; throws "unknown model 'x' (gpt, seq2seq)" otherwise.
+/// The kind named `name`; throws "unknown model 'x' (gpt, seq2seq, ...)" otherwise.
 const ModelKind& model_kind(const std::string& name);
 /// Every kind's name, in registration order.
 std::vector<std::string> model_kind_names();
@@ -59,5 +69,8 @@ void register_model_kind(ModelKind kind);
 /// The typed configs of the built-in kinds.
 GPTConfig gpt_config(const ModelShape& shape);
 Seq2SeqConfig seq2seq_config(const ModelShape& shape);
+EncoderConfig encoder_config(const ModelShape& shape);
+ViTConfig vit_config(const ModelShape& shape);
+RecommenderConfig recommender_config(const ModelShape& shape);
 
 }  // namespace qkv::nn

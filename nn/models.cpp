@@ -1,5 +1,7 @@
 #include "nn/models.h"
 
+#include "nn/model_parts.h"
+
 #include "autograd/engine.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/matmul.h"
@@ -7,15 +9,12 @@
 
 namespace qkv::nn {
 
-namespace {
-
-void check_sizes(const char* model, int64_t vocab, int64_t context, int64_t width, int64_t heads) {
+void check_model_sizes(const char* model, int64_t vocab, int64_t context, int64_t width, int64_t heads) {
   QKV_CHECK(vocab > 0 && context > 0 && width > 0 && heads > 0, model, ": vocab ", vocab, ", context ", context,
             ", width ", width, ", heads ", heads, " must all be positive");
   QKV_CHECK(width % heads == 0, model, ": width ", width, " is not divisible by heads ", heads);
 }
 
-// tok_emb(ids) + pos_emb(0..T-1), after checking ids [B, T] with T <= context.
 Tensor token_and_position(const char* who, const Embedding& tok, const Embedding& pos, int64_t context,
                           const Tensor& ids) {
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, who, ": ids must be int64 [B, T], got ",
@@ -24,13 +23,15 @@ Tensor token_and_position(const char* who, const Embedding& tok, const Embedding
   return add(tok.forward(ids), pos.forward(Tensor::arange(static_cast<double>(ids.size(1)), DType::Int64)));
 }
 
+namespace {
+
 // Logits from the tied head: x · tok_embᵀ.
 Tensor tied_head(const Tensor& x, const Embedding& tok) { return matmul(x, tok.weight, false, true); }
 
 }  // namespace
 
 GPT::GPT(const GPTConfig& config, Generator* gen) : config_(config), gen_(gen) {
-  check_sizes("GPT", config.vocab, config.context, config.width, config.heads);
+  check_model_sizes("GPT", config.vocab, config.context, config.width, config.heads);
   QKV_CHECK(config.layers >= 0, "GPT: layers must be >= 0, got ", config.layers);
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
@@ -46,15 +47,7 @@ Tensor GPT::forward(const Tensor& ids, std::vector<Tensor>* weights) const {
   causal.causal = true;
   causal.kind = config_.attention;
   causal.fused = config_.fused_attention;
-  for (const auto& block : *blocks) {
-    if (config_.checkpoint_activations && !weights &&
-        grad_enabled()) {  // keep the block's input only; replay it in backward
-      x = recompute([block, causal](const std::vector<Tensor>& in) { return block->forward(in[0], causal); }, {x},
-                    gen_);
-    } else {
-      x = block->forward(x, causal, Tensor(), {}, weights);
-    }
-  }
+  x = run_blocks(*blocks, x, causal, config_.checkpoint_activations, gen_, weights);
   return tied_head(ln_f->forward(x), *tok_emb);
 }
 
@@ -92,7 +85,7 @@ KVCache::KVCache(int64_t layers, int64_t batch, int64_t context, int64_t heads, 
 }
 
 Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config), gen_(gen) {
-  check_sizes("Seq2Seq", config.vocab, config.context, config.width, config.heads);
+  check_model_sizes("Seq2Seq", config.vocab, config.context, config.width, config.heads);
   QKV_CHECK(config.encoder_layers >= 0 && config.decoder_layers >= 0, "Seq2Seq: layer counts must be >= 0");
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
@@ -116,11 +109,7 @@ Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_length
   padding.key_padding_mask = key_padding_mask(src_lengths, src.size(1));
   padding.kind = config_.attention;
   padding.fused = config_.fused_attention;
-  for (const auto& block : *encoder)
-    x = config_.checkpoint_activations && !weights && grad_enabled()
-            ? recompute([block, padding](const std::vector<Tensor>& in) { return block->forward(in[0], padding); }, {x},
-                        gen_)
-            : block->forward(x, padding, Tensor(), {}, weights);
+  x = run_blocks(*encoder, x, padding, config_.checkpoint_activations, gen_, weights);
   return encoder_ln->forward(x);
 }
 

@@ -3,6 +3,7 @@
 
 #include "autograd/autograd.h"
 #include "nn/attention.h"
+#include "nn/classifiers.h"
 #include "nn/dropout.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
@@ -11,4 +12,5 @@
 #include "nn/module.h"
 #include "nn/multihead_attention.h"
 #include "nn/normalization.h"
+#include "nn/recommender.h"
 #include "nn/transformer.h"

@@ -1,6 +1,8 @@
 #include "nn/transformer.h"
 
+#include "autograd/engine.h"
 #include "autograd/ops/elementwise.h"
+#include "autograd/recompute.h"
 
 namespace qkv::nn {
 
@@ -59,6 +61,16 @@ Tensor TransformerBlock::forward_cached(const Tensor& x, const Tensor& keys, con
   }
   Tensor h = add(x, attn->forward_cached(ln1->forward(x), keys, values, pos, self_options));
   return add(h, mlp->forward(ln2->forward(h)));
+}
+
+Tensor run_blocks(const ModuleList<TransformerBlock>& blocks, Tensor x, const MhaOptions& options, bool checkpoint,
+                  Generator* gen, std::vector<Tensor>* weights) {
+  for (const auto& block : blocks)
+    x = checkpoint && !weights && grad_enabled()
+            ? recompute([block, options](const std::vector<Tensor>& in) { return block->forward(in[0], options); },
+                        {x}, gen)
+            : block->forward(x, options, Tensor(), {}, weights);
+  return x;
 }
 
 }  // namespace qkv::nn

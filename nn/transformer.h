@@ -53,4 +53,12 @@ class TransformerBlock : public Module {
   Generator* gen_;
 };
 
+/// x through every block with the same attention options. With
+/// `checkpoint` (while grad mode is on and no weights are asked for) each
+/// block keeps only its input and replays its forward in backward, its
+/// dropout replayed from `gen` (autograd/recompute.h). `weights`, when given,
+/// collects every block's attention weights.
+Tensor run_blocks(const ModuleList<TransformerBlock>& blocks, Tensor x, const MhaOptions& options, bool checkpoint,
+                  Generator* gen, std::vector<Tensor>* weights = nullptr);
+
 }  // namespace qkv::nn

@@ -151,18 +151,22 @@ TEST_CASE("model errors name the model and the sizes", "[models][errors]") {
 
 TEST_CASE(
     "model kinds: the parameter-count formula equals the built model's count, and fields round-trip with bounds") {
-  REQUIRE(model_kind_names() == std::vector<std::string>{"gpt", "seq2seq"});
+  REQUIRE(model_kind_names() == std::vector<std::string>{"gpt", "seq2seq", "encoder", "vit", "recommender"});
   for (const std::string& name : model_kind_names()) {
     const ModelKind& kind = model_kind(name);
     for (ModelShape s : {ModelShape{13, 9, 8, 2, 1}, ModelShape{256, 64, 32, 4, 3, 0.1, true, "window:4"}}) {
+      // The classifiers' and the ViT's own fields (the other kinds ignore them).
+      s.classes = 3, s.image = 8, s.patch = s.layers == 1 ? 2 : 4, s.pooling = s.layers == 1 ? "cls" : "mean";
+      if (name == "vit") s.pooling = "cls";
       INFO(name << " width " << s.width << " layers " << s.layers);
+      kind.check(s, "test");
       Generator gen(1);
       CHECK(kind.build(s, &gen)->num_parameters() == kind.parameter_count(s));
       ModelShape back = ModelShape::from_fields(s.fields(), "test");
       CHECK(back.fields() == s.fields());
     }
   }
-  CHECK_THROWS_WITH(model_kind("rnn"), Catch::Matchers::Contains("unknown model 'rnn' (gpt, seq2seq)"));
+  CHECK_THROWS_WITH(model_kind("rnn"), Catch::Matchers::Contains("unknown model 'rnn' (gpt, seq2seq, encoder, vit, recommender)"));
   auto fields = ModelShape{13, 9, 8, 2, 1}.fields();
   fields["layers"] = "129";
   CHECK_THROWS_WITH(ModelShape::from_fields(fields, "f.safetensors"),

@@ -1,0 +1,18 @@
+// What the models in nn/ build themselves from, beside the layers: size
+// checks and the token-plus-position input. Internal to nn/'s model files.
+#pragma once
+
+#include "nn/layers.h"
+
+namespace qkv::nn {
+
+/// Throws "<model>: vocab V, context T, ... must all be positive" or
+/// "width W is not divisible by heads H".
+void check_model_sizes(const char* model, int64_t vocab, int64_t context, int64_t width, int64_t heads);
+
+/// tok(ids) + pos(0..T-1), after checking ids int64 [B, T] with T <= context
+/// (errors name `who`).
+Tensor token_and_position(const char* who, const Embedding& tok, const Embedding& pos, int64_t context,
+                          const Tensor& ids);
+
+}  // namespace qkv::nn
