@@ -59,7 +59,8 @@ std::unique_ptr<Runner> load_runner(const std::string& path) {
   io::TensorFile file = io::load_safetensors(path);
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
   spec.check_tensors(file, path);  // before anything is allocated for the model
-  auto runner = std::make_unique<Runner>(spec, nullptr, /*read_text=*/false);
+  // The bundled digits are small and never a path from the file: read them at once.
+  auto runner = std::make_unique<Runner>(spec, nullptr, /*read_text=*/spec.task == "digits" && spec.data.empty());
   nn::load_into(runner->module(), file, path, {"optimizer."});
   runner->module().eval();
   return runner;
@@ -68,14 +69,33 @@ std::unique_ptr<Runner> load_runner(const std::string& path) {
 // A text checkpoint reads the text --data names, or the bundled text if it
 // trained on that: never a path taken from the checkpoint. Other models take no --data.
 void use_data_flag(Runner& runner, const cxxopts::ParseResult& args, const std::string& path) {
-  if (runner.spec().task == "text") {
+  const std::string& task = runner.spec().task;
+  if (task == "text" || task == "digits") {
     QKV_CHECK(args.count("data") || runner.spec().data.empty(), printable(path), " was trained on '",
-              printable(runner.spec().data), "': give that text (or another) with --data FILE");
-    runner.use_text(args.count("data") ? args["data"].as<std::string>() : "");
+              printable(runner.spec().data), "': give that ", task == "text" ? "text" : "CSV",
+              " (or another) with --data FILE");
+    if (args.count("data") || task == "text") runner.use_data(args.count("data") ? args["data"].as<std::string>() : "");
   } else {
-    QKV_CHECK(!args.count("data"), "--data is for text models; ", printable(path), " is a ", runner.spec().task,
-              " model");
+    QKV_CHECK(!args.count("data"), "--data is for text and digits models; ", printable(path), " is a ", task, " model");
   }
+}
+
+// A label model's loss on a prompt: its class (given or implied by the
+// prompt), or for a history each next item after the first.
+Tensor label_loss(Runner& runner, const std::string& text, std::string* what) {
+  const LabelTask& task = *runner.label_task();
+  Example e = task.parse_prompt(text);
+  if (task.ranks_items()) {
+    QKV_CHECK(e.input.size() >= 2, "the history needs at least 2 items (one to predict)");
+    e.answer.assign(e.input.begin() + 1, e.input.end());
+    e.input.pop_back();
+    if (what) *what = cat("mean cross-entropy of the ", e.answer.size(), " next items in the history");
+    return runner.loss({e});
+  }
+  QKV_CHECK(e.answer.size() == 1, "the prompt gives no label: put it after the pixels (", task.max_input(),
+            " pixels, then the label)");
+  if (what) *what = cat("cross-entropy of the label ", printable(task.label_text(e.answer[0])));
+  return runner.loss({e});
 }
 
 Tensor input_loss(Runner& runner, const std::string& text, std::string* what) {
@@ -91,6 +111,7 @@ Tensor input_loss(Runner& runner, const std::string& text, std::string* what) {
     if (what) *what = cat("mean next-byte cross-entropy over ", T, " predictions");
     return nn::cross_entropy(runner.forward_gpt(Tensor::from_vector(x, {1, T})), Tensor::from_vector(y, {1, T}));
   }
+  if (runner.label_task()) return label_loss(runner, text, what);
   // A task model: the loss of the correct answer to the input (teacher forcing).
   Example e;
   e.input = runner.task()->encode(text);
@@ -103,13 +124,81 @@ Tensor input_loss(Runner& runner, const std::string& text, std::string* what) {
   return runner.loss({e});
 }
 
+namespace {
+
+// Accuracy and the confusion matrix (classes), or HR@10 and NDCG@10 against
+// the most popular items (a recommender).
+void print_label_metrics(const std::string& path, const Runner& runner, const LabelMetrics& m) {
+  const ModelSpec& spec = runner.spec();
+  const LabelTask& task = *runner.label_task();
+  if (m.ranks) {
+    std::printf("%s: %s %s, the last item of %lld held-out users, ranked among %lld items\n", printable(path).c_str(),
+                spec.model.c_str(), spec.task.c_str(), static_cast<long long>(m.examples),
+                static_cast<long long>(m.labels - 1));
+    std::printf("  model                HR@10 %.4f  NDCG@10 %.4f\n", m.hit_rate, m.ndcg);
+    std::printf("  most popular 10      HR@10 %.4f  NDCG@10 %.4f\n", m.popular_hit_rate, m.popular_ndcg);
+    if (m.popular_hit_rate > 0)
+      std::printf("  the model's HR@10 is %.2fx the popularity baseline's\n", m.hit_rate / m.popular_hit_rate);
+    return;
+  }
+  std::printf("%s: %s %s, accuracy %.2f%% on %lld held-out examples\n", printable(path).c_str(), spec.model.c_str(),
+              spec.task.c_str(), 100 * m.accuracy, static_cast<long long>(m.examples));
+  // The matrix: one row per true label, one column per predicted label.
+  size_t w = 5;
+  for (int64_t k = 0; k < m.labels; ++k) w = std::max(w, task.label_text(k).size() + 1);
+  std::printf("confusion matrix (rows: true label, columns: predicted)\n%*s", static_cast<int>(w), "");
+  for (int64_t k = 0; k < m.labels; ++k) std::printf("%*s", static_cast<int>(w), task.label_text(k).c_str());
+  std::printf("\n");
+  for (int64_t t = 0; t < m.labels; ++t) {
+    std::printf("%*s", static_cast<int>(w), task.label_text(t).c_str());
+    for (int64_t k = 0; k < m.labels; ++k)
+      std::printf("%*lld", static_cast<int>(w), static_cast<long long>(m.confusion[t * m.labels + k]));
+    std::printf("\n");
+  }
+}
+
+// A label model's answer: the class with its probabilities, or the 10 likeliest next items.
+void sample_labels(Runner& runner, const std::string& prompt) {
+  const LabelTask& task = *runner.label_task();
+  Example e = task.parse_prompt(prompt);
+  if (int64_t side = task.image_side()) {  // the image itself, in grey levels
+    static const char* kShades[] = {"  ", "..", "::", "oo", "OO", "@@"};
+    for (int64_t r = 0; r < side; ++r) {
+      std::string line = "  ";
+      for (int64_t c = 0; c < side; ++c) line += kShades[std::min<int64_t>(5, (e.input[r * side + c] * 6) / 17)];
+      std::printf("%s\n", line.c_str());
+    }
+  }
+  const bool items = task.ranks_items();
+  std::string input;
+  for (int64_t id : e.input) input += (input.empty() || !items ? "" : " ") + task.token_text(id);
+  std::printf("%s ->", task.image_side() ? "image" : input.c_str());
+  auto top = runner.top_labels(e, 10);
+  if (items) {
+    std::printf(" the 10 likeliest next items:\n");
+    for (const auto& [label, p] : top) std::printf("  %-20s p %.4f\n", task.label_text(label).c_str(), p);
+    return;
+  }
+  std::printf(" %s (p %.4f)", task.label_text(top[0].first).c_str(), top[0].second);
+  for (size_t i = 1; i < top.size(); ++i)
+    std::printf("%s %s %.4f", i == 1 ? "; then" : ",", task.label_text(top[i].first).c_str(), top[i].second);
+  if (e.answer.size() == 1) std::printf("; the right label is %s", task.label_text(e.answer[0]).c_str());
+  std::printf("\n");
+}
+
+}  // namespace
+
 int eval(int argc, char** argv) {
-  cxxopts::Options options("qkv eval", "Exact-match accuracy on fresh held-out examples, or held-out text loss.");
+  cxxopts::Options options("qkv eval",
+                           "Exact-match accuracy on fresh held-out examples, held-out text loss, a classifier's "
+                           "accuracy and confusion matrix, or a recommender's HR@10 and NDCG@10 against the most "
+                           "popular items.");
   options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
-      "examples", cat("held-out examples (tasks) or windows (text), in ", range(1, kMaxExamples)),
+      "examples", cat("held-out examples (tasks; digits and sessions use at most their fixed split) or windows (text), in ",
+          range(1, kMaxExamples)),
       cxxopts::value<int64_t>()->default_value("1000"),
       "N")("seed", "seed of the held-out draw", cxxopts::value<uint64_t>()->default_value("2024"), "N")(
-      "data", "text models: the text to evaluate on (default: the bundled text, for models trained on it)",
+      "data", "text and digits models: the text or CSV to evaluate on (default: the bundled one, for models trained on it)",
       cxxopts::value<std::string>(),
       "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N");
   cxxopts::ParseResult args;
@@ -121,7 +210,9 @@ int eval(int argc, char** argv) {
   auto runner = load_runner(path);
   use_data_flag(*runner, args, path);
   Generator gen(args["seed"].as<uint64_t>() ^ 0xe7a1ULL);
-  if (runner->task()) {
+  if (runner->label_task()) {
+    print_label_metrics(path, *runner, runner->evaluate_labels(count, gen));
+  } else if (runner->task()) {
     double acc = runner->accuracy(count, gen);
     std::printf("%s: %s %s, exact match %.2f%% on %lld fresh held-out examples\n", printable(path).c_str(),
                 runner->spec().model.c_str(), runner->spec().task.c_str(), 100 * acc, static_cast<long long>(count));
@@ -135,9 +226,14 @@ int eval(int argc, char** argv) {
 }
 
 int sample(int argc, char** argv) {
-  cxxopts::Options options("qkv sample", "Answer a prompt (tasks) or continue it (text).");
+  cxxopts::Options options("qkv sample",
+                           "Answer a prompt (tasks), continue it (text), classify it (brackets, digits) or "
+                           "recommend the next items (sessions).");
   options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
-      "prompt", "input, e.g. 123456 for reverse, 123+45 for add, any text for text", cxxopts::value<std::string>(),
+      "prompt",
+      "input, e.g. 123456 for reverse, 123+45 for add, any text for text, ([]) for brackets, a held-out image's "
+      "number or 64 comma-separated pixels for digits, item ids '12 13 14' for sessions",
+      cxxopts::value<std::string>(),
       "TEXT")("temperature", "0: greedy; else sample softmax(logits / T)", cxxopts::value<double>()->default_value("0"),
               "T")("top-k", "sample among the k likeliest (0: all)", cxxopts::value<int64_t>()->default_value("0"),
                    "K")("max-new", "bytes to generate (text)", cxxopts::value<int64_t>()->default_value("200"), "N")(
@@ -157,7 +253,9 @@ int sample(int argc, char** argv) {
   auto runner = load_runner(path);
   runner->set_use_cache(!args.count("no-cache"));
   Generator gen(args["seed"].as<uint64_t>());
-  if (runner->task()) {
+  if (runner->label_task()) {
+    sample_labels(*runner, prompt);
+  } else if (runner->task()) {
     std::vector<int64_t> input = runner->task()->encode(prompt);
     std::vector<int64_t> out = runner->answer({input}, temperature, top_k, &gen).front();
     std::printf("%s = %s\n", runner->task()->input_text(input).c_str(), runner->task()->answer_text(out).c_str());
@@ -174,9 +272,42 @@ int sample(int argc, char** argv) {
   return 0;
 }
 
+namespace {
+
+// A classifier's [CLS] row on its own, per head and averaged: over the
+// image's patches for a ViT, over the tokens otherwise. Writes the SVGs and
+// returns them for the page.
+std::string cls_views(const AttentionMap& map, int64_t heads,
+                      const std::function<void(const std::string&, const std::string&)>& write) {
+  const int64_t cols = static_cast<int64_t>(map.cols.size()), rows = static_cast<int64_t>(map.rows.size());
+  std::vector<double> all = map.weights.to_vector(), mean(cols, 0.0);
+  std::string html = cat("<h3>", xml_text(map.name), ": what [CLS] attends to",
+                         map.image.empty() ? "" : ", over the image", "</h3>\n<div class=\"maps\">\n");
+  for (int64_t h = 0; h <= heads; ++h) {
+    const bool average = h == heads;
+    std::vector<double> row(cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      row[j] = average ? mean[j] : all[h * rows * cols + j];  // row 0: the [CLS] query
+      if (!average) mean[j] += row[j] / static_cast<double>(heads);
+    }
+    std::string title = average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h);
+    std::string svg =
+        map.image.empty()
+            ? cls_row_svg(map.cols, row, title)
+            : patch_overlay_svg(map.image, map.image_side, map.patch, std::vector<double>(row.begin() + 1, row.end()),
+                                row[0], title);
+    write(average ? cat(map.file, "_cls_mean.svg") : cat(map.file, "_cls_head", h, ".svg"), svg);
+    html += svg;
+  }
+  return html + "</div>\n";
+}
+
+}  // namespace
+
 int attention(int argc, char** argv) {
   cxxopts::Options options("qkv attention", "Draw every layer's and head's attention for a prompt.");
-  options.add_options()("checkpoint", "checkpoint file (GPT or Seq2Seq)", cxxopts::value<std::string>(), "FILE")(
+  options.add_options()("checkpoint", "checkpoint file (any kind but linear attention)", cxxopts::value<std::string>(),
+                        "FILE")(
       "prompt", "the prompt (a task input is shown with the model's answer)", cxxopts::value<std::string>(), "TEXT")(
       "out", "output folder: index.html and one SVG per map and head (created; it holds this result alone)",
       cxxopts::value<std::string>(), "FOLDER")("force", "replace the earlier result in --out");
@@ -203,7 +334,9 @@ int attention(int argc, char** argv) {
           driver_kind(runner->spec().model).maps_note, ". The last map of each row averages its heads.</p>\n");
   for (const AttentionMap& map : maps) {
     const int64_t rows = static_cast<int64_t>(map.rows.size()), cols = static_cast<int64_t>(map.cols.size());
-    index += cat("<h2>", xml_text(map.name), "</h2>\n<div class=\"maps\">\n");
+    index += cat("<h2>", xml_text(map.name), "</h2>\n");
+    if (map.cls_first) index += cls_views(map, heads, write) + "<h3>the whole map</h3>\n";
+    index += "<div class=\"maps\">\n";
     std::vector<double> all = map.weights.to_vector(), mean(rows * cols, 0.0);
     for (int64_t h = 0; h <= heads; ++h) {
       bool average = h == heads;
@@ -230,7 +363,7 @@ int attention(int argc, char** argv) {
 
 int gradcheck(int argc, char** argv) {
   cxxopts::Options options("qkv gradcheck", "Compare every parameter's gradient with central differences, in float64.");
-  options.add_options()("model", "gpt | seq2seq | mha (a small one)",
+  options.add_options()("model", "gpt | seq2seq | encoder | vit | recommender | mha (a small one)",
                         cxxopts::value<std::string>()->default_value("gpt"), "KIND")(
       "checkpoint", "check this trained model instead", cxxopts::value<std::string>()->default_value(""), "FILE")(
       "entries", "entries checked per parameter (0: all; default 0, or 16 with --checkpoint)",
@@ -262,8 +395,7 @@ int gradcheck(int argc, char** argv) {
       use_data_flag(*runner, args, path);  // its batch comes from a text named here
     } else {
       QKV_CHECK(!args.count("data"), "--data goes with a text --checkpoint");
-      ModelSpec spec;
-      spec.model = kind, spec.task = "reverse", spec.max_len = 4, spec.width = 8, spec.heads = 2, spec.layers = 2;
+      ModelSpec spec = small_model_spec(kind);  // on the kind's first task (reverse for the sequence kinds)
       spec.dropout = 0.1;
       runner = std::make_unique<Runner>(spec);
     }
@@ -422,6 +554,17 @@ int info(int argc, char** argv) {
                 spec.data.empty() ? "the bundled text" : ("'" + printable(spec.data) + "'").c_str());
   else if (spec.task == "add")
     std::printf("  task       add, %lld-digit operands\n", static_cast<long long>(spec.digits));
+  else if (spec.task == "digits")
+    std::printf("  task       digits, %lld x %lld images in %lld x %lld patches, %lld classes, trained on %s\n",
+                static_cast<long long>(spec.image), static_cast<long long>(spec.image),
+                static_cast<long long>(spec.patch), static_cast<long long>(spec.patch),
+                static_cast<long long>(spec.classes),
+                spec.data.empty() ? "the bundled digits" : ("'" + printable(spec.data) + "'").c_str());
+  else if (spec.task == "brackets")
+    std::printf("  task       brackets, up to %lld brackets, %s pooling\n", static_cast<long long>(spec.max_len),
+                spec.pooling.c_str());
+  else if (spec.task == "sessions")
+    std::printf("  task       sessions, histories of up to %lld items\n", static_cast<long long>(spec.max_len));
   else
     std::printf("  task       %s, inputs up to %lld digits\n", spec.task.c_str(), static_cast<long long>(spec.max_len));
   std::printf("  step       %s\n  optimizer  %s %s\n", meta("qkv.step").c_str(), meta("qkv.optimizer").c_str(),

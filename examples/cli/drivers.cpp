@@ -170,6 +170,167 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
   }
 };
 
+// Token ids right-padded with 0 into [B, T] (T the longest), and each row's length.
+Tensor padded_inputs(const std::vector<Example>& batch, std::vector<int64_t>& lengths) {
+  int64_t B = static_cast<int64_t>(batch.size()), T = 0;
+  for (const Example& e : batch) T = std::max<int64_t>(T, e.input.size());
+  std::vector<int64_t> ids(B * T, 0);
+  lengths.assign(B, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    std::copy(batch[b].input.begin(), batch[b].input.end(), ids.begin() + b * T);
+    lengths[b] = static_cast<int64_t>(batch[b].input.size());
+  }
+  return Tensor::from_vector(ids, {B, T});
+}
+
+// Each example's one label, [B].
+Tensor class_labels(const std::vector<Example>& batch) {
+  std::vector<int64_t> y;
+  for (const Example& e : batch) {
+    QKV_CHECK(e.answer.size() == 1, "an example of a classification task has one label, got ", e.answer.size());
+    y.push_back(e.answer[0]);
+  }
+  return Tensor::from_vector(y, {static_cast<int64_t>(y.size())});
+}
+
+std::vector<std::string> token_labels(const LabelTask& task, const std::vector<int64_t>& ids, bool cls) {
+  std::vector<std::string> labels;
+  if (cls) labels.push_back("[CLS]");
+  for (int64_t id : ids) labels.push_back(task.token_text(id));
+  return labels;
+}
+
+// What the kinds that answer with one label share: they generate nothing.
+template <class Model> class LabelDriver : public TypedDriver<Model> {
+ public:
+  using TypedDriver<Model>::TypedDriver;
+  Tensor text_logits(const Tensor&, std::vector<Tensor>*) override { throw Error(one_label()); }
+  bool keeps_cache() const override { return false; }
+  std::unique_ptr<nn::KVCache> make_cache(int64_t) override { return nullptr; }
+  Tensor cached_logits(const Tensor&, nn::KVCache&) override { throw Error(one_label()); }
+  std::vector<int64_t> decoder_start(const std::vector<int64_t>&) const override { throw Error(one_label()); }
+  std::function<Tensor(const Tensor&)> decoder(const std::vector<std::vector<int64_t>>&, nn::KVCache*) override {
+    throw Error(one_label());
+  }
+
+ private:
+  static std::string one_label() { return "this model answers with one label: it reads no text and decodes nothing"; }
+};
+
+// The BERT-style classifier: right-padded tokens, their lengths, one class each.
+class EncoderDriver : public LabelDriver<nn::EncoderClassifier> {
+ public:
+  using LabelDriver::LabelDriver;
+  Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
+    return nn::cross_entropy(logits(batch, weights), class_labels(batch));
+  }
+  Tensor label_scores(const std::vector<Example>& batch) override { return logits(batch, nullptr); }
+  int64_t loss_positions(const Example&) const override { return 1; }
+  // One map per layer over [CLS] (with cls pooling) and the prompt's tokens.
+  std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
+    Example e = runner.label_task()->parse_prompt(prompt);
+    std::vector<Tensor> weights;
+    logits({e}, &weights);
+    const bool cls = model_->config().pooling == nn::Pooling::Cls;
+    std::vector<std::string> labels = token_labels(*runner.label_task(), e.input, cls);
+    std::vector<AttentionMap> maps;
+    for (size_t l = 0; l < weights.size(); ++l) {
+      maps.push_back({cat("layer ", l), cat("layer", l), first_of_batch(weights[l]), labels, labels});
+      maps.back().cls_first = cls;
+    }
+    return maps;
+  }
+
+ private:
+  Tensor logits(const std::vector<Example>& batch, std::vector<Tensor>* weights) {
+    std::vector<int64_t> lengths;
+    Tensor ids = padded_inputs(batch, lengths);
+    return model_->forward(ids, lengths, weights);
+  }
+};
+
+// The Vision Transformer: pixels of 17 levels scaled to [0, 1], one class each.
+class ViTDriver : public LabelDriver<nn::ViT> {
+ public:
+  using LabelDriver::LabelDriver;
+  Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
+    return nn::cross_entropy(model_->forward(images(batch), weights), class_labels(batch));
+  }
+  Tensor label_scores(const std::vector<Example>& batch) override { return model_->forward(images(batch)); }
+  int64_t loss_positions(const Example&) const override { return 1; }
+  // One map per layer over [CLS] and the patches, with the image under the [CLS] row's grid.
+  std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
+    Example e = runner.label_task()->parse_prompt(prompt);
+    std::vector<Tensor> weights;
+    model_->forward(images({e}), &weights);
+    const int64_t side = model_->config().image, p = model_->config().patch, per_row = side / p;
+    std::vector<std::string> labels{"[CLS]"};
+    for (int64_t k = 0; k < per_row * per_row; ++k) labels.push_back(cat("p", k));  // patch k: row k / per_row
+    std::vector<double> image;
+    for (int64_t v : e.input) image.push_back(static_cast<double>(v) / 16.0);
+    std::vector<AttentionMap> maps;
+    for (size_t l = 0; l < weights.size(); ++l) {
+      maps.push_back({cat("layer ", l), cat("layer", l), first_of_batch(weights[l]), labels, labels});
+      AttentionMap& m = maps.back();
+      m.cls_first = true, m.image = image, m.image_side = side, m.patch = p;
+    }
+    return maps;
+  }
+
+ private:
+  Tensor images(const std::vector<Example>& batch) const {
+    const int64_t side = model_->config().image, B = static_cast<int64_t>(batch.size());
+    std::vector<float> pixels;
+    for (const Example& e : batch) {
+      QKV_CHECK(static_cast<int64_t>(e.input.size()) == side * side, "an image of ", e.input.size(),
+                " pixels for a ViT of ", side, " x ", side);
+      for (int64_t v : e.input) pixels.push_back(static_cast<float>(v) / 16.0f);
+    }
+    Tensor x = Tensor::from_vector(pixels, {B, 1, side, side});
+    return x.to(model_->cls_token.dtype());
+  }
+};
+
+// The SASRec-style recommender: a history right-padded with 0; its loss
+// covers the item after every position, its scores the item after the last.
+class RecommenderDriver : public LabelDriver<nn::Recommender> {
+ public:
+  using LabelDriver::LabelDriver;
+  Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
+    std::vector<int64_t> lengths;
+    Tensor ids = padded_inputs(batch, lengths);
+    const int64_t B = ids.size(0), T = ids.size(1);
+    std::vector<int64_t> y(B * T, -100);
+    for (int64_t b = 0; b < B; ++b) {
+      QKV_CHECK(batch[b].answer.size() == batch[b].input.size(), "a history of ", batch[b].input.size(),
+                " items needs as many next items, got ", batch[b].answer.size());
+      std::copy(batch[b].answer.begin(), batch[b].answer.end(), y.begin() + b * T);
+    }
+    return nn::cross_entropy(model_->forward(ids, weights), Tensor::from_vector(y, {B, T}));
+  }
+  Tensor label_scores(const std::vector<Example>& batch) override {
+    std::vector<int64_t> lengths, last;
+    Tensor ids = padded_inputs(batch, lengths);
+    const int64_t B = ids.size(0), T = ids.size(1);
+    for (int64_t b = 0; b < B; ++b) last.push_back(b * T + lengths[b] - 1);
+    Tensor scores = model_->forward(ids);
+    return index_select(reshape(scores, {B * T, scores.size(2)}), 0, Tensor::from_vector(last, {B}));
+  }
+  int64_t loss_positions(const Example& e) const override { return static_cast<int64_t>(e.answer.size()); }
+  // One map per layer over the history's items (causal).
+  std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
+    Example e = runner.label_task()->parse_prompt(prompt);
+    std::vector<int64_t> lengths;
+    std::vector<Tensor> weights;
+    model_->forward(padded_inputs({e}, lengths), &weights);
+    std::vector<std::string> labels = token_labels(*runner.label_task(), e.input, false);
+    std::vector<AttentionMap> maps;
+    for (size_t l = 0; l < weights.size(); ++l)
+      maps.push_back({cat("layer ", l), cat("layer", l), first_of_batch(weights[l]), labels, labels});
+    return maps;
+  }
+};
+
 template <class Model, class Driver> std::unique_ptr<ModelDriver> make(std::unique_ptr<nn::Module> model) {
   auto* typed = dynamic_cast<Model*>(model.get());
   QKV_CHECK(typed, "the model built is not the kind its driver drives");
@@ -179,15 +340,46 @@ template <class Model, class Driver> std::unique_ptr<ModelDriver> make(std::uniq
 
 // The table: one row per kind the program trains, samples and draws.
 const DriverKind kDrivers[] = {
-    {"gpt", "GPT", "", 1, "", true, [](const SequenceTask& t) { return t.max_input() + t.max_answer() + 1; },
-     make<nn::GPT, GptDriver>},
+    {"gpt", "GPT", "", 1, "", "reverse, copy, sort, add, text",
+     [](const SequenceTask& t) { return t.max_input() + t.max_answer() + 1; }, nullptr, make<nn::GPT, GptDriver>},
     {"seq2seq", "Seq2Seq", " per side", 3,
-     "; cross-attention rows are the decoder's tokens (its start mark, then the answer), columns the input's", false,
-     [](const SequenceTask& t) { return std::max(t.max_input(), t.max_answer() + 1); },
-     make<nn::Seq2Seq, Seq2SeqDriver>},
+     "; cross-attention rows are the decoder's tokens (its start mark, then the answer), columns the input's",
+     "reverse, copy, sort, add", [](const SequenceTask& t) { return std::max(t.max_input(), t.max_answer() + 1); },
+     nullptr, make<nn::Seq2Seq, Seq2SeqDriver>},
+    {"encoder", "Encoder classifier", "", 1, "; row and column 0 are the [CLS] token, whose final state is classified",
+     "brackets", nullptr,
+     [](const nn::ModelShape& s, const LabelTask& t) { return t.max_input() + (s.pooling == "cls" ? 1 : 0); },
+     make<nn::EncoderClassifier, EncoderDriver>},
+    {"vit", "ViT", "", 1,
+     "; row and column 0 are the [CLS] token, the others the image's patches in reading order; the [CLS] row is "
+     "also drawn over the image itself",
+     "digits", nullptr,
+     [](const nn::ModelShape& s, const LabelTask& t) {
+       int64_t per_row = s.patch > 0 ? t.image_side() / s.patch : 0;
+       return per_row * per_row + 1;
+     },
+     make<nn::ViT, ViTDriver>},
+    {"recommender", "Recommender", "", 1, "; each item attends to the items before it (causal)", "sessions", nullptr,
+     [](const nn::ModelShape&, const LabelTask& t) { return t.max_input(); },
+     make<nn::Recommender, RecommenderDriver>},
 };
 
 }  // namespace
+
+Tensor ModelDriver::label_scores(const std::vector<Example>&) {
+  throw Error("this model writes answers token by token: it scores no labels");
+}
+
+bool learns(const DriverKind& kind, const std::string& task) {
+  std::string list = cat(", ", kind.tasks, ",");
+  return list.find(cat(", ", task, ",")) != std::string::npos;
+}
+
+std::string default_kind(const std::string& task) {
+  for (const DriverKind& d : kDrivers)
+    if (learns(d, task)) return d.name;  // the table lists gpt first: the sequence tasks' default
+  throw Error(cat("unknown task '", printable(task), "' (copy, reverse, sort, add, text, brackets, digits, sessions)"));
+}
 
 const DriverKind& driver_kind(const std::string& kind) {
   for (const DriverKind& d : kDrivers)

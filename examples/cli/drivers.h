@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nn/nn.h"
+#include "label_tasks.h"
 #include "tasks.h"
 
 namespace qkv::cli {
@@ -42,6 +43,11 @@ class ModelDriver {
                                                        nn::KVCache* cache) = 0;
   /// Every attention map on a prompt, drawn as the kind attends.
   virtual std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) = 0;
+  /// Label kinds: each example's scores over the task's labels, [B, labels]
+  /// (class logits, or the scores of the item after the whole history).
+  virtual Tensor label_scores(const std::vector<Example>& batch);
+  /// The positions an example's loss averages over (a rank's share of a batch counts them).
+  virtual int64_t loss_positions(const Example& e) const { return static_cast<int64_t>(e.answer.size()) + 1; }
 };
 
 /// One row of the table: what the program knows of a kind before its model exists.
@@ -51,14 +57,20 @@ struct DriverKind {
   const char* layers_are;   // what --layers counts, after the number: "" or " per side"
   double blocks_per_layer;  // transformer blocks one layer holds, for memory estimates
   const char* maps_note;    // what `qkv attention` says of the kind's maps, after its general text
-  bool reads_text;          // learns the text task (next-byte prediction)
-  /// The context a task needs: its input, its answer and the marks the kind reads.
+  const char* tasks;        // the tasks it learns, the first its default: "brackets" or "copy, reverse, ..."
+  /// The context a sequence task needs: its input, its answer and the marks the kind reads.
   int64_t (*context_for)(const SequenceTask& task);
+  /// A label kind's context for its task (null for the sequence kinds).
+  int64_t (*label_context)(const nn::ModelShape& shape, const LabelTask& task);
   /// The driver of a model the registry built.
   std::unique_ptr<ModelDriver> (*make)(std::unique_ptr<nn::Module> model);
 };
 
 /// The row of `kind`; throws for a kind the program has no driver for.
 const DriverKind& driver_kind(const std::string& kind);
+/// Whether `kind` learns `task` (its row's list).
+bool learns(const DriverKind& kind, const std::string& task);
+/// The kind a task trains when --model is not given.
+std::string default_kind(const std::string& task);
 
 }  // namespace qkv::cli

@@ -59,7 +59,7 @@ int graph(int argc, char** argv) {
   cxxopts::Options options("qkv graph",
                            "Draw the autograd graph of one forward and backward pass: one node per recorded op (its "
                            "output shape and gradient norm), parameters by name, one box per module.");
-  options.add_options("model")("model", "a small fresh model: mha | gpt | seq2seq",
+  options.add_options("model")("model", "a small fresh model: mha | gpt | seq2seq | encoder | vit | recommender",
                                cxxopts::value<std::string>()->default_value("mha"), "KIND")(
       "checkpoint", "draw this trained model instead (with --prompt)", cxxopts::value<std::string>(), "FILE")(
       "prompt", "with --checkpoint: the input (a task's question, answered correctly; or text)",
@@ -111,15 +111,14 @@ int graph(int argc, char** argv) {
     loss = mean(mul(y, y));
     title = "MultiHeadAttention(d_model=8, heads=2), causal, on x [1, 4, 8]; loss = mean(output²)";
   } else {
-    ModelSpec spec;
-    spec.model = kind, spec.task = "reverse", spec.max_len = 4, spec.width = 8, spec.heads = 2, spec.layers = 2;
+    ModelSpec spec = small_model_spec(kind);
     runner = std::make_unique<Runner>(spec, &gen);
     runner->set_fused_attention(fused);
     runner->module().eval();
     loss = runner->fixed_batch_loss(1, gen)();
     const DriverKind& driver = driver_kind(kind);
-    title = cat(driver.title, " (width 8, 2 heads, 2 layers", driver.layers_are,
-                ") on one reverse example; loss = cross-entropy of the answer");
+    title = cat(driver.title, " (width 8, 2 heads, 2 layers", driver.layers_are, ") on one ", spec.task,
+                " example; loss = cross-entropy of the ", runner->task() ? "answer" : "label");
   }
   auto names = runner ? runner->module().named_parameters() : mha->named_parameters();
   if (x.defined()) names.emplace_back("x", x);

@@ -1,6 +1,7 @@
 #include "heatmaps.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "autograd/error.h"
@@ -97,6 +98,68 @@ std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols
                "\" fill=\"", shade(1.0 - k / 10.0 - 0.05), "\"/>");
   svg += cat("\n<text x=\"", bx + bar + 4, "\" y=\"", top + 10, "\" font-size=\"10\">1</text><text x=\"", bx + bar + 4,
              "\" y=\"", top + bh, "\" font-size=\"10\">0</text>\n");
+  return svg + "</svg>\n";
+}
+
+namespace {
+// Red at a weight's share of the largest: the tint over a patch or a token.
+std::string tint(double w, double top) {
+  double share = top > 0 && w > 0 ? std::min(1.0, w / top) : 0.0;
+  return cat("fill=\"#d62728\" fill-opacity=\"", fixed(0.85 * share, 3), "\"");
+}
+}  // namespace
+
+std::string patch_overlay_svg(const std::vector<double>& image, int64_t side, int64_t patch,
+                              const std::vector<double>& patch_weights, double cls_weight, const std::string& title) {
+  const int px = 24, left = 8, top = 40, per_row = static_cast<int>(side / patch);
+  const int size = px * static_cast<int>(side);
+  double largest = 0;
+  for (double w : patch_weights) largest = std::max(largest, w);
+  std::string svg = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", std::max(size + 2 * left, 330),
+                        "\" height=\"", top + size + 24, "\" font-family=\"monospace\" font-size=\"12\">\n",
+                        "<text x=\"4\" y=\"16\" font-weight=\"bold\">", xml_text(title), "</text>\n",
+                        "<text x=\"4\" y=\"30\" font-size=\"10\">red: [CLS]'s weight on a patch (hover)</text>\n");
+  for (int64_t r = 0; r < side; ++r)  // the image, dark ink on white
+    for (int64_t c = 0; c < side; ++c) {
+      double v = std::clamp(image[r * side + c], 0.0, 1.0);  // NaN-free: pixels come from a checked file
+      int g = 255 - static_cast<int>(v * 255);
+      svg += cat("<rect x=\"", left + px * c, "\" y=\"", top + px * r, "\" width=\"", px, "\" height=\"", px,
+                 "\" fill=\"rgb(", g, ",", g, ",", g, ")\"/>");
+    }
+  svg += "\n";
+  for (int k = 0; k < per_row * per_row; ++k) {  // the patches, tinted, with the grid
+    int x = left + px * static_cast<int>(patch) * (k % per_row), y = top + px * static_cast<int>(patch) * (k / per_row);
+    int s = px * static_cast<int>(patch);
+    double w = patch_weights[k];
+    svg += cat("<rect x=\"", x, "\" y=\"", y, "\" width=\"", s, "\" height=\"", s, "\" ", tint(w, largest),
+               " stroke=\"#1f77b4\" stroke-width=\"1\"><title>patch ", k, " (row ", k / per_row, ", column ",
+               k % per_row, "): ", fixed(std::isfinite(w) ? w : 0.0, 4), "</title></rect>\n");
+  }
+  svg += cat("<text x=\"4\" y=\"", top + size + 16, "\" font-size=\"10\">[CLS] keeps ",
+             fixed(std::isfinite(cls_weight) ? cls_weight : 0.0, 3), " on itself; darkest red ",
+             fixed(largest, 3), "</text>\n");
+  return svg + "</svg>\n";
+}
+
+std::string cls_row_svg(const std::vector<std::string>& tokens, const std::vector<double>& weights,
+                        const std::string& title) {
+  const int box = 28, left = 8, top = 40;
+  double largest = 0;
+  for (double w : weights) largest = std::max(largest, w);
+  const int n = static_cast<int>(tokens.size());
+  std::string svg = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", std::max(left * 2 + box * n, 260),
+                        "\" height=\"", top + box + 30, "\" font-family=\"monospace\" font-size=\"13\">\n",
+                        "<text x=\"4\" y=\"16\" font-weight=\"bold\">", xml_text(title), "</text>\n",
+                        "<text x=\"4\" y=\"30\" font-size=\"10\">red: [CLS]'s weight on each token (hover)</text>\n");
+  for (int i = 0; i < n; ++i) {
+    double w = std::isfinite(weights[i]) ? weights[i] : 0.0;
+    int x = left + box * i;
+    svg += cat("<rect x=\"", x, "\" y=\"", top, "\" width=\"", box, "\" height=\"", box, "\" ", tint(w, largest),
+               " stroke=\"#999\"><title>[CLS] -> ", i, " ", xml_text(tokens[i]), ": ", fixed(w, 4),
+               "</title></rect><text x=\"", x + box / 2, "\" y=\"", top + box / 2 + 5, "\" text-anchor=\"middle\">",
+               xml_text(tokens[i]), "</text><text x=\"", x + box / 2, "\" y=\"", top + box + 12,
+               "\" text-anchor=\"middle\" font-size=\"9\" fill=\"#888\">", i, "</text>\n");
+  }
   return svg + "</svg>\n";
 }
 

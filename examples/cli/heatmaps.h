@@ -22,4 +22,17 @@ std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols
                         const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
                         const std::string& title, int64_t split = -1);
 
+/// A ViT's [CLS] attention over its patches, laid over the image: the
+/// pixels (image, side x side, values in [0, 1]) in grey, each patch tinted
+/// red by its weight (scaled to this map's largest, printed in its tooltip),
+/// with the patch grid drawn. `patch_weights` holds (side/patch)² weights in
+/// reading order; `cls_weight` is what [CLS] keeps on itself.
+std::string patch_overlay_svg(const std::vector<double>& image, int64_t side, int64_t patch,
+                              const std::vector<double>& patch_weights, double cls_weight, const std::string& title);
+
+/// A classifier's [CLS] row: each token in a box shaded by the weight [CLS]
+/// gives it (scaled to the row's largest), with the weight in its tooltip.
+std::string cls_row_svg(const std::vector<std::string>& tokens, const std::vector<double>& weights,
+                        const std::string& title);
+
 }  // namespace qkv::cli

@@ -52,8 +52,12 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
       return v;
     };
     s.task = field("name");
-    QKV_CHECK(s.task == "text" || s.task == "copy" || s.task == "reverse" || s.task == "sort" || s.task == "add", file,
-              ": unknown task '", printable(s.task), "'");
+    QKV_CHECK(s.task == "text" || s.task == "copy" || s.task == "reverse" || s.task == "sort" || s.task == "add" ||
+                  is_label_task(s.task),
+              file, ": unknown task '", printable(s.task), "'");
+    QKV_CHECK(learns(driver_kind(s.model), s.task), file, ": a ", s.model, " model does not learn the ", s.task,
+              " task");
+    nn::model_kind(s.model).check(s, file);  // the fields this kind needs, before its formula reads them
     s.max_len = integer("max_len", kMaxInputLength);
     s.digits = integer("digits", kMaxDigits);
     s.data = field("data");  // where it trained: shown, never opened (qkv reads only files the user names)
@@ -83,16 +87,37 @@ void ModelSpec::check_tensors(const io::TensorFile& file, const std::string& pat
             ") but it holds ", held);
 }
 
+ModelSpec small_model_spec(const std::string& kind) {
+  ModelSpec spec;
+  const std::string tasks = driver_kind(kind).tasks;
+  spec.model = kind, spec.task = tasks.substr(0, tasks.find(',')), spec.max_len = 4;
+  spec.width = 8, spec.heads = 2, spec.layers = 2;
+  if (kind == "vit") spec.patch = 4;  // 4 patches of 4 x 4: small enough to check entry by entry
+  return spec;
+}
+
 Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::move(spec)) {
   const nn::ModelKind& kind = nn::model_kind(spec_.model);
   spec_.check_sizes();
   nn::AttentionKind::parse(spec_.attention);
   const DriverKind& driver = driver_kind(spec_.model);
+  QKV_CHECK(learns(driver, spec_.task), "--model ", spec_.model, " learns ", driver.tasks, "; the ", spec_.task,
+            " task trains --model ", default_kind(spec_.task));
   if (spec_.task == "text") {
-    QKV_CHECK(driver.reads_text, "the text task trains a GPT (--model gpt)");
     spec_.vocab = 256;
     if (spec_.context <= 0) spec_.context = 64;
-    if (read_text) use_text(spec_.data);
+    if (read_text) use_data(spec_.data);
+  } else if (is_label_task(spec_.task)) {
+    labels_ = make_label_task(spec_.task, spec_.max_len, spec_.data, read_text, spec_.image > 0 ? spec_.image : 8);
+    spec_.vocab = labels_->vocab();
+    if (spec_.model != "recommender" && spec_.classes == 0) spec_.classes = labels_->labels();
+    if (spec_.model == "vit" && spec_.image == 0) spec_.image = labels_->image_side();
+    if (spec_.model == "vit" && spec_.patch == 0) spec_.patch = 2;
+    kind.check(spec_, cat("--model ", spec_.model));
+    int64_t need = driver.label_context(spec_, *labels_);
+    if (spec_.context <= 0) spec_.context = need;
+    QKV_CHECK(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task,
+              " task: it needs ", need);
   } else {
     task_ = std::make_unique<SequenceTask>(spec_.task, spec_.max_len, spec_.digits);
     spec_.vocab = task_->vocab();
@@ -108,8 +133,16 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::mov
   driver_ = driver.make(kind.build(spec_, init));
 }
 
-void Runner::use_text(const std::string& path) {
-  QKV_CHECK(spec_.task == "text", "--data is for text models; this is a ", spec_.task, " model");
+void Runner::use_data(const std::string& path) {
+  QKV_CHECK(spec_.task == "text" || spec_.task == "digits", "--data is for text and digits models; this is a ",
+            spec_.task, " model");
+  if (spec_.task == "digits") {
+    labels_ = make_label_task(spec_.task, spec_.max_len, path, true);
+    QKV_CHECK(labels_->image_side() == spec_.image, "--data file '", printable(path), "' holds images of ",
+              labels_->image_side(), " x ", labels_->image_side(), "; this model reads ", spec_.image, " x ",
+              spec_.image);
+    return;
+  }
   text_ = std::make_unique<TextTask>(path.empty() ? default_text_path() : path);
   QKV_CHECK(static_cast<int64_t>(text_->held_out().size()) > spec_.context, "--data file '", printable(text_->path()),
             "' is too short for a context of ", spec_.context, ": its held-out tenth has ", text_->held_out().size(),
@@ -164,10 +197,17 @@ Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen
   return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(y, {count, T})), weights);
 }
 
+Example Runner::draw(Generator& gen) const {
+  QKV_CHECK(task_ || labels_, "the ", spec_.task, " task draws no examples");
+  return task_ ? task_->sample(gen) : labels_->sample(gen);
+}
+
+int64_t Runner::loss_positions(const Example& e) const { return driver_->loss_positions(e); }
+
 std::function<Tensor()> Runner::fixed_batch_loss(int64_t size, Generator gen) {
-  if (task_) {
+  if (task_ || labels_) {
     std::vector<Example> batch;
-    for (int64_t i = 0; i < size; ++i) batch.push_back(task_->sample(gen));
+    for (int64_t i = 0; i < size; ++i) batch.push_back(draw(gen));
     return [this, batch] { return loss(batch); };
   }
   return [this, size, gen] {
@@ -268,6 +308,67 @@ double Runner::held_out_loss(int64_t windows, Generator& gen) {
   entropy_weight_ = entropy_weight;
   module().train(was_training);
   return total / static_cast<double>(batches);
+}
+
+LabelMetrics Runner::evaluate_labels(int64_t count, Generator& gen) {
+  QKV_CHECK(labels_ != nullptr, "the ", spec_.task, " task has no labels to evaluate");
+  NoGradGuard no_grad;
+  bool was_training = module().is_training();
+  module().eval();
+  LabelMetrics m;
+  m.ranks = labels_->ranks_items();
+  m.labels = labels_->labels();
+  if (!m.ranks) m.confusion.assign(m.labels * m.labels, 0);
+  std::vector<int64_t> popular = labels_->popular_items();
+  popular.resize(std::min<size_t>(popular.size(), 10));
+  std::vector<Example> held = labels_->held_out(count, gen);
+  int64_t right = 0;
+  for (size_t first = 0; first < held.size(); first += 256) {  // bounded memory whatever the count
+    std::vector<Example> chunk(held.begin() + first, held.begin() + std::min(held.size(), first + 256));
+    Tensor scores = driver_->label_scores(chunk).to(DType::Float64);
+    const int64_t L = scores.size(1);
+    const double* p = scores.data<double>();
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      const double* row = p + i * L;
+      const int64_t truth = chunk[i].answer.at(0);
+      if (!m.ranks) {
+        int64_t best = std::max_element(row, row + L) - row;
+        right += best == truth;
+        ++m.confusion[truth * m.labels + best];
+        continue;
+      }
+      // The held-out item's rank among the items (0 pads: never ranked); ties count against it.
+      int64_t rank = 0;
+      for (int64_t v = 1; v < L; ++v) rank += v != truth && row[v] >= row[truth];
+      if (rank < 10) m.hit_rate += 1, m.ndcg += 1 / std::log2(rank + 2.0);
+      auto at = std::find(popular.begin(), popular.end(), truth);
+      if (at != popular.end()) m.popular_hit_rate += 1, m.popular_ndcg += 1 / std::log2((at - popular.begin()) + 2.0);
+    }
+  }
+  m.examples = static_cast<int64_t>(held.size());
+  const double n = std::max<double>(1, static_cast<double>(m.examples));
+  m.accuracy = static_cast<double>(right) / n;
+  m.hit_rate /= n, m.ndcg /= n, m.popular_hit_rate /= n, m.popular_ndcg /= n;
+  module().train(was_training);
+  return m;
+}
+
+std::vector<std::pair<int64_t, double>> Runner::top_labels(const Example& e, int64_t k) {
+  NoGradGuard no_grad;
+  module().eval();
+  std::vector<double> scores = driver_->label_scores({e}).to_vector();
+  const int64_t first = labels_->ranks_items() ? 1 : 0;  // item 0 pads
+  double top = *std::max_element(scores.begin() + first, scores.end()), total = 0;
+  std::vector<std::pair<int64_t, double>> out;
+  for (int64_t v = first; v < static_cast<int64_t>(scores.size()); ++v) {
+    double w = std::exp(scores[v] - top);
+    total += w;
+    out.push_back({v, w});
+  }
+  for (auto& [label, p] : out) p /= total;
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  out.resize(std::min<size_t>(out.size(), static_cast<size_t>(k)));
+  return out;
 }
 
 std::string Runner::continue_text(const std::string& prompt, int64_t max_new, double temperature, int64_t top_k,

@@ -1,4 +1,4 @@
-// What every qkv command shares: a model (GPT or Seq2Seq) built from a spec,
+// What every qkv command shares: a model (any kind in drivers.h) built from a spec,
 // its checkpoint form, batches for the tasks, decoding and evaluation.
 #pragma once
 
@@ -23,8 +23,8 @@ namespace qkv::cli {
 struct ModelSpec : nn::ModelShape {
   std::string model = "gpt";  // a kind in nn::model_kind_names()
   std::string task = "reverse";
-  int64_t max_len = 8, digits = 3;  // sequence tasks
-  std::string data;                 // text task: the --data file, "" for the bundled text
+  int64_t max_len = 8, digits = 3;  // sequence tasks, brackets and sessions (max_len)
+  std::string data;                 // text and digits: the --data file, "" for the bundled one
   std::map<std::string, std::string> metadata() const;
   /// Parses and bounds a checkpoint's description (one-line errors naming `path`).
   static ModelSpec from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
@@ -38,6 +38,10 @@ struct ModelSpec : nn::ModelShape {
   void check_tensors(const io::TensorFile& file, const std::string& path) const;
 };
 
+/// A small model of `kind` (width 8, 2 heads, 2 layers) on the kind's first
+/// task, short inputs: what gradcheck and graph build fresh.
+ModelSpec small_model_spec(const std::string& kind);
+
 /// One layer's attention weights for one input, ready to draw.
 struct AttentionMap {
   std::string name;                     // "layer 0", "decoder layer 1, cross-attention", ...
@@ -45,6 +49,22 @@ struct AttentionMap {
   Tensor weights;                       // [heads, rows, cols]
   std::vector<std::string> rows, cols;  // token labels: queries down, keys across
   int64_t split = -1;                   // > 0: where the answer starts (on both axes)
+  bool cls_first = false;               // row and column 0 are a classifier's [CLS] token
+  std::vector<double> image;            // a ViT's input image in [0, 1], row-major, under the [CLS] row's grid
+  int64_t image_side = 0, patch = 0;    // its side and the patch side (columns 1.. are its patches, row-major)
+};
+
+/// How well a label model does on held-out examples.
+struct LabelMetrics {
+  int64_t examples = 0;
+  bool ranks = false;             // items ranked (sessions) rather than classes counted
+  double accuracy = 0;            // classes: the share classified right
+  int64_t labels = 0;             // classes: the confusion matrix's side
+  std::vector<int64_t> confusion; // classes: [true label][predicted label], row-major
+  double hit_rate = 0, ndcg = 0;  // items: the held-out item among the model's top 10, and its NDCG@10
+  double popular_hit_rate = 0, popular_ndcg = 0;  // the same for the 10 most popular items (the baseline)
+  /// The held-out metric training watches: accuracy, or HR@10.
+  double metric() const { return ranks ? hit_rate : accuracy; }
 };
 
 class Runner {
@@ -53,11 +73,18 @@ class Runner {
   /// model reads its text (spec.data; "" for the bundled text) only with
   /// `read_text`: a model from a checkpoint samples without it.
   explicit Runner(ModelSpec spec, Generator* init = nullptr, bool read_text = true);
-  /// Loads the text a text model trains or evaluates on ("" for the bundled text).
-  void use_text(const std::string& path);
+  /// Loads the data a text or digits model trains or evaluates on ("" for the bundled file).
+  void use_data(const std::string& path);
   const ModelSpec& spec() const { return spec_; }
   nn::Module& module();
+  /// The sequence task (copy, reverse, sort, add), or null.
   const SequenceTask* task() const { return task_.get(); }
+  /// The label task (brackets, digits, sessions), or null.
+  const LabelTask* label_task() const { return labels_.get(); }
+  /// A training example of the sequence or label task.
+  Example draw(Generator& gen) const;
+  /// The positions an example's loss averages over (a rank's share of a batch counts them).
+  int64_t loss_positions(const Example& e) const;
 
   /// Mean cross-entropy of a batch of examples (answer tokens only, padding ignored).
   Tensor loss(const std::vector<Example>& batch);
@@ -81,6 +108,11 @@ class Runner {
   double accuracy(int64_t count, Generator& gen);
   /// Held-out loss in nats per byte over `windows` windows (text task).
   double held_out_loss(int64_t windows, Generator& gen);
+  /// A label model on up to `count` held-out examples (label tasks).
+  LabelMetrics evaluate_labels(int64_t count, Generator& gen);
+  /// The k likeliest labels for one example, with their probabilities (the
+  /// softmax of the scores; for items, over the items, padding excluded).
+  std::vector<std::pair<int64_t, double>> top_labels(const Example& e, int64_t k);
 
   /// Adds lambda × the mean attention entropy (nn::attention_entropy over every
   /// layer and head; for Seq2Seq the decoder's) to loss() and text_loss().
@@ -109,6 +141,7 @@ class Runner {
   int64_t pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const;
   ModelSpec spec_;
   std::unique_ptr<SequenceTask> task_;
+  std::unique_ptr<LabelTask> labels_;
   std::unique_ptr<TextTask> text_;
   std::unique_ptr<ModelDriver> driver_;  // what this kind of model does (drivers.h)
   bool use_cache_ = true;

@@ -33,6 +33,15 @@ text=(--task text --steps 10 --batch 6 --context 32 --dim 32 --eval-every 5 --th
 mpi "$qkv" train "${text[@]}" --save text2.safetensors >/dev/null 2>&1 || fail "text, two ranks"
 "$compare" text1.safetensors text2.safetensors 1e-5 || fail "text: 2 ranks differ from one process"
 
+# The label tasks split by their loss positions too (one label each, or a
+# history's next items): the encoder, the ViT and the recommender train alike.
+for task in brackets digits sessions; do
+  label=(--task "$task" --steps 10 --batch 7 --dim 16 --eval-every 5 --threads 1 --dropout 0)
+  "$qkv" train "${label[@]}" --save "${task}1.safetensors" >/dev/null 2>&1 || fail "$task, one process"
+  mpi "$qkv" train "${label[@]}" --save "${task}2.safetensors" >/dev/null 2>&1 || fail "$task, two ranks"
+  "$compare" "${task}1.safetensors" "${task}2.safetensors" 1e-5 || fail "$task: 2 ranks differ from one process"
+done
+
 # The 2-rank checkpoint in one process; a one-process checkpoint on 2 ranks.
 "$qkv" eval --checkpoint two.safetensors --examples 50 >/dev/null || fail "eval of the 2-rank checkpoint"
 "$qkv" sample --checkpoint two.safetensors --prompt 123 >/dev/null || fail "sample from the 2-rank checkpoint"

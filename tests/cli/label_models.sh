@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The encoder classifier (brackets), the ViT (digits) and the recommender
+# (sessions) from the command line: each trains, resumes bit for bit, is
+# evaluated (accuracy and a confusion matrix, or HR@10 and NDCG@10 against
+# the popularity baseline), samples, draws its attention (the ViT's [CLS]
+# row over the digit, the classifier's [CLS] row over its tokens), shows its
+# gradients, graph and info; and every hostile digits CSV gets a one-line
+# error in bounded time and memory.
+# usage: label_models.sh QKV COMPARE_CHECKPOINTS WORKDIR [sanitized]
+set -u
+qkv=$1 compare=$2 work=$3 sanitized=${4:-}
+here=$(cd "$(dirname "$0")" && pwd)
+digits=$here/../../examples/data/digits.csv
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+. "$here/lib.sh"
+small=(--dim 16 --heads 2 --layers 1 --batch 8 --eval-every 10 --threads 1 --schedule constant --warmup 0)
+limit=5; [ -n "$sanitized" ] && limit=60  # seconds; the sanitizers run 10-20x slower
+bounded() {
+  if [ -n "$sanitized" ]; then timeout "$limit" "$@"; else (ulimit -v 1048576; exec timeout "$limit" "$@"); fi
+}
+refused() {  # refused LABEL CMD...: non-zero, in time, one line on stderr
+  local label=$1; shift
+  bounded "$@" >out.txt 2>err.txt
+  local rc=$?
+  [ $rc -ne 0 ] || { cat out.txt; fail "$label: exit 0"; }
+  [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "$label: ran past ${limit} s"
+  [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "$label: not a one-line error"; }
+  echo "  $label: $(cat err.txt)"
+}
+
+for task in brackets digits sessions; do
+  "$qkv" train --task "$task" "${small[@]}" --steps 20 --save "$task.safetensors" >"$task.txt" 2>&1 ||
+    { cat "$task.txt"; fail "$task: train"; }
+  # Resuming continues the same run: 10 + 10 steps give the very same weights as 20.
+  "$qkv" train --task "$task" "${small[@]}" --steps 10 --save "half_$task.safetensors" >/dev/null 2>&1 ||
+    fail "$task: the first half"
+  "$qkv" train --resume "half_$task.safetensors" --steps 20 >/dev/null 2>&1 || fail "$task: resume"
+  "$compare" "$task.safetensors" "half_$task.safetensors" 0 >/dev/null || fail "$task: 10 + 10 resumed steps differ from 20"
+  "$qkv" info "$task.safetensors" >info.txt || fail "$task: info"
+  grep -q "task       $task" info.txt || { cat info.txt; fail "$task: info names no task"; }
+done
+ok "brackets, digits and sessions train, resume bit for bit and describe themselves"
+grep -q "^qkv train: encoder on brackets" brackets.txt || fail "brackets does not train the encoder by default"
+grep -q "^qkv train: vit on digits" digits.txt || fail "digits does not train the ViT by default"
+grep -q "^qkv train: recommender on sessions" sessions.txt || fail "sessions does not train the recommender by default"
+
+"$qkv" eval --checkpoint brackets.safetensors --examples 200 >eval.txt || fail "eval brackets"
+grep -q "accuracy .* on 200 held-out examples" eval.txt && grep -q "confusion matrix" eval.txt &&
+  grep -qE "^ +unbalanced +[0-9]+ +[0-9]+$" eval.txt || { cat eval.txt; fail "brackets: no accuracy or confusion matrix"; }
+"$qkv" eval --checkpoint digits.safetensors >eval.txt || fail "eval digits"
+grep -q "on 359 held-out examples" eval.txt && [ "$(grep -cE '^ +[0-9] +([0-9]+ +){9}[0-9]+$' eval.txt)" -eq 10 ] ||
+  { cat eval.txt; fail "digits: no 10 x 10 confusion matrix over the 359 held-out images"; }
+"$qkv" eval --checkpoint sessions.safetensors >eval.txt || fail "eval sessions"
+grep -qE "model +HR@10 [0-9.]+ +NDCG@10" eval.txt && grep -qE "most popular 10 +HR@10" eval.txt ||
+  { cat eval.txt; fail "sessions: no HR@10 against the baseline"; }
+ok "eval: accuracy and confusion matrices, HR@10 and NDCG@10 against the most popular items"
+
+"$qkv" sample --checkpoint brackets.safetensors --prompt "([)]" >s.txt || fail "sample brackets"
+grep -qE "^\(\[\)\] -> (un)?balanced \(p [0-9.]+\); then (un)?balanced [0-9.]+; the right label is unbalanced$" s.txt ||
+  { cat s.txt; fail "brackets sample"; }
+"$qkv" sample --checkpoint digits.safetensors --prompt 7 >s.txt || fail "sample digits"
+grep -qE "^image -> [0-9] \(p [0-9.]+\); then" s.txt || { cat s.txt; fail "digits sample"; }
+"$qkv" sample --checkpoint sessions.safetensors --prompt "12 13 14" >s.txt || fail "sample sessions"
+[ "$(grep -cE '^  item [0-9]+ \(genre [0-9]\) +p [0-9.]+$' s.txt)" -eq 10 ] || { cat s.txt; fail "sessions: not 10 items"; }
+ok "sample: a class with its probabilities, or the 10 likeliest next items"
+
+"$qkv" attention --checkpoint digits.safetensors --prompt 3 --out vit >/dev/null || fail "attention vit"
+for f in vit/layer0_cls_head0.svg vit/layer0_cls_mean.svg vit/layer0_head1.svg; do
+  [ -s "$f" ] || fail "attention vit: no $f"
+done
+[ "$(grep -c '<title>patch ' vit/layer0_cls_head0.svg)" -eq 16 ] || fail "the ViT overlay does not tint 16 patches"
+[ "$(grep -o 'fill="rgb(' vit/layer0_cls_head0.svg | wc -l)" -eq 64 ] || fail "the ViT overlay does not draw the 64 pixels"
+"$qkv" attention --checkpoint brackets.safetensors --prompt "(<>)" --out enc >/dev/null || fail "attention encoder"
+grep -qF '[CLS] -> 4 ):' enc/layer0_cls_head0.svg || fail "the classifier's [CLS] row does not reach its last token"
+"$qkv" attention --checkpoint sessions.safetensors --prompt "1 2 3" --out rec >/dev/null || fail "attention recommender"
+if command -v xmllint >/dev/null; then
+  xmllint --noout vit/*.svg vit/index.html enc/index.html rec/index.html || fail "attention pages are not well-formed XML"
+fi
+ok "attention: the [CLS] row over the digit's patches and over the tokens, and the full maps"
+
+for task in brackets digits sessions; do
+  prompt=$([ $task = brackets ] && echo "(()" || ([ $task = digits ] && echo 4 || echo "5 6 7"))
+  "$qkv" grads --checkpoint "$task.safetensors" --text "$prompt" --out "g_$task.safetensors" >g.txt || fail "grads $task"
+  grep -q "blocks.0.attn.q_proj.weight" g.txt || fail "grads $task: no per-head table"
+  "$qkv" graph --checkpoint "$task.safetensors" --prompt "$prompt" --out "graph_$task.dot" >/dev/null ||
+    fail "graph $task"
+done
+ok "grads and graph for every label kind"
+
+# Hostile digits CSVs: each a one-line error naming the file, in bounded time and memory.
+head -c 400 /dev/urandom >random.csv
+printf '1,2,3\n' >narrow.csv
+{ head -n 5 "$digits"; echo "0,0,1"; } >ragged.csv
+{ head -n 5 "$digits"; sed -n 6p "$digits" |
+  sed 's/,[0-9]*$/,12/'; } >label.csv
+sed 's/^0,0,/0,99,/' "$digits" >pixel.csv
+head -n 4 "$digits" >four.csv
+: >empty.csv
+truncate -s 1G huge.csv
+mkfifo fifo.csv
+refused "random bytes" "$qkv" train --task digits "${small[@]}" --data random.csv
+refused "a narrow row" "$qkv" train --task digits "${small[@]}" --data narrow.csv
+refused "a row of the wrong width" "$qkv" train --task digits "${small[@]}" --data ragged.csv
+refused "a label out of range" "$qkv" train --task digits "${small[@]}" --data label.csv
+refused "a pixel out of range" "$qkv" train --task digits "${small[@]}" --data pixel.csv
+refused "too few images to hold any out" "$qkv" train --task digits "${small[@]}" --data four.csv
+refused "an empty file" "$qkv" train --task digits "${small[@]}" --data empty.csv
+refused "a 1 GB file" "$qkv" train --task digits "${small[@]}" --data huge.csv
+refused "a FIFO" "$qkv" train --task digits "${small[@]}" --data fifo.csv
+refused "eval on a malformed CSV" "$qkv" eval --checkpoint digits.safetensors --data ragged.csv
+grep -q "ragged.csv: line 6 has 3 values" err.txt || fail "the error does not name the file and the line"
+refused "a brackets prompt with a letter" "$qkv" sample --checkpoint brackets.safetensors --prompt "(a)"
+refused "a history with an unknown item" "$qkv" sample --checkpoint sessions.safetensors --prompt "1 999"
+refused "a held-out image past the split" "$qkv" sample --checkpoint digits.safetensors --prompt 359
+refused "--patch that does not tile" "$qkv" train --task digits "${small[@]}" --patch 3
+refused "--pooling for a ViT" "$qkv" train --task digits "${small[@]}" --pooling mean
+refused "a task the model does not learn" "$qkv" train --task digits --model gpt
+ok "hostile CSVs and prompts: one-line errors in bounded time and memory"
