@@ -162,10 +162,12 @@ std::vector<GradcheckCase> builtin_cases() {
            [](const Inputs& x) { return patchify(x[0], 2); });
   add_case("patchify", "[1, 3, 3, 3] in one 3x3 patch, channels first", one(normal, {1, 3, 3, 3}),
            [](const Inputs& x) { return patchify(x[0], 3); });
-  add_case("masked_mean", "[3, 4, 2] over lengths 4, 1, 2", one(normal, {3, 4, 2}),
-           [](const Inputs& x) { return masked_mean(x[0], indices({4, 1, 2}, {3})); });
-  add_case("masked_mean", "[2, 3] over lengths 3, 2", one(normal, {2, 3}),
-           [](const Inputs& x) { return masked_mean(x[0], indices({3, 2}, {2})); });
+  add_case("masked_mean", "[3, 4, 2] over lengths 4, 1, 2", one(normal, {3, 4, 2}), [](const Inputs& x) {
+    return masked_mean(x[0], indices({4, 1, 2}, {3}));
+  });
+  add_case("masked_mean", "[2, 3] over lengths 3, 2", one(normal, {2, 3}), [](const Inputs& x) {
+    return masked_mean(x[0], indices({3, 2}, {2}));
+  });
   add_case("stack", "dim 0", pair(normal, {2, 3}, normal, {2, 3}), [](const Inputs& x) { return stack(x, 0); });
   add_case("stack", "dim -1", pair(normal, {2, 3}, normal, {2, 3}), [](const Inputs& x) { return stack(x, -1); });
   add_case("expand", "[3, 1] to [2, 3, 4]", one(normal, {3, 1}), [](const Inputs& x) {

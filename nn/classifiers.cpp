@@ -18,8 +18,7 @@ const char* pooling_name(Pooling pooling) { return pooling == Pooling::Cls ? "cl
 namespace {
 
 // The blocks every classifier here stacks: bidirectional self-attention.
-std::shared_ptr<ModuleList<TransformerBlock>> encoder_blocks(int64_t layers, const BlockConfig& block,
-                                                              Generator* gen) {
+std::shared_ptr<ModuleList<TransformerBlock>> encoder_blocks(int64_t layers, const BlockConfig& block, Generator* gen) {
   auto list = std::make_shared<ModuleList<TransformerBlock>>();
   for (int64_t i = 0; i < layers; ++i) list->push_back(std::make_shared<TransformerBlock>(block, gen));
   return list;
@@ -39,15 +38,15 @@ EncoderClassifier::EncoderClassifier(const EncoderConfig& config, Generator* gen
   check_model_sizes("EncoderClassifier", config.vocab, config.context, config.width, config.heads);
   QKV_CHECK(config.layers >= 0 && config.classes >= 2, "EncoderClassifier: layers ", config.layers, " and classes ",
             config.classes, " must be >= 0 and >= 2");
-  QKV_CHECK(config.pooling != Pooling::Cls || config.context >= 2,
-            "EncoderClassifier: a context of ", config.context, " leaves no room beside the [CLS] token");
+  QKV_CHECK(config.pooling != Pooling::Cls || config.context >= 2, "EncoderClassifier: a context of ", config.context,
+            " leaves no room beside the [CLS] token");
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
   if (config.pooling == Pooling::Cls)
     cls_token = register_parameter("cls_token", (Tensor::randn({config.width}, DType::Float32, gen) * 0.02).detach());
-  blocks = register_module("blocks", encoder_blocks(config.layers, {config.width, config.heads, config.dropout,
-                                                                    config.post_ln, false},
-                                                    gen));
+  blocks = register_module(
+      "blocks",
+      encoder_blocks(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
   head = register_module("head", std::make_shared<Linear>(config.width, config.classes, true, Init::Normal002, gen));
 }
@@ -90,7 +89,8 @@ ViT::ViT(const ViTConfig& config, Generator* gen) : config_(config), gen_(gen) {
   cls_token = register_parameter("cls_token", (Tensor::randn({config.width}, DType::Float32, gen) * 0.02).detach());
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.tokens(), config.width, gen, 0.02));
   blocks = register_module(
-      "blocks", encoder_blocks(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
+      "blocks",
+      encoder_blocks(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
   head = register_module("head", std::make_shared<Linear>(config.width, config.classes, true, Init::Normal002, gen));
 }

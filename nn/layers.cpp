@@ -64,8 +64,8 @@ PatchEmbedding::PatchEmbedding(int64_t channels, int64_t patch, int64_t width, G
 
 Tensor PatchEmbedding::forward(const Tensor& images) const {
   auto scope = this->scope();  // names this module in graph pictures
-  QKV_CHECK(images.dim() == 4 && images.size(1) == channels_, "PatchEmbedding(", channels_, " channels, patch ",
-            patch_, "): images must be [B, ", channels_, ", H, W], got ", shape_str(images.shape()));
+  QKV_CHECK(images.dim() == 4 && images.size(1) == channels_, "PatchEmbedding(", channels_, " channels, patch ", patch_,
+            "): images must be [B, ", channels_, ", H, W], got ", shape_str(images.shape()));
   return proj->forward(patchify(images, patch_));
 }
 

@@ -190,8 +190,7 @@ std::deque<ModelKind>& kinds() {
          return std::make_unique<ViT>(vit_config(s), gen);
        }},
       {"recommender", "SASRec-style next-item recommender (causal attention over a history, tied item scores)",
-       [](const ModelShape& s) { return saturate(embedding_parameters(s) + blocks_parameters(s)); },
-       check_recommender,
+       [](const ModelShape& s) { return saturate(embedding_parameters(s) + blocks_parameters(s)); }, check_recommender,
        [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {
          return std::make_unique<Recommender>(recommender_config(s), gen);
        }},

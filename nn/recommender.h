@@ -10,8 +10,8 @@
 namespace qkv::nn {
 
 struct RecommenderConfig {
-  int64_t items = 100;    // item ids 1..items; id 0 pads short histories
-  int64_t context = 20;   // the longest history read
+  int64_t items = 100;   // item ids 1..items; id 0 pads short histories
+  int64_t context = 20;  // the longest history read
   int64_t width = 64, heads = 4, layers = 2;
   double dropout = 0;
   bool post_ln = false;

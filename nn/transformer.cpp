@@ -67,8 +67,8 @@ Tensor run_blocks(const ModuleList<TransformerBlock>& blocks, Tensor x, const Mh
                   Generator* gen, std::vector<Tensor>* weights) {
   for (const auto& block : blocks)
     x = checkpoint && !weights && grad_enabled()
-            ? recompute([block, options](const std::vector<Tensor>& in) { return block->forward(in[0], options); },
-                        {x}, gen)
+            ? recompute([block, options](const std::vector<Tensor>& in) { return block->forward(in[0], options); }, {x},
+                        gen)
             : block->forward(x, options, Tensor(), {}, weights);
   return x;
 }

@@ -398,6 +398,50 @@ TEST_CASE("fixtures: pre-LN and post-LN transformer blocks match a PyTorch block
   require_all_run(fx);
 }
 
+TEST_CASE(
+    "fixtures: patchify, masked_mean, PatchEmbedding, the encoder classifier, the ViT and the recommender "
+    "match PyTorch",
+    "[fixtures][classifiers]") {
+  Fixture fx("classifiers");
+  using In = const std::vector<Tensor>&;
+  // The reference: F.unfold, a masked sum over lengths, Conv2d, and torch.nn.TransformerEncoder models.
+  run_both(fx, "patchify", [](In x) { return one(patchify(x[0], 2)); });
+  run_both(fx, "masked_mean", [](In x) { return one(masked_mean(x[0], x[1])); });
+  // Softmax attention's key bias gets an exactly zero gradient in qkv (see run_case).
+  const std::set<std::string> key_biases{"blocks.0.attn.k_proj.bias", "blocks.1.attn.k_proj.bias"};
+  auto lengths_of = [](const Tensor& t) {
+    return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+  };
+  for (bool fused : {true, false})
+    for (DType dtype : {DType::Float64, DType::Float32}) {
+      PatchEmbedding embed(1, 2, 5);
+      run_case(
+          fx, "patch_embedding", dtype, [&](In x) { return one(embed(x[0])); }, &embed);
+      for (Pooling pooling : {Pooling::Cls, Pooling::Mean}) {
+        EncoderConfig c;
+        c.vocab = 7, c.context = 6, c.width = 8, c.heads = 2, c.layers = 2, c.classes = 3, c.pooling = pooling;
+        c.dropout = 0, c.post_ln = false, c.fused_attention = fused;
+        EncoderClassifier model(c);
+        run_case(
+            fx, pooling == Pooling::Cls ? "encoder_cls" : "encoder_mean", dtype,
+            [&](In x) { return one(model.forward(x[0], lengths_of(x[1]))); }, &model, key_biases);
+      }
+      ViTConfig v;
+      v.image = 4, v.patch = 2, v.channels = 1, v.width = 8, v.heads = 2, v.layers = 2, v.classes = 3;
+      v.dropout = 0, v.post_ln = true, v.fused_attention = fused;
+      ViT vit(v);
+      run_case(
+          fx, "vit", dtype, [&](In x) { return one(vit.forward(x[0])); }, &vit, key_biases);
+      RecommenderConfig r;
+      r.items = 6, r.context = 5, r.width = 8, r.heads = 2, r.layers = 2;
+      r.dropout = 0, r.post_ln = false, r.fused_attention = fused;
+      Recommender rec(r);
+      run_case(
+          fx, "recommender", dtype, [&](In x) { return one(rec.forward(x[0])); }, &rec, key_biases);
+    }
+  require_all_run(fx);
+}
+
 TEST_CASE("fixtures: AdamW and Adam steps with weight decay and clipping match torch.optim", "[fixtures][optim]") {
   Fixture fx("optim");
   for (std::string name : {"adamw", "adam"})

@@ -166,7 +166,8 @@ TEST_CASE(
       CHECK(back.fields() == s.fields());
     }
   }
-  CHECK_THROWS_WITH(model_kind("rnn"), Catch::Matchers::Contains("unknown model 'rnn' (gpt, seq2seq, encoder, vit, recommender)"));
+  CHECK_THROWS_WITH(model_kind("rnn"),
+                    Catch::Matchers::Contains("unknown model 'rnn' (gpt, seq2seq, encoder, vit, recommender)"));
   auto fields = ModelShape{13, 9, 8, 2, 1}.fields();
   fields["layers"] = "129";
   CHECK_THROWS_WITH(ModelShape::from_fields(fields, "f.safetensors"),

@@ -212,8 +212,7 @@ Tensor masked_mean(const Tensor& x, const Tensor& lengths) {
         F* pgx = gx.data<F>();
         for (size_t b = 0; b < n.size(); ++b)
           for (int64_t t = 0; t < n[b]; ++t)
-            for (int64_t k = 0; k < inner; ++k)
-              pgx[(b * T + t) * inner + k] = pg[b * inner + k] / static_cast<F>(n[b]);
+            for (int64_t k = 0; k < inner; ++k) pgx[(b * T + t) * inner + k] = pg[b * inner + k] / static_cast<F>(n[b]);
       });
       return {gx};
     });

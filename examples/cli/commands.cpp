@@ -194,11 +194,13 @@ int eval(int argc, char** argv) {
                            "accuracy and confusion matrix, or a recommender's HR@10 and NDCG@10 against the most "
                            "popular items.");
   options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
-      "examples", cat("held-out examples (tasks; digits and sessions use at most their fixed split) or windows (text), in ",
+      "examples",
+      cat("held-out examples (tasks; digits and sessions use at most their fixed split) or windows (text), in ",
           range(1, kMaxExamples)),
       cxxopts::value<int64_t>()->default_value("1000"),
       "N")("seed", "seed of the held-out draw", cxxopts::value<uint64_t>()->default_value("2024"), "N")(
-      "data", "text and digits models: the text or CSV to evaluate on (default: the bundled one, for models trained on it)",
+      "data",
+      "text and digits models: the text or CSV to evaluate on (default: the bundled one, for models trained on it)",
       cxxopts::value<std::string>(),
       "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N");
   cxxopts::ParseResult args;
@@ -291,11 +293,10 @@ std::string cls_views(const AttentionMap& map, int64_t heads,
       if (!average) mean[j] += row[j] / static_cast<double>(heads);
     }
     std::string title = average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h);
-    std::string svg =
-        map.image.empty()
-            ? cls_row_svg(map.cols, row, title)
-            : patch_overlay_svg(map.image, map.image_side, map.patch, std::vector<double>(row.begin() + 1, row.end()),
-                                row[0], title);
+    std::string svg = map.image.empty()
+                          ? cls_row_svg(map.cols, row, title)
+                          : patch_overlay_svg(map.image, map.image_side, map.patch,
+                                              std::vector<double>(row.begin() + 1, row.end()), row[0], title);
     write(average ? cat(map.file, "_cls_mean.svg") : cat(map.file, "_cls_head", h, ".svg"), svg);
     html += svg;
   }
@@ -307,8 +308,8 @@ std::string cls_views(const AttentionMap& map, int64_t heads,
 int attention(int argc, char** argv) {
   cxxopts::Options options("qkv attention", "Draw every layer's and head's attention for a prompt.");
   options.add_options()("checkpoint", "checkpoint file (any kind but linear attention)", cxxopts::value<std::string>(),
-                        "FILE")(
-      "prompt", "the prompt (a task input is shown with the model's answer)", cxxopts::value<std::string>(), "TEXT")(
+                        "FILE")("prompt", "the prompt (a task input is shown with the model's answer)",
+                                cxxopts::value<std::string>(), "TEXT")(
       "out", "output folder: index.html and one SVG per map and head (created; it holds this result alone)",
       cxxopts::value<std::string>(), "FOLDER")("force", "replace the earlier result in --out");
   cxxopts::ParseResult args;

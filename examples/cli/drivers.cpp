@@ -360,8 +360,7 @@ const DriverKind kDrivers[] = {
      },
      make<nn::ViT, ViTDriver>},
     {"recommender", "Recommender", "", 1, "; each item attends to the items before it (causal)", "sessions", nullptr,
-     [](const nn::ModelShape&, const LabelTask& t) { return t.max_input(); },
-     make<nn::Recommender, RecommenderDriver>},
+     [](const nn::ModelShape&, const LabelTask& t) { return t.max_input(); }, make<nn::Recommender, RecommenderDriver>},
 };
 
 }  // namespace

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/nn.h"
 #include "label_tasks.h"
+#include "nn/nn.h"
 #include "tasks.h"
 
 namespace qkv::cli {

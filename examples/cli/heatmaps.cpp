@@ -136,8 +136,8 @@ std::string patch_overlay_svg(const std::vector<double>& image, int64_t side, in
                k % per_row, "): ", fixed(std::isfinite(w) ? w : 0.0, 4), "</title></rect>\n");
   }
   svg += cat("<text x=\"4\" y=\"", top + size + 16, "\" font-size=\"10\">[CLS] keeps ",
-             fixed(std::isfinite(cls_weight) ? cls_weight : 0.0, 3), " on itself; darkest red ",
-             fixed(largest, 3), "</text>\n");
+             fixed(std::isfinite(cls_weight) ? cls_weight : 0.0, 3), " on itself; darkest red ", fixed(largest, 3),
+             "</text>\n");
   return svg + "</svg>\n";
 }
 

@@ -171,8 +171,10 @@ class DigitsTask : public LabelTask {
   Example parse_prompt(const std::string& prompt) const override {
     int64_t index = 0;
     if (prompt.find(',') == std::string::npos) {
-      QKV_CHECK(!held_.empty(), "prompt '", printable(prompt), "': this model trained on its own --data, not loaded "
-                "here: give the image's ", side_ * side_, " pixels separated by commas");
+      QKV_CHECK(!held_.empty(), "prompt '", printable(prompt),
+                "': this model trained on its own --data, not loaded "
+                "here: give the image's ",
+                side_ * side_, " pixels separated by commas");
       QKV_CHECK(small_integer(prompt, static_cast<int64_t>(held_.size()) - 1, index), "prompt '", printable(prompt),
                 "': give a held-out image's number in [0, ", held_.size() - 1, "], or its ", side_ * side_,
                 " pixels separated by commas");
@@ -185,9 +187,7 @@ class DigitsTask : public LabelTask {
   std::string token_text(int64_t id) const override { return std::to_string(id); }
 
  private:
-  void need_data() const {
-    QKV_CHECK(!train_.empty(), "the digits model has no images loaded (--data FILE)");
-  }
+  void need_data() const { QKV_CHECK(!train_.empty(), "the digits model has no images loaded (--data FILE)"); }
   // A CSV row: side² pixels in [0, 16], then (unless optional) the label in [0, 9].
   Example parse_row(std::string_view line, const std::string& where, bool label_optional) const {
     Example e;
@@ -245,7 +245,8 @@ class DigitsTask : public LabelTask {
       // Every fifth image is held out: a fixed split, about the same share of each digit.
       (static_cast<int64_t>(train_.size() + held_.size()) % 5 == 4 ? held_ : train_).push_back(std::move(e));
     }
-    QKV_CHECK(held_.size() >= 1, file, ": ", train_.size(), " images; qkv holds out every fifth, so it needs at least 5");
+    QKV_CHECK(held_.size() >= 1, file, ": ", train_.size(),
+              " images; qkv holds out every fifth, so it needs at least 5");
   }
 
   std::string name_ = "digits", path_;

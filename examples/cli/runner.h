@@ -57,11 +57,11 @@ struct AttentionMap {
 /// How well a label model does on held-out examples.
 struct LabelMetrics {
   int64_t examples = 0;
-  bool ranks = false;             // items ranked (sessions) rather than classes counted
-  double accuracy = 0;            // classes: the share classified right
-  int64_t labels = 0;             // classes: the confusion matrix's side
-  std::vector<int64_t> confusion; // classes: [true label][predicted label], row-major
-  double hit_rate = 0, ndcg = 0;  // items: the held-out item among the model's top 10, and its NDCG@10
+  bool ranks = false;                             // items ranked (sessions) rather than classes counted
+  double accuracy = 0;                            // classes: the share classified right
+  int64_t labels = 0;                             // classes: the confusion matrix's side
+  std::vector<int64_t> confusion;                 // classes: [true label][predicted label], row-major
+  double hit_rate = 0, ndcg = 0;                  // items: the held-out item among the model's top 10, and its NDCG@10
   double popular_hit_rate = 0, popular_ndcg = 0;  // the same for the 10 most popular items (the baseline)
   /// The held-out metric training watches: accuracy, or HR@10.
   double metric() const { return ranks ? hit_rate : accuracy; }

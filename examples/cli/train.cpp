@@ -196,7 +196,8 @@ TaskDefaults defaults_for(const std::string& task) {
   // Two layers stalled near 95% on brackets; four, at 2e-3, passed 99% within 2,000 steps.
   if (task == "brackets") d.max_len = 12, d.layers = 4, d.lr = 0.002, d.steps = 6000, d.target = 0.995;
   if (task == "digits") d.batch = 128, d.eval_every = 500, d.steps = 4000, d.dropout = 0.1, d.target = 1.0;
-  if (task == "sessions") d.max_len = 20, d.steps = 800, d.dropout = 0.1, d.target = 1.0;  // 1,000 users: longer overfits
+  if (task == "sessions")
+    d.max_len = 20, d.steps = 800, d.dropout = 0.1, d.target = 1.0;  // 1,000 users: longer overfits
   return d;
 }
 
@@ -207,21 +208,22 @@ cxxopts::Options train_options() {
                            "(the --log file has each step's own loss).");
   options.add_options("model and task (fixed by the checkpoint on --resume)")(
       "task", "copy | reverse | sort | add | text | brackets | digits | sessions (default reverse)",
-      cxxopts::value<std::string>(), "NAME")(
-      "data", "the text for --task text, the image CSV for digits (default: the bundled one)",
-      cxxopts::value<std::string>(), "FILE")(
+      cxxopts::value<std::string>(),
+      "NAME")("data", "the text for --task text, the image CSV for digits (default: the bundled one)",
+              cxxopts::value<std::string>(), "FILE")(
       "model", kind_names() + " (default: gpt; encoder for brackets, vit for digits, recommender for sessions)",
-      cxxopts::value<std::string>(), "KIND")(
-      "max-len",
-      cat("longest input for copy, reverse, sort (default 8) and brackets (default 12), longest history for "
-          "sessions (default 20), in ",
-          range(1, kMaxInputLength)),
-      cxxopts::value<int64_t>(), "N")("patch", "vit: the side of a square patch, dividing the image's (default 2)",
-                                      cxxopts::value<int64_t>(), "P")(
+      cxxopts::value<std::string>(),
+      "KIND")("max-len",
+              cat("longest input for copy, reverse, sort (default 8) and brackets (default 12), longest history for "
+                  "sessions (default 20), in ",
+                  range(1, kMaxInputLength)),
+              cxxopts::value<int64_t>(), "N")(
+      "patch", "vit: the side of a square patch, dividing the image's (default 2)", cxxopts::value<int64_t>(), "P")(
       "pooling", "encoder: cls (a learned [CLS] token) | mean (over the unpadded tokens) (default cls)",
       cxxopts::value<std::string>(), "HOW")(
       "digits", cat("operand digits for add, in ", range(1, kMaxDigits), " (default 3)"), cxxopts::value<int64_t>(),
-      "N")("layers", cat("transformer layers, per side for seq2seq, in ", range(1, kMaxLayers), " (default 2; 4 for brackets)"),
+      "N")("layers",
+           cat("transformer layers, per side for seq2seq, in ", range(1, kMaxLayers), " (default 2; 4 for brackets)"),
            cxxopts::value<int64_t>(),
            "N")("heads", "attention heads, dividing --dim (default 4)", cxxopts::value<int64_t>(), "N")(
       "dim", cat("model width, in ", range(1, kMaxWidth), " (default 64)"), cxxopts::value<int64_t>(), "N")(
@@ -695,12 +697,11 @@ int train(int argc, char** argv) {
     // The run in brief: where its work is and how good it got.
     if (!std::isnan(out.best_metric))
       std::printf("best held-out %s %.4f at step %lld (last %.4f)\n",
-                  runner.task()                                ? "exact match"
-                  : !runner.label_task()                       ? "loss (nats/byte)"
+                  runner.task()                        ? "exact match"
+                  : !runner.label_task()               ? "loss (nats/byte)"
                   : runner.label_task()->ranks_items() ? "HR@10"
-                                                               : "accuracy",
-                  out.best_metric,
-                  static_cast<long long>(out.best_step), out.last_metric);
+                                                       : "accuracy",
+                  out.best_metric, static_cast<long long>(out.best_step), out.last_metric);
     if (!log_path.empty())
       std::printf("log: %s (draw it: qkv plot %s)\n", printable(log_path).c_str(), printable(log_path).c_str());
   }
