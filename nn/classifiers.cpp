@@ -17,13 +17,6 @@ const char* pooling_name(Pooling pooling) { return pooling == Pooling::Cls ? "cl
 
 namespace {
 
-// The blocks every classifier here stacks: bidirectional self-attention.
-std::shared_ptr<ModuleList<TransformerBlock>> encoder_blocks(int64_t layers, const BlockConfig& block, Generator* gen) {
-  auto list = std::make_shared<ModuleList<TransformerBlock>>();
-  for (int64_t i = 0; i < layers; ++i) list->push_back(std::make_shared<TransformerBlock>(block, gen));
-  return list;
-}
-
 // [cls; x]: the learned token [C] in front of every row of x [B, n, C].
 Tensor prepend(const Tensor& cls, const Tensor& x) {
   return concat({expand(reshape(cls, {1, 1, x.size(2)}), {x.size(0), 1, x.size(2)}), x}, 1);
@@ -45,8 +38,7 @@ EncoderClassifier::EncoderClassifier(const EncoderConfig& config, Generator* gen
   if (config.pooling == Pooling::Cls)
     cls_token = register_parameter("cls_token", (Tensor::randn({config.width}, DType::Float32, gen) * 0.02).detach());
   blocks = register_module(
-      "blocks",
-      encoder_blocks(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
+      "blocks", block_stack(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
   head = register_module("head", std::make_shared<Linear>(config.width, config.classes, true, Init::Normal002, gen));
 }
@@ -89,8 +81,7 @@ ViT::ViT(const ViTConfig& config, Generator* gen) : config_(config), gen_(gen) {
   cls_token = register_parameter("cls_token", (Tensor::randn({config.width}, DType::Float32, gen) * 0.02).detach());
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.tokens(), config.width, gen, 0.02));
   blocks = register_module(
-      "blocks",
-      encoder_blocks(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
+      "blocks", block_stack(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
   head = register_module("head", std::make_shared<Linear>(config.width, config.classes, true, Init::Normal002, gen));
 }

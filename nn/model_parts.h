@@ -2,7 +2,10 @@
 // checks and the token-plus-position input. Internal to nn/'s model files.
 #pragma once
 
+#include <memory>
+
 #include "nn/layers.h"
+#include "nn/transformer.h"
 
 namespace qkv::nn {
 
@@ -14,5 +17,9 @@ void check_model_sizes(const char* model, int64_t vocab, int64_t context, int64_
 /// (errors name `who`).
 Tensor token_and_position(const char* who, const Embedding& tok, const Embedding& pos, int64_t context,
                           const Tensor& ids);
+
+/// `layers` blocks of one configuration, each drawing its weights from `gen`
+/// in turn: what every model stacks.
+std::shared_ptr<ModuleList<TransformerBlock>> block_stack(int64_t layers, const BlockConfig& block, Generator* gen);
 
 }  // namespace qkv::nn

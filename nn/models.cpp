@@ -23,6 +23,12 @@ Tensor token_and_position(const char* who, const Embedding& tok, const Embedding
   return add(tok.forward(ids), pos.forward(Tensor::arange(static_cast<double>(ids.size(1)), DType::Int64)));
 }
 
+std::shared_ptr<ModuleList<TransformerBlock>> block_stack(int64_t layers, const BlockConfig& block, Generator* gen) {
+  auto list = std::make_shared<ModuleList<TransformerBlock>>();
+  for (int64_t i = 0; i < layers; ++i) list->push_back(std::make_shared<TransformerBlock>(block, gen));
+  return list;
+}
+
 namespace {
 
 // Logits from the tied head: x · tok_embᵀ.
@@ -35,9 +41,8 @@ GPT::GPT(const GPTConfig& config, Generator* gen) : config_(config), gen_(gen) {
   QKV_CHECK(config.layers >= 0, "GPT: layers must be >= 0, got ", config.layers);
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
-  blocks = register_module("blocks", std::make_shared<ModuleList<TransformerBlock>>());
-  BlockConfig block{config.width, config.heads, config.dropout, config.post_ln, false};
-  for (int64_t i = 0; i < config.layers; ++i) blocks->push_back(std::make_shared<TransformerBlock>(block, gen));
+  blocks = register_module(
+      "blocks", block_stack(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
 }
 
@@ -89,15 +94,11 @@ Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config),
   QKV_CHECK(config.encoder_layers >= 0 && config.decoder_layers >= 0, "Seq2Seq: layer counts must be >= 0");
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
-  encoder = register_module("encoder", std::make_shared<ModuleList<TransformerBlock>>());
   BlockConfig block{config.width, config.heads, config.dropout, config.post_ln, false};
-  for (int64_t i = 0; i < config.encoder_layers; ++i)
-    encoder->push_back(std::make_shared<TransformerBlock>(block, gen));
+  encoder = register_module("encoder", block_stack(config.encoder_layers, block, gen));
   encoder_ln = register_module("encoder_ln", std::make_shared<LayerNorm>(config.width));
-  decoder = register_module("decoder", std::make_shared<ModuleList<TransformerBlock>>());
   block.cross_attention = true;
-  for (int64_t i = 0; i < config.decoder_layers; ++i)
-    decoder->push_back(std::make_shared<TransformerBlock>(block, gen));
+  decoder = register_module("decoder", block_stack(config.decoder_layers, block, gen));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
 }
 

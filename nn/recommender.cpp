@@ -10,9 +10,8 @@ Recommender::Recommender(const RecommenderConfig& config, Generator* gen) : conf
   QKV_CHECK(config.layers >= 0, "Recommender: layers must be >= 0, got ", config.layers);
   item_emb = register_module("item_emb", std::make_shared<Embedding>(config.items + 1, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
-  blocks = register_module("blocks", std::make_shared<ModuleList<TransformerBlock>>());
-  BlockConfig block{config.width, config.heads, config.dropout, config.post_ln, false};
-  for (int64_t i = 0; i < config.layers; ++i) blocks->push_back(std::make_shared<TransformerBlock>(block, gen));
+  blocks = register_module(
+      "blocks", block_stack(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
 }
 

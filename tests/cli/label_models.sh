@@ -15,18 +15,6 @@ rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$here/lib.sh"
 small=(--dim 16 --heads 2 --layers 1 --batch 8 --eval-every 10 --threads 1 --schedule constant --warmup 0)
 limit=5; [ -n "$sanitized" ] && limit=60  # seconds; the sanitizers run 10-20x slower
-bounded() {
-  if [ -n "$sanitized" ]; then timeout "$limit" "$@"; else (ulimit -v 1048576; exec timeout "$limit" "$@"); fi
-}
-refused() {  # refused LABEL CMD...: non-zero, in time, one line on stderr
-  local label=$1; shift
-  bounded "$@" >out.txt 2>err.txt
-  local rc=$?
-  [ $rc -ne 0 ] || { cat out.txt; fail "$label: exit 0"; }
-  [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "$label: ran past ${limit} s"
-  [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "$label: not a one-line error"; }
-  echo "  $label: $(cat err.txt)"
-}
 
 for task in brackets digits sessions; do
   "$qkv" train --task "$task" "${small[@]}" --steps 20 --save "$task.safetensors" >"$task.txt" 2>&1 ||

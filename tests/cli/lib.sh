@@ -3,6 +3,8 @@
 #   ok MESSAGE                print ok: MESSAGE
 #   wait_for PATTERN FILE S   wait up to S seconds until FILE has a line matching PATTERN (grep -E); 1 if it never does
 #   wait_exit PID S           wait up to S seconds until process PID is gone; 1 if it still runs
+#   bounded CMD...            run CMD within $limit seconds (and, unless $sanitized, 1 GB of address space)
+#   refused LABEL CMD...      CMD must fail, in time, with a one-line error on stderr (no raw escape byte)
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok: $*"; }
 wait_for() {
@@ -14,4 +16,20 @@ wait_exit() {
   local pid=$1 tenths=$(($2 * 10)) _
   for _ in $(seq "$tenths"); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
   ! kill -0 "$pid" 2>/dev/null
+}
+# bounded CMD...: within the time limit (and 1 GB of address space outside
+# the sanitizer build, which reserves terabytes for its shadow memory).
+bounded() {
+  if [ -n "${sanitized:-}" ]; then timeout "$limit" "$@"; else (ulimit -v 1048576; exec timeout "$limit" "$@"); fi
+}
+# refused LABEL CMD...: a non-zero exit, not a timeout, with a one-line error on stderr.
+refused() {
+  local label=$1; shift
+  bounded "$@" >out.txt 2>err.txt
+  local rc=$?
+  [ $rc -ne 0 ] || { cat out.txt; fail "$label: exit 0"; }
+  [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "$label: ran past ${limit} s"
+  [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "$label: not a one-line error"; }
+  grep -q $'\e' err.txt && fail "$label: a raw escape byte reached the terminal"
+  echo "  $label: $(cat err.txt)"
 }

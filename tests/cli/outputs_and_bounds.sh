@@ -5,27 +5,12 @@
 # usage: outputs_and_bounds.sh QKV HOSTILE_FILES WORKDIR ITEM [sanitized]
 set -u
 qkv=$1 hostile=$2 work=$3 item=$4 sanitized=${5:-}
+. "$(dirname "$0")/lib.sh"  # bounded and refused; this script's own fail and ok follow
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 fail() { echo "FAIL (item $item): $*"; exit 1; }
 ok() { echo "ok (item $item): $*"; }
 small=(--dim 16 --layers 1 --heads 2 --batch 8 --eval-every 5 --threads 1)
 limit=5; [ -n "$sanitized" ] && limit=60  # seconds; the sanitizers run 10-20x slower
-# bounded CMD...: runs it within the time limit (and 1 GB of address space
-# outside the sanitizer build, which reserves terabytes for its shadow memory).
-bounded() {
-  if [ -n "$sanitized" ]; then timeout "$limit" "$@"; else (ulimit -v 1048576; exec timeout "$limit" "$@"); fi
-}
-# refused LABEL CMD...: a non-zero exit, not a timeout, with a one-line error on stderr.
-refused() {
-  local label=$1; shift
-  bounded "$@" >out.txt 2>err.txt
-  local rc=$?
-  [ $rc -ne 0 ] || { cat out.txt; fail "$label: exit 0"; }
-  [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "$label: ran past ${limit} s"
-  [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "$label: not a one-line error"; }
-  grep -q $'\e' err.txt && fail "$label: a raw escape byte reached the terminal"
-  echo "  $label: $(cat err.txt)"
-}
 trained() {  # trained FILE [args]: a small reverse model
   local file=$1; shift
   "$qkv" train "${small[@]}" --steps 5 --save "$file" "$@" >/dev/null 2>train_err.txt || { cat train_err.txt; fail "training $file"; }
