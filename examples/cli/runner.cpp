@@ -111,6 +111,9 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::mov
     labels_ = make_label_task(spec_.task, spec_.max_len, spec_.data, read_text, spec_.image > 0 ? spec_.image : 8);
     spec_.vocab = labels_->vocab();
     if (spec_.model != "recommender" && spec_.classes == 0) spec_.classes = labels_->labels();
+    // A checkpoint's classes must be the task's: scores past them would index past the confusion matrix.
+    QKV_CHECK(spec_.model == "recommender" || spec_.classes == labels_->labels(), "a ", spec_.model, " of ",
+              spec_.classes, " classes for the ", spec_.task, " task, which has ", labels_->labels());
     if (spec_.model == "vit" && spec_.image == 0) spec_.image = labels_->image_side();
     if (spec_.model == "vit" && spec_.patch == 0) spec_.patch = 2;
     kind.check(spec_, cat("--model ", spec_.model));
