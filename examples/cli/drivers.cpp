@@ -266,8 +266,7 @@ class ViTDriver : public LabelDriver<nn::ViT> {
     const int64_t side = model_->config().image, p = model_->config().patch, per_row = side / p;
     std::vector<std::string> labels{"[CLS]"};
     for (int64_t k = 0; k < per_row * per_row; ++k) labels.push_back(cat("p", k));  // patch k: row k / per_row
-    std::vector<double> image;
-    for (int64_t v : e.input) image.push_back(static_cast<double>(v) / 16.0);
+    std::vector<double> image = images({e}).to_vector();                            // in [0, 1], as the model sees it
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < weights.size(); ++l) {
       maps.push_back({cat("layer ", l), cat("layer", l), first_of_batch(weights[l]), labels, labels});

@@ -180,8 +180,7 @@ class DigitsTask : public LabelTask {
                 " pixels separated by commas");
       return held_[index];
     }
-    Example e = parse_row(prompt, "prompt", true);
-    return e;
+    return parse_row(prompt, "prompt", true);
   }
   std::string label_text(int64_t label) const override { return std::to_string(label); }
   std::string token_text(int64_t id) const override { return std::to_string(id); }
@@ -272,7 +271,8 @@ class SessionsTask : public LabelTask {
               max_len);
     Generator gen(kSessionsSeed);
     for (int64_t u = 0; u < kUsers; ++u) {
-      int64_t length = std::min<int64_t>(max_len + 1, 4 + static_cast<int64_t>(gen.below(max_len - 2)));
+      // 4 to max_len + 1 items: the model reads up to max_len of them, the last is held out.
+      int64_t length = 4 + static_cast<int64_t>(gen.below(max_len - 2));
       std::vector<int64_t> h;
       int64_t genre = static_cast<int64_t>(gen.below(kGenres)), in_genre = static_cast<int64_t>(gen.below(kPerGenre));
       for (int64_t t = 0; t < length; ++t) {
