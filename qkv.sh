@@ -12,15 +12,17 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 
-PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libxml2-utils graphviz qemu-user)
+PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libxml2-utils graphviz qemu-user libjs-dygraphs python3-xstatic-dagre)
+# Only the suite needs these: a real browser for the pages' tests (tests/browser/), and Python to drive it.
+TEST_PACKAGES=(chromium python3)
 JOBS="${QKV_JOBS:-$(nproc)}"
 
 # Each step with the seconds since the start, so a slow step (and CI's time budget) shows in the log.
 log() { printf '\033[1m==> [%4d s] %s\033[0m\n' "$SECONDS" "$*" >&2; }
 
-install_packages() {
+install_packages() {  # install_packages [extra packages...]
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -61,7 +63,7 @@ case "$command" in
     ./build/release/examples/cli/qkv train "$@"
     ;;
   test)
-    install_packages
+    install_packages "${TEST_PACKAGES[@]}"
     build build/release -DCMAKE_BUILD_TYPE=Release
     run_tests build/release
     if [ "${QKV_SANITIZE:-1}" != 0 ]; then

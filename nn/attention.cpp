@@ -126,11 +126,36 @@ Tensor apply_mask(const Tensor& scores, const Tensor& mask) {
 
 // ---- attention ----
 
+namespace {
+// The live AttentionWeightsEdit of this thread, if any, and how many calls it has seen.
+struct WeightsEditState {
+  std::function<Tensor(int64_t, const Tensor&)> edit;
+  int64_t calls = 0;
+};
+thread_local WeightsEditState* weights_edit = nullptr;
+}  // namespace
+
+AttentionWeightsEdit::AttentionWeightsEdit(std::function<Tensor(int64_t, const Tensor&)> edit) {
+  QKV_CHECK(weights_edit == nullptr, "AttentionWeightsEdit: one is already alive on this thread (edits do not nest)");
+  weights_edit = new WeightsEditState{std::move(edit), 0};
+}
+
+AttentionWeightsEdit::~AttentionWeightsEdit() {
+  delete weights_edit;
+  weights_edit = nullptr;
+}
+
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreFn& score, const Tensor& mask,
                           double dropout_p, Generator* gen) {
   QKV_CHECK(k.dim() >= 2 && v.dim() >= 2 && k.size(-2) == v.size(-2), "attention: k ", shape_str(k.shape()), " and v ",
             shape_str(v.shape()), " must hold the same number of keys");
   Tensor weights = softmax(apply_mask(score(q, k), mask), -1);
+  if (weights_edit) {
+    Tensor edited = weights_edit->edit(weights_edit->calls++, weights);
+    QKV_CHECK(edited.shape() == weights.shape(), "AttentionWeightsEdit: gave ", shape_str(edited.shape()),
+              " for weights ", shape_str(weights.shape()));
+    weights = edited;
+  }
   return {matmul(dropout(weights, dropout_p, true, gen), v), weights};
 }
 
@@ -227,6 +252,15 @@ HardAttentionResult hard_attention(const Tensor& weights, const Tensor& v, HardM
   Shape out_shape = index_shape;
   out_shape.push_back(dv);
   return {reshape(output, out_shape), indices};
+}
+
+std::vector<double> head_gate_gradient(const Tensor& weights, const Tensor& grad) {
+  QKV_CHECK(weights.dim() >= 3 && grad.shape() == weights.shape(), "head_gate_gradient: weights ",
+            shape_str(weights.shape()), " and grad ", shape_str(grad.shape()), " must be [..., heads, n_q, n_k] alike");
+  const int64_t heads = weights.size(-3), map = weights.size(-2) * weights.size(-1);
+  std::vector<double> p = weights.to_vector(), g = grad.to_vector(), sum(heads, 0.0);
+  for (size_t i = 0; i < p.size(); ++i) sum[(i / map) % heads] += p[i] * g[i];
+  return sum;
 }
 
 }  // namespace qkv::nn

@@ -69,6 +69,27 @@ struct AttentionResult {
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreFn& score,
                           const Tensor& mask = Tensor(), double dropout_p = 0, Generator* gen = nullptr);
 
+/// While one is alive, every attention() call on this thread attends with
+/// edit(k, P) instead of its weights P (k counts the calls since the edit
+/// began, from 0) and returns those. What a study intervenes with (scale a
+/// head, perturb a weight); qkv's suite checks dL/dP against finite
+/// differences through it. Edits do not nest.
+class AttentionWeightsEdit {
+ public:
+  explicit AttentionWeightsEdit(std::function<Tensor(int64_t call, const Tensor& weights)> edit);
+  ~AttentionWeightsEdit();
+  AttentionWeightsEdit(const AttentionWeightsEdit&) = delete;
+  AttentionWeightsEdit& operator=(const AttentionWeightsEdit&) = delete;
+};
+
+/// Each head's Σ P ⊙ dL/dP, from attention weights P [..., heads, n_q, n_k]
+/// and their gradient dL/dP, summed over all but the head axis. It is
+/// dL/dξ for a gate ξ on the head's output (ξ·P·V, at ξ = 1): removing the
+/// head changes the loss by about −that, and its absolute value is the
+/// head's importance (Michel et al., 2019, "Are Sixteen Heads Really Better
+/// than One?").
+std::vector<double> head_gate_gradient(const Tensor& weights, const Tensor& grad);
+
 /// attention() with the scaled dot score: softmax(q·kᵀ/√d + mask) · v.
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& mask = Tensor(), double dropout_p = 0,

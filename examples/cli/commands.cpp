@@ -23,6 +23,7 @@
 #include "io/metadata.h"
 #include "io/output.h"
 #include "optim/optim.h"
+#include "page.h"
 #include "runner.h"
 #include "train/trainer.h"
 
@@ -55,8 +56,9 @@ std::string required(const cxxopts::ParseResult& args, const char* name) {
 }
 
 // A checkpoint's model, parameters loaded (optimizer state ignored).
-std::unique_ptr<Runner> load_runner(const std::string& path) {
+std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::string, std::string>* metadata) {
   io::TensorFile file = io::load_safetensors(path);
+  if (metadata) *metadata = file.metadata;
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
   spec.check_tensors(file, path);  // before anything is allocated for the model
   // The bundled digits are small and never a path from the file: read them at once.
@@ -80,47 +82,12 @@ void use_data_flag(Runner& runner, const cxxopts::ParseResult& args, const std::
   }
 }
 
-// A label model's loss on a prompt: its class (given or implied by the
-// prompt), or for a history each next item after the first.
-Tensor label_loss(Runner& runner, const std::string& text, std::string* what) {
-  const LabelTask& task = *runner.label_task();
-  Example e = task.parse_prompt(text);
-  if (task.ranks_items()) {
-    QKV_CHECK(e.input.size() >= 2, "the history needs at least 2 items (one to predict)");
-    e.answer.assign(e.input.begin() + 1, e.input.end());
-    e.input.pop_back();
-    if (what) *what = cat("mean cross-entropy of the ", e.answer.size(), " next items in the history");
-    return runner.loss({e});
-  }
-  QKV_CHECK(e.answer.size() == 1, "the prompt gives no label: put it after the pixels (", task.max_input(),
-            " pixels, then the label)");
-  if (what) *what = cat("cross-entropy of the label ", printable(task.label_text(e.answer[0])));
-  return runner.loss({e});
-}
-
 Tensor input_loss(Runner& runner, const std::string& text, std::string* what) {
-  const ModelSpec& spec = runner.spec();
-  if (spec.task == "text") {
-    QKV_CHECK(text.size() >= 2, "the text needs at least 2 bytes (one prediction)");
-    int64_t T = std::min<int64_t>(static_cast<int64_t>(text.size()) - 1, spec.context);
-    std::vector<int64_t> x(T), y(T);
-    for (int64_t t = 0; t < T; ++t) {
-      x[t] = static_cast<unsigned char>(text[t]);
-      y[t] = static_cast<unsigned char>(text[t + 1]);
-    }
-    if (what) *what = cat("mean next-byte cross-entropy over ", T, " predictions");
-    return nn::cross_entropy(runner.forward_gpt(Tensor::from_vector(x, {1, T})), Tensor::from_vector(y, {1, T}));
-  }
-  if (runner.label_task()) return label_loss(runner, text, what);
-  // A task model: the loss of the correct answer to the input (teacher forcing).
-  Example e;
-  e.input = runner.task()->encode(text);
-  QKV_CHECK(static_cast<int64_t>(e.input.size()) <= runner.task()->max_input(), "the input has ", e.input.size(),
-            " symbols; this model reads at most ", runner.task()->max_input());
-  e.answer = runner.task()->solve(e.input);
-  if (what)
-    *what = cat("cross-entropy of the answer ", printable(runner.task()->answer_text(e.answer)), " (",
-                e.answer.size() + 1, " tokens with the end mark)");
+  Example e = runner.prompt_example(text, what);
+  if (runner.spec().task == "text")
+    return nn::cross_entropy(
+        runner.forward_gpt(Tensor::from_vector(e.input, {1, static_cast<int64_t>(e.input.size())})),
+        Tensor::from_vector(e.answer, {1, static_cast<int64_t>(e.answer.size())}));
   return runner.loss({e});
 }
 
@@ -274,43 +241,16 @@ int sample(int argc, char** argv) {
   return 0;
 }
 
-namespace {
-
-// A classifier's [CLS] row on its own, per head and averaged: over the
-// image's patches for a ViT, over the tokens otherwise. Writes the SVGs and
-// returns them for the page.
-std::string cls_views(const AttentionMap& map, int64_t heads,
-                      const std::function<void(const std::string&, const std::string&)>& write) {
-  const int64_t cols = static_cast<int64_t>(map.cols.size()), rows = static_cast<int64_t>(map.rows.size());
-  std::vector<double> all = map.weights.to_vector(), mean(cols, 0.0);
-  std::string html = cat("<h3>", xml_text(map.name), ": what [CLS] attends to",
-                         map.image.empty() ? "" : ", over the image", "</h3>\n<div class=\"maps\">\n");
-  for (int64_t h = 0; h <= heads; ++h) {
-    const bool average = h == heads;
-    std::vector<double> row(cols);
-    for (int64_t j = 0; j < cols; ++j) {
-      row[j] = average ? mean[j] : all[h * rows * cols + j];  // row 0: the [CLS] query
-      if (!average) mean[j] += row[j] / static_cast<double>(heads);
-    }
-    std::string title = average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h);
-    std::string svg = map.image.empty()
-                          ? cls_row_svg(map.cols, row, title)
-                          : patch_overlay_svg(map.image, map.image_side, map.patch,
-                                              std::vector<double>(row.begin() + 1, row.end()), row[0], title);
-    write(average ? cat(map.file, "_cls_mean.svg") : cat(map.file, "_cls_head", h, ".svg"), svg);
-    html += svg;
-  }
-  return html + "</div>\n";
-}
-
-}  // namespace
-
 int attention(int argc, char** argv) {
-  cxxopts::Options options("qkv attention", "Draw every layer's and head's attention for a prompt.");
-  options.add_options()("checkpoint", "checkpoint file (any kind but linear attention)", cxxopts::value<std::string>(),
-                        "FILE")("prompt", "the prompt (a task input is shown with the model's answer)",
+  cxxopts::Options options("qkv attention",
+                           "Draw every layer's and head's attention for a prompt: index.html (the attention views of "
+                           "qkv explore, alone) and one SVG per map and head.");
+  options.custom_help("--checkpoint FILE --prompt TEXT --out FOLDER [OPTION...]");
+  options.add_options()("checkpoint", "(required) checkpoint file (any kind but linear attention)",
+                        cxxopts::value<std::string>(),
+                        "FILE")("prompt", "(required) the prompt (a task input is shown with the model's answer)",
                                 cxxopts::value<std::string>(), "TEXT")(
-      "out", "output folder: index.html and one SVG per map and head (created; it holds this result alone)",
+      "out", "(required) output folder: index.html and one SVG per map and head (created; it holds this result alone)",
       cxxopts::value<std::string>(), "FOLDER")("force", "replace the earlier result in --out");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
@@ -320,24 +260,12 @@ int attention(int argc, char** argv) {
   std::vector<AttentionMap> maps = runner->attention(prompt);
   auto write = [&](const std::string& name, const std::string& text) { folder.write(name, text); };
   const int64_t heads = runner->spec().heads;
-  bool split = maps.front().split > 0;
-  // Each SVG on its own, and all of them inline in index.html, where hovering a
-  // cell shows its query, key and weight (an <img> would show nothing).
-  // Well-formed XML as well as HTML, so that a test can check it with an XML parser.
-  std::string index =
-      cat("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"><head><meta charset=\"utf-8\"/>"
-          "<title>qkv attention</title>"
-          "<style>body{font-family:sans-serif} .maps{display:flex;flex-wrap:wrap;gap:12px}</style></head>"
-          "<body>\n<h1>",
-          xml_text(prompt), "</h1>\n<p>", xml_text(path), ": ", maps.size(), " maps x ", heads,
-          " heads. Rows are queries, columns keys; darker is more weight",
-          split ? "; the red lines mark where the model's answer starts" : "",
-          driver_kind(runner->spec().model).maps_note, ". The last map of each row averages its heads.</p>\n");
+  // Each map and head as an SVG of its own (and each map's mean over its heads);
+  // a classifier's [CLS] row also over the image or the tokens, shown on the page too.
+  nlohmann::json figures = nlohmann::json::array();
   for (const AttentionMap& map : maps) {
     const int64_t rows = static_cast<int64_t>(map.rows.size()), cols = static_cast<int64_t>(map.cols.size());
-    index += cat("<h2>", xml_text(map.name), "</h2>\n");
-    if (map.cls_first) index += cls_views(map, heads, write) + "<h3>the whole map</h3>\n";
-    index += "<div class=\"maps\">\n";
+    if (map.cls_first) figures.push_back({{"title", map.name}, {"svg", cls_views(map, heads, write)}});
     std::vector<double> all = map.weights.to_vector(), mean(rows * cols, 0.0);
     for (int64_t h = 0; h <= heads; ++h) {
       bool average = h == heads;
@@ -345,16 +273,18 @@ int attention(int argc, char** argv) {
           average ? mean : std::vector<double>(all.begin() + h * rows * cols, all.begin() + (h + 1) * rows * cols);
       if (!average)
         for (int64_t k = 0; k < rows * cols; ++k) mean[k] += w[k] / static_cast<double>(heads);
-      std::string name = average ? cat(map.file, "_mean.svg") : cat(map.file, "_head", h, ".svg");
-      std::string svg =
+      write(
+          average ? cat(map.file, "_mean.svg") : cat(map.file, "_head", h, ".svg"),
           heatmap_svg(w, rows, cols, map.rows, map.cols,
-                      average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h), map.split);
-      write(name, svg);
-      index += svg;
+                      average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h), map.split));
     }
-    index += "</div>\n";
   }
-  write("index.html", index + "</body></html>\n");
+  nlohmann::json attention = attention_json(maps, attention_window(runner->spec()), false);
+  attention["figures"] = figures;
+  attention["note"] = cat(driver_kind(runner->spec().model).title, driver_kind(runner->spec().model).maps_note);
+  write("index.html", page_html({{"title", cat("qkv attention: ", page_token(path))},
+                                 {"subtitle", cat(page_token(prompt), ": ", maps.size(), " maps x ", heads, " heads")},
+                                 {"attention", attention}}));
   folder.commit();
   std::printf("wrote %zu heatmaps (%zu maps x %lld heads, and each map's mean) and index.html to %s\n",
               maps.size() * static_cast<size_t>(heads + 1), maps.size(), static_cast<long long>(heads),

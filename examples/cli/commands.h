@@ -1,6 +1,7 @@
 // The qkv program's commands; each returns the process exit code.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -16,8 +17,9 @@ namespace qkv::cli {
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args);
 /// The value of a string flag that must be given.
 std::string required(const cxxopts::ParseResult& args, const char* name);
-/// A checkpoint's model with its parameters loaded, in eval mode (optimizer state ignored).
-std::unique_ptr<Runner> load_runner(const std::string& path);
+/// A checkpoint's model with its parameters loaded, in eval mode (optimizer
+/// state ignored); `metadata`, when given, receives the file's metadata.
+std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 /// The loss of one input: for a text model the next-byte cross-entropy of
 /// `text` (2 bytes or more), for a task model the cross-entropy of the
 /// correct answer to the input `text`. `what` receives a description.
@@ -37,6 +39,8 @@ int gradcheck(int argc, char** argv);
 int grads(int argc, char** argv);
 /// qkv graph (examples/cli/graph.cpp): the autograd graph of one forward and backward, as DOT and SVG.
 int graph(int argc, char** argv);
+/// qkv explore (examples/cli/explore.cpp): one page to study a trained model on a prompt.
+int explore(int argc, char** argv);
 int info(int argc, char** argv);
 /// qkv plot (examples/cli/plot.cpp): a --log file as HTML charts.
 int plot(int argc, char** argv);

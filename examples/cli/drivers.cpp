@@ -67,7 +67,6 @@ class GptDriver : public TypedDriver<nn::GPT> {
   // One map per layer over the prompt and (for a task) the model's own answer.
   std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
     std::vector<int64_t> ids;
-    std::vector<std::string> labels;
     int64_t split = -1;
     if (const SequenceTask* task = runner.task()) {
       ids = task->encode(prompt);
@@ -75,21 +74,47 @@ class GptDriver : public TypedDriver<nn::GPT> {
       std::vector<int64_t> answer = runner.answer({task->encode(prompt)}).front();
       split = static_cast<int64_t>(ids.size());
       ids.insert(ids.end(), answer.begin(), answer.end());
-      for (int64_t id : ids) labels.push_back(task->token_text(id));
     } else {
-      for (char c : prompt) {
-        ids.push_back(static_cast<unsigned char>(c));
-        labels.push_back(std::string(1, c));
-      }
+      for (char c : prompt) ids.push_back(static_cast<unsigned char>(c));
     }
     const int64_t context = runner.spec().context;
     QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, "prompt of ", ids.size(), " tokens exceeds the context of ",
               context);
     std::vector<Tensor> weights;
     model_->forward(Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), &weights);
+    std::vector<AttentionMap> maps = label(runner, ids, split, weights);
+    for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
+    return maps;
+  }
+  // A task's input SEP answer (task_loss's tokens, EOS not fed), or a text's bytes.
+  Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
+    std::vector<Tensor> weights;
+    if (runner.task()) {
+      Tensor loss = task_loss({e}, &weights);
+      std::vector<int64_t> ids = e.input;
+      ids.push_back(kSep);
+      ids.insert(ids.end(), e.answer.begin(), e.answer.end());
+      maps = label(runner, ids, static_cast<int64_t>(e.input.size()) + 1, weights);
+      return loss;
+    }
+    const int64_t T = static_cast<int64_t>(e.input.size());
+    Tensor logits = model_->forward(Tensor::from_vector(e.input, {1, T}), &weights);
+    maps = label(runner, e.input, -1, weights);
+    return nn::cross_entropy(logits, Tensor::from_vector(e.answer, {1, T}));
+  }
+
+ private:
+  // One causal map per layer over tokens `ids` (a task's symbols, or bytes).
+  static std::vector<AttentionMap> label(const Runner& runner, const std::vector<int64_t>& ids, int64_t split,
+                                         const std::vector<Tensor>& weights) {
+    std::vector<std::string> labels;
+    for (int64_t id : ids)
+      labels.push_back(runner.task() ? runner.task()->token_text(id) : std::string(1, static_cast<char>(id)));
     std::vector<AttentionMap> maps;
-    for (size_t l = 0; l < weights.size(); ++l)
-      maps.push_back({cat("layer ", l), cat("layer", l), first_of_batch(weights[l]), labels, labels, split});
+    for (size_t l = 0; l < weights.size(); ++l) {
+      maps.push_back({cat("layer ", l), cat("layer", l), weights[l], labels, labels, split});
+      maps.back().causal = true;
+    }
     return maps;
   }
 };
@@ -101,6 +126,19 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
   using TypedDriver::TypedDriver;
 
   Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
+    return loss(batch, nullptr, weights);
+  }
+  // The encoder's maps, then per layer the decoder's self- and cross-attention, as attention() lays them out.
+  Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
+    std::vector<Tensor> enc, dec;
+    Tensor l = loss({e}, &enc, &dec);
+    std::vector<int64_t> tgt{kSep};
+    tgt.insert(tgt.end(), e.answer.begin(), e.answer.end());
+    maps = label(runner, e.input, tgt, enc, dec);
+    return l;
+  }
+  // Mean cross-entropy of the answers and end marks; `enc` and `dec`, when given, collect the maps.
+  Tensor loss(const std::vector<Example>& batch, std::vector<Tensor>* enc, std::vector<Tensor>* dec) {
     int64_t B = static_cast<int64_t>(batch.size()), S = 0, T = 0;
     for (const Example& e : batch) {
       S = std::max<int64_t>(S, e.input.size());
@@ -118,8 +156,8 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
       }
       tout[b * T + e.answer.size()] = kEos;
     }
-    Tensor memory = model_->encode(Tensor::from_vector(src, {B, S}), lengths);
-    Tensor logits = model_->decode(Tensor::from_vector(tin, {B, T}), memory, lengths, weights);
+    Tensor memory = model_->encode(Tensor::from_vector(src, {B, S}), lengths, enc);
+    Tensor logits = model_->decode(Tensor::from_vector(tin, {B, T}), memory, lengths, dec);
     return nn::cross_entropy(logits, Tensor::from_vector(tout, {B, T}));
   }
   Tensor text_logits(const Tensor&, std::vector<Tensor>*) override {
@@ -150,21 +188,31 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
     tgt.insert(tgt.end(), answer.begin(), answer.end());
     const int64_t context = runner.spec().context;
     if (static_cast<int64_t>(tgt.size()) > context) tgt.resize(context);  // an answer that never ended
-    std::vector<std::string> src_labels, tgt_labels;
-    for (int64_t id : src) src_labels.push_back(task->token_text(id));
-    for (int64_t id : tgt) tgt_labels.push_back(task->token_text(id));
     std::vector<int64_t> lengths{static_cast<int64_t>(src.size())};
     std::vector<Tensor> enc, dec;
     Tensor memory = model_->encode(Tensor::from_vector(src, {1, static_cast<int64_t>(src.size())}), lengths, &enc);
     model_->decode(Tensor::from_vector(tgt, {1, static_cast<int64_t>(tgt.size())}), memory, lengths, &dec);
+    std::vector<AttentionMap> maps = label(runner, src, tgt, enc, dec);
+    for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
+    return maps;
+  }
+
+ private:
+  static std::vector<AttentionMap> label(const Runner& runner, const std::vector<int64_t>& src,
+                                         const std::vector<int64_t>& tgt, const std::vector<Tensor>& enc,
+                                         const std::vector<Tensor>& dec) {
+    std::vector<std::string> src_labels, tgt_labels;
+    for (int64_t id : src) src_labels.push_back(runner.task()->token_text(id));
+    for (int64_t id : tgt) tgt_labels.push_back(runner.task()->token_text(id));
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < enc.size(); ++l)
-      maps.push_back({cat("encoder layer ", l), cat("encoder", l), first_of_batch(enc[l]), src_labels, src_labels});
+      maps.push_back({cat("encoder layer ", l), cat("encoder", l), enc[l], src_labels, src_labels});
     for (size_t l = 0; l < dec.size() / 2; ++l) {
-      maps.push_back({cat("decoder layer ", l, ", self-attention"), cat("decoder", l, "_self"),
-                      first_of_batch(dec[2 * l]), tgt_labels, tgt_labels});
+      maps.push_back({cat("decoder layer ", l, ", self-attention"), cat("decoder", l, "_self"), dec[2 * l], tgt_labels,
+                      tgt_labels});
+      maps.back().causal = true;
       maps.push_back({cat("decoder layer ", l, ", cross-attention to the input"), cat("decoder", l, "_cross"),
-                      first_of_batch(dec[2 * l + 1]), tgt_labels, src_labels});
+                      dec[2 * l + 1], tgt_labels, src_labels});
     }
     return maps;
   }
@@ -231,17 +279,28 @@ class EncoderDriver : public LabelDriver<nn::EncoderClassifier> {
     Example e = runner.label_task()->parse_prompt(prompt);
     std::vector<Tensor> weights;
     logits({e}, &weights);
+    std::vector<AttentionMap> maps = label(runner, e, weights);
+    for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
+    return maps;
+  }
+  Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
+    std::vector<Tensor> weights;
+    Tensor loss = task_loss({e}, &weights);
+    maps = label(runner, e, weights);
+    return loss;
+  }
+
+ private:
+  std::vector<AttentionMap> label(const Runner& runner, const Example& e, const std::vector<Tensor>& weights) const {
     const bool cls = model_->config().pooling == nn::Pooling::Cls;
     std::vector<std::string> labels = token_labels(*runner.label_task(), e.input, cls);
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < weights.size(); ++l) {
-      maps.push_back({cat("layer ", l), cat("layer", l), first_of_batch(weights[l]), labels, labels});
+      maps.push_back({cat("layer ", l), cat("layer", l), weights[l], labels, labels});
       maps.back().cls_first = cls;
     }
     return maps;
   }
-
- private:
   Tensor logits(const std::vector<Example>& batch, std::vector<Tensor>* weights) {
     std::vector<int64_t> lengths;
     Tensor ids = padded_inputs(batch, lengths);
@@ -263,20 +322,31 @@ class ViTDriver : public LabelDriver<nn::ViT> {
     Example e = runner.label_task()->parse_prompt(prompt);
     std::vector<Tensor> weights;
     model_->forward(images({e}), &weights);
+    std::vector<AttentionMap> maps = label(e, weights);
+    for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
+    return maps;
+  }
+  Tensor study(Runner&, const Example& e, std::vector<AttentionMap>& maps) override {
+    std::vector<Tensor> weights;
+    Tensor loss = task_loss({e}, &weights);
+    maps = label(e, weights);
+    return loss;
+  }
+
+ private:
+  std::vector<AttentionMap> label(const Example& e, const std::vector<Tensor>& weights) const {
     const int64_t side = model_->config().image, p = model_->config().patch, per_row = side / p;
     std::vector<std::string> labels{"[CLS]"};
     for (int64_t k = 0; k < per_row * per_row; ++k) labels.push_back(cat("p", k));  // patch k: row k / per_row
     std::vector<double> image = images({e}).to_vector();                            // in [0, 1], as the model sees it
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < weights.size(); ++l) {
-      maps.push_back({cat("layer ", l), cat("layer", l), first_of_batch(weights[l]), labels, labels});
+      maps.push_back({cat("layer ", l), cat("layer", l), weights[l], labels, labels});
       AttentionMap& m = maps.back();
       m.cls_first = true, m.image = image, m.image_side = side, m.patch = p;
     }
     return maps;
   }
-
- private:
   Tensor images(const std::vector<Example>& batch) const {
     const int64_t side = model_->config().image, B = static_cast<int64_t>(batch.size());
     std::vector<float> pixels;
@@ -322,10 +392,26 @@ class RecommenderDriver : public LabelDriver<nn::Recommender> {
     std::vector<int64_t> lengths;
     std::vector<Tensor> weights;
     model_->forward(padded_inputs({e}, lengths), &weights);
+    std::vector<AttentionMap> maps = label(runner, e, weights);
+    for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
+    return maps;
+  }
+  // The history but its last item, each position predicting the next.
+  Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
+    std::vector<Tensor> weights;
+    Tensor loss = task_loss({e}, &weights);
+    maps = label(runner, e, weights);
+    return loss;
+  }
+
+ private:
+  static std::vector<AttentionMap> label(const Runner& runner, const Example& e, const std::vector<Tensor>& weights) {
     std::vector<std::string> labels = token_labels(*runner.label_task(), e.input, false);
     std::vector<AttentionMap> maps;
-    for (size_t l = 0; l < weights.size(); ++l)
-      maps.push_back({cat("layer ", l), cat("layer", l), first_of_batch(weights[l]), labels, labels});
+    for (size_t l = 0; l < weights.size(); ++l) {
+      maps.push_back({cat("layer ", l), cat("layer", l), weights[l], labels, labels});
+      maps.back().causal = true;
+    }
     return maps;
   }
 };

@@ -43,6 +43,10 @@ class ModelDriver {
                                                        nn::KVCache* cache) = 0;
   /// Every attention map on a prompt, drawn as the kind attends.
   virtual std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) = 0;
+  /// The loss of one example (as task_loss scores it; for a text model its
+  /// bytes and their successors) with every attention map of that forward in
+  /// call order, each map's weights [1, heads, rows, cols] still in the graph.
+  virtual Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) = 0;
   /// Label kinds: each example's scores over the task's labels, [B, labels]
   /// (class logits, or the scores of the item after the whole history).
   virtual Tensor label_scores(const std::vector<Example>& batch);

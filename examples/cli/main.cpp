@@ -31,6 +31,8 @@ const Command kCommands[] = {
     {"attention", qkv::cli::attention, "draw every layer's and head's attention for a prompt (SVG)"},
     {"gradcheck", qkv::cli::gradcheck, "compare every parameter's gradient with finite differences"},
     {"grads", qkv::cli::grads, "a checkpoint's gradient norms (per head) on one input, and a safetensors file of them"},
+    {"explore", qkv::cli::explore,
+     "one offline HTML page to study a model on a prompt: attention with dL/dP, the graph, the curves"},
     {"graph", qkv::cli::graph, "draw the autograd graph of one forward and backward (Graphviz DOT and SVG)"},
     {"info", qkv::cli::info, "what a checkpoint holds: model, task, training settings, step (--system: this machine)"},
     {"plot", qkv::cli::plot, "a --log file as an HTML page of charts"},

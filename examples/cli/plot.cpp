@@ -1,7 +1,7 @@
-// qkv plot: a --log file (CSV or JSON lines) as an HTML page of SVG charts,
-// one per logged quantity against the step. No Python, no plotting library:
-// SVG written as text. Each chart keeps its points as data attributes, so
-// tests (and users) can read the numbers back.
+// qkv plot: --log files (CSV or JSON lines) read into the curves the page
+// draws (page.h): each logged quantity against the step, the runs overlaid.
+// The page holds the logged numbers themselves, so tests (and users) can
+// read them back from its JSON.
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -20,6 +20,7 @@
 #include "io/metadata.h"
 #include "io/output.h"
 #include "nn/checkpoint.h"
+#include "page.h"
 
 namespace qkv::cli {
 
@@ -30,7 +31,7 @@ constexpr int64_t kMaxLogBytes = int64_t{256} << 20;
 // layer (at most ~520), so more is not one; each chart draws at most
 // kMaxPoints points (every k-th, stated on the chart), and at most
 // kMaxCharts charts (the rest named on the page).
-constexpr size_t kMaxColumns = 4096, kMaxPoints = 2000, kMaxCharts = 300;
+constexpr size_t kMaxColumns = 4096, kMaxPoints = 2000, kMaxCharts = 300, kMaxLogs = 8;
 
 // One logged quantity: its points in step order, the text as logged kept too.
 struct Series {
@@ -131,86 +132,58 @@ Log parse_log(const std::string& path, const std::string& text) {
   return log;
 }
 
-// 2nd, 3rd, 11th, 21st, 30th.
-std::string ordinal(size_t k) {
-  const char* suffix = k % 100 >= 11 && k % 100 <= 13 ? "th"
-                       : k % 10 == 1                  ? "st"
-                       : k % 10 == 2                  ? "nd"
-                       : k % 10 == 3                  ? "rd"
-                                                      : "th";
-  return cat(k, suffix);
-}
-
-std::string number_text(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.4g", v);
-  return text;
-}
-
-// One line chart; a log scale where the values span more than 100x and are
-// positive. Past kMaxPoints points, every k-th point (and the last) is drawn
-// and held in the data attributes, and the chart says so.
-std::string chart(const std::string& name, const std::string& title, const Series& all) {
-  const int width = 640, height = 220, left = 64, right = 16, top = 28, bottom = 32;
+// Past kMaxPoints points, every k-th point (and the last) is kept, and the
+// page says so; values keep their full precision (hover shows 4 digits).
+nlohmann::json series_json(const Series& all) {
   const size_t n = all.steps.size(), every = (n + kMaxPoints - 1) / kMaxPoints;
-  Series s;
+  nlohmann::json steps = nlohmann::json::array(), values = nlohmann::json::array();
   for (size_t i = 0; i < n; ++i)
-    if (i % every == 0 || i + 1 == n)
-      s.steps.push_back(all.steps[i]), s.values.push_back(all.values[i]), s.text.push_back(all.text[i]);
-  double x0 = *std::min_element(s.steps.begin(), s.steps.end()), x1 = *std::max_element(s.steps.begin(), s.steps.end());
-  double y0 = *std::min_element(s.values.begin(), s.values.end()),
-         y1 = *std::max_element(s.values.begin(), s.values.end());
-  bool log_scale = y0 > 0 && y1 / y0 > 100;
-  // Scaled by the largest magnitude, so that ±1e308 spans 2, not infinity.
-  double scale = log_scale ? 1.0 : std::max({std::fabs(y0), std::fabs(y1), 1e-300});
-  auto fy = [&](double v) { return log_scale ? std::log10(v) : v / scale; };
-  double a = fy(y0), b = fy(y1);
-  if (b - a < 1e-12) a -= 0.5, b += 0.5;
-  if (x1 - x0 < 1e-12) x0 -= 0.5, x1 += 0.5;
-  auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * (width - left - right); };
-  auto py = [&](double v) { return top + (b - fy(v)) / (b - a) * (height - top - bottom); };
-  std::string points, steps, values;
-  for (size_t i = 0; i < s.steps.size(); ++i) {
-    char xy[64];
-    std::snprintf(xy, sizeof xy, "%.1f,%.1f ", px(s.steps[i]), py(s.values[i]));
-    points += xy;
-    steps += (i ? " " : "") + io::exact_number(s.steps[i]);
-    values += (i ? " " : "") + s.text[i];
-  }
-  std::string svg =
-      cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width, "\" height=\"", height,
-          "\" font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"", left, "\" y=\"16\" font-weight=\"bold\">",
-          xml_text(title), log_scale ? " (log scale)" : "",
-          every > 1 ? cat(" (every ", ordinal(every), " of ", n, " points drawn)") : std::string(), "</text>\n");
-  svg += cat("<line x1=\"", left, "\" y1=\"", height - bottom, "\" x2=\"", width - right, "\" y2=\"", height - bottom,
-             "\" stroke=\"#999\"/><line x1=\"", left, "\" y1=\"", top, "\" x2=\"", left, "\" y2=\"", height - bottom,
-             "\" stroke=\"#999\"/>\n");
-  svg +=
-      cat("<text x=\"", left - 4, "\" y=\"", top + 4, "\" text-anchor=\"end\">", number_text(y1), "</text><text x=\"",
-          left - 4, "\" y=\"", height - bottom, "\" text-anchor=\"end\">", number_text(y0), "</text>\n");
-  svg += cat("<text x=\"", left, "\" y=\"", height - 12, "\">step ", number_text(x0), "</text><text x=\"",
-             width - right, "\" y=\"", height - 12, "\" text-anchor=\"end\">", number_text(x1), "</text>\n");
-  // Every drawn point's text, never cut: numbers, validated when read.
-  svg += cat("<polyline class=\"series\" data-name=\"", xml_text(name), "\" data-points=\"", n, "\" data-every=\"",
-             every, "\" data-steps=\"", steps, "\" data-values=\"", xml_text(values, values.size()), "\" points=\"",
-             points, "\" fill=\"none\" stroke=\"#2a5db0\" stroke-width=\"1.5\"/>\n");
-  if (s.steps.size() <= 200)  // evaluations and short runs: a dot per point, hover for its value
-    for (size_t i = 0; i < s.steps.size(); ++i)
-      svg += cat("<circle cx=\"", px(s.steps[i]), "\" cy=\"", py(s.values[i]),
-                 "\" r=\"2.5\" fill=\"#2a5db0\"><title>step ", io::exact_number(s.steps[i]), ": ", xml_text(s.text[i]),
-                 "</title></circle>");
-  return svg + "\n</svg>\n";
+    if (i % every == 0 || i + 1 == n) {
+      double step = all.steps[i];  // whole steps as integers: what the log wrote
+      steps.push_back(step == std::floor(step) && std::fabs(step) < 1e15 ? nlohmann::json(static_cast<int64_t>(step))
+                                                                         : nlohmann::json(step));
+      values.push_back(all.values[i]);
+    }
+  return {{"steps", steps}, {"values", values}, {"points", n}, {"every", every}};
 }
 
 }  // namespace
 
+nlohmann::json curves_json(const std::vector<std::string>& log_paths) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const std::string& path : log_paths) {
+    Log log = parse_log(path, io::read_regular_file(path, kMaxLogBytes, "log file"));
+    nlohmann::json columns = nlohmann::json::object(), restarts = nlohmann::json::array();
+    std::vector<std::string> left_out;
+    for (const auto& [name, s] : log.series) {
+      if (columns.size() >= kMaxCharts) {
+        left_out.push_back(name);
+        continue;
+      }
+      columns[page_token(name)] = series_json(s);
+    }
+    for (double step : log.restarts) restarts.push_back(step);
+    nlohmann::json run{{"name", page_token(path)}, {"columns", columns}, {"restarts", restarts}};
+    if (!left_out.empty())
+      run["left_out"] = {{"count", left_out.size()},
+                         {"first", page_token(left_out.front())},
+                         {"last", page_token(left_out.back())},
+                         {"limit", kMaxCharts}};
+    runs.push_back(std::move(run));
+  }
+  return {{"runs", runs}};
+}
+
 int plot(int argc, char** argv) {
-  cxxopts::Options options("qkv plot", "A --log file (CSV or JSON lines) as an HTML page of charts against the step.");
-  options.add_options()("log", "the log file qkv train --log wrote", cxxopts::value<std::string>(), "FILE")(
-      "out", "the HTML file (default: the log's name with .html)", cxxopts::value<std::string>(), "FILE")(
+  cxxopts::Options options("qkv plot",
+                           "One or more --log files (CSV or JSON lines) as an HTML page of interactive charts against "
+                           "the step (several logs are overlaid): the curves view of qkv explore, alone.");
+  options.add_options()("log", "a log file qkv train --log wrote (repeat, or list several, to compare runs)",
+                        cxxopts::value<std::vector<std::string>>(), "FILE")(
+      "out", "the HTML file (default: the first log's name with .html)", cxxopts::value<std::string>(), "FILE")(
       "force", "replace an existing --out")("h,help", "show this help");
   options.parse_positional({"log"});
-  options.positional_help("LOG");
+  options.positional_help("LOG [LOG...]");
   auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::puts(options.help().c_str());
@@ -218,48 +191,18 @@ int plot(int argc, char** argv) {
   }
   QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]), "'");
   QKV_CHECK(args.count("log"), "give the log file: qkv plot FILE");
-  std::string path = args["log"].as<std::string>();
-  std::string out = args.count("out") ? args["out"].as<std::string>() : path + ".html";
-  io::check_output_file(out, "--out", args.count("force") > 0, {path});  // before reading: nothing is lost
-  Log log = parse_log(path, io::read_regular_file(path, kMaxLogBytes, "log file"));
-  const auto& series = log.series;
-  // The charts in the order a reader asks: is it learning, is it generalising, is it healthy, is it fast.
-  const std::vector<std::pair<std::string, std::string>> order{{"loss", "training loss (each step)"},
-                                                               {"eval_loss", "held-out loss (nats/byte)"},
-                                                               {"eval_accuracy", "held-out exact match"},
-                                                               {"lr", "learning rate"},
-                                                               {"grad_norm", "gradient norm (before clipping)"},
-                                                               {"attn_entropy", "mean attention entropy"},
-                                                               {"tokens_per_s", "tokens per second"}};
-  std::string html =
-      cat("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"><head><meta charset=\"utf-8\"/>"
-          "<title>qkv training report</title><style>body{font-family:sans-serif}</style></head><body>\n"
-          "<h1>",
-          xml_text(path), "</h1>\n");
-  if (!log.restarts.empty())
-    html += cat("<p class=\"note\" data-restarts=\"", log.restarts.size(), "\">The log starts again ",
-                log.restarts.size() == 1 ? std::string("once") : cat(log.restarts.size(), " times"), " (first at step ",
-                io::exact_number(log.restarts.front()),
-                "): a run resumed from an earlier checkpoint. Where steps repeat, the later rows are drawn.</p>\n");
-  size_t charts = 0;
-  std::vector<std::string> drawn, left_out;
-  auto draw = [&](const std::string& name, const std::string& title, const Series& s) {
-    if (charts >= kMaxCharts) return left_out.push_back(name);
-    html += chart(name, title, s), ++charts, drawn.push_back(name);
-  };
-  for (const auto& [name, title] : order)
-    if (series.count(name)) draw(name, title, series.at(name));
-  for (const auto& [name, s] : series)  // anything else the log holds (per-layer norms, ...)
-    if (std::find(drawn.begin(), drawn.end(), name) == drawn.end()) draw(name, name, s);
-  if (!left_out.empty())
-    html += cat("<p class=\"note\" data-left-out=\"", left_out.size(), "\">", left_out.size(),
-                " more columns are not drawn "
-                "(at most ",
-                kMaxCharts, " charts): ", xml_text(left_out.front()), " to ", xml_text(left_out.back()), ".</p>\n");
-  html += "</body></html>\n";
-  io::write_file(out, html);
-  std::printf("wrote %zu charts (%zu steps) to %s\n", charts,
-              series.count("loss") ? series.at("loss").steps.size() : size_t{0}, printable(out).c_str());
+  std::vector<std::string> paths = args["log"].as<std::vector<std::string>>();
+  QKV_CHECK(paths.size() <= kMaxLogs, paths.size(), " logs: a page compares at most ", kMaxLogs);
+  std::string out = args.count("out") ? args["out"].as<std::string>() : paths.front() + ".html";
+  io::check_output_file(out, "--out", args.count("force") > 0, paths);  // before reading: nothing is lost
+  nlohmann::json curves = curves_json(paths);
+  std::string title = paths.size() == 1 ? printable(paths.front()) : cat(paths.size(), " runs");
+  io::write_file(out,
+                 page_html({{"title", cat("qkv plot: ", title)}, {"subtitle", "training curves"}, {"curves", curves}}));
+  const nlohmann::json& first = curves["runs"][0]["columns"];
+  std::printf("wrote %zu curves of %zu log%s (%zu steps) to %s\n", first.size(), paths.size(),
+              paths.size() == 1 ? "" : "s", first.contains("loss") ? first["loss"]["points"].get<size_t>() : size_t{0},
+              printable(out).c_str());
   return 0;
 }
 

@@ -408,6 +408,57 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
   return out;
 }
 
+Example Runner::prompt_example(const std::string& text, std::string* what) const {
+  if (spec_.task == "text") {  // next-byte prediction: the bytes, and each one's successor
+    QKV_CHECK(text.size() >= 2, "the text needs at least 2 bytes (one prediction)");
+    int64_t T = std::min<int64_t>(static_cast<int64_t>(text.size()) - 1, spec_.context);
+    Example e;
+    for (int64_t t = 0; t < T; ++t) {
+      e.input.push_back(static_cast<unsigned char>(text[t]));
+      e.answer.push_back(static_cast<unsigned char>(text[t + 1]));
+    }
+    if (what) *what = cat("mean next-byte cross-entropy over ", T, " predictions");
+    return e;
+  }
+  if (labels_) {
+    Example e = labels_->parse_prompt(text);
+    if (labels_->ranks_items()) {  // a history predicts each next item after the first
+      QKV_CHECK(e.input.size() >= 2, "the history needs at least 2 items (one to predict)");
+      e.answer.assign(e.input.begin() + 1, e.input.end());
+      e.input.pop_back();
+      if (what) *what = cat("mean cross-entropy of the ", e.answer.size(), " next items in the history");
+      return e;
+    }
+    QKV_CHECK(e.answer.size() == 1, "the prompt gives no label: put it after the pixels (", labels_->max_input(),
+              " pixels, then the label)");
+    if (what) *what = cat("cross-entropy of the label ", printable(labels_->label_text(e.answer[0])));
+    return e;
+  }
+  // A task model: the correct answer to the input (teacher forcing).
+  Example e;
+  e.input = task_->encode(text);
+  QKV_CHECK(static_cast<int64_t>(e.input.size()) <= task_->max_input(), "the input has ", e.input.size(),
+            " symbols; this model reads at most ", task_->max_input());
+  e.answer = task_->solve(e.input);
+  if (what)
+    *what = cat("cross-entropy of the answer ", printable(task_->answer_text(e.answer)), " (", e.answer.size() + 1,
+                " tokens with the end mark)");
+  return e;
+}
+
+Study Runner::study(const std::string& prompt) {
+  QKV_CHECK(spec_.attention != "linear",
+            "this model uses linear attention, which never forms the n x n weights a study shows "
+            "(train with --attention full or window:W)");
+  module().eval();
+  Study s;
+  Example e = prompt_example(prompt, &s.what);
+  s.loss = driver_->study(*this, e, s.maps);
+  for (AttentionMap& m : s.maps)
+    if (m.weights.requires_grad()) m.weights.retain_grad();  // dL/dP, once backward() has run (none under NoGradGuard)
+  return s;
+}
+
 std::vector<AttentionMap> Runner::attention(const std::string& prompt) {
   NoGradGuard no_grad;
   module().eval();

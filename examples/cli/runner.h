@@ -50,8 +50,18 @@ struct AttentionMap {
   std::vector<std::string> rows, cols;  // token labels: queries down, keys across
   int64_t split = -1;                   // > 0: where the answer starts (on both axes)
   bool cls_first = false;               // row and column 0 are a classifier's [CLS] token
+  bool causal = false;                  // a query sees no later key (masked cells: those past the diagonal)
   std::vector<double> image;            // a ViT's input image in [0, 1], row-major, under the [CLS] row's grid
   int64_t image_side = 0, patch = 0;    // its side and the patch side (columns 1.. are its patches, row-major)
+};
+
+/// A prompt's loss with the attention maps of the forward that computed it:
+/// each map's weights [1, heads, rows, cols] keep their graph and retain
+/// their gradient, so after loss.backward() weights.grad() is dL/dP.
+struct Study {
+  Tensor loss;
+  std::string what;  // what the loss measures
+  std::vector<AttentionMap> maps;
 };
 
 /// How well a label model does on held-out examples.
@@ -135,6 +145,14 @@ class Runner {
   /// Seq2Seq the encoder's self-attention, the decoder's self-attention and
   /// its cross-attention to the source, per layer.
   std::vector<AttentionMap> attention(const std::string& prompt);
+  /// The example a prompt's loss scores: a task input with its correct
+  /// answer (teacher forcing), a labelled input, a history predicting each
+  /// next item, or a text's bytes (input) and each one's successor (answer).
+  /// `what` receives a description of the loss.
+  Example prompt_example(const std::string& text, std::string* what = nullptr) const;
+  /// The prompt's loss and every attention map of its forward, ready for
+  /// loss.backward() (asking for the weights takes the composed attention path).
+  Study study(const std::string& prompt);
 
  private:
   Tensor with_entropy(const Tensor& loss, const std::vector<Tensor>& weights);

@@ -647,6 +647,10 @@ int train(int argc, char** argv) {
   // What the checkpoint records: the model and task, and the run's settings (the Trainer's and the rest).
   std::map<std::string, std::string> metadata = runner.spec().metadata();
   metadata["qkv.train"] = io::json_object(trainer.settings(run.settings));
+  // The log's name, when it lies beside the checkpoint: where qkv explore finds the run's curves.
+  if (!log_path.empty() &&
+      std::filesystem::absolute(log_path).parent_path() == std::filesystem::absolute(save).parent_path())
+    metadata["qkv.log"] = std::filesystem::path(log_path).filename().string();
   trainer.set_saved_step(run.resuming ? opt->steps() : -1);
   trainer.loss = [&](int64_t) { return step_loss(runner, run, data, mine); };
   trainer.evaluate = [&](int64_t) { return evaluate(runner, run); };

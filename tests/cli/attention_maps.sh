@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # qkv attention: any prompt (markup characters, UTF-8, raw bytes) gives
-# well-formed SVG (checked with xmllint), inlined in index.html with hover
-# titles; task maps mark where the answer starts; Seq2Seq checkpoints get
+# well-formed SVG (checked with xmllint) with hover titles, and index.html
+# (the page's attention views) holds every map; task maps mark where the answer starts; Seq2Seq checkpoints get
 # cross-attention maps; an unwritable --out fails.
 # usage: attention_maps.sh QKV WORKDIR
 set -u
@@ -20,11 +20,11 @@ for prompt in "<&>\"' a</svg>" "héllo ✓ 日本" $'raw \x01\x1b\xff\xfe\xef\xb
     n=$((n + 1))
   done
   [ $n -eq 3 ] || fail "prompt $i: $n SVG files, expected 2 heads + the mean"
-  [ "$(grep -c "<svg" maps$i/index.html)" -eq 3 ] || fail "prompt $i: the maps are not inline in index.html"
+  [ "$(page_data maps$i/index.html "len(d['attention']['groups'][0]['layers'][0]['weights'])")" = 2 ] \
+    || fail "prompt $i: index.html does not hold the layer's 2 heads"
   grep -q "<title>query 0 " maps$i/layer0_head0.svg || fail "prompt $i: no hover titles"
-  xmllint --noout maps$i/index.html 2>err.txt || { cat err.txt; fail "prompt $i: index.html is not well-formed"; }
 done
-echo "ok: markup, UTF-8 and raw-byte prompts give well-formed SVG, inline in index.html"
+echo "ok: markup, UTF-8 and raw-byte prompts give well-formed SVG, and index.html holds them"
 "$qkv" attention --checkpoint reverse.safetensors --prompt 1234 --out task >/dev/null || fail "task maps"
 grep -q "answer starts" task/layer1_head0.svg || fail "the answer is not marked"
 for svg in task/*.svg; do xmllint --noout "$svg" || fail "$svg"; done
@@ -40,7 +40,9 @@ for layer in 0 1; do
     done
   done
 done
-[ "$(grep -c "<svg" s2s/index.html)" -eq 18 ] || fail "seq2seq: index.html does not hold the 18 maps"
+[ "$(page_data s2s/index.html "j(len(g['layers']) for g in d['attention']['groups'])")" = "2 2 2" ] \
+  || fail "seq2seq: index.html does not hold 3 tabs of 2 layers"
+[ "$(page_data s2s/index.html "j(d['attention']['groups'][2]['cols'])")" = "3 1 4 2" ] || fail "seq2seq: the cross tab's keys are not the input"
 cross=s2s/decoder1_cross_head0.svg
 grep -q "<title>query 0 = -&gt; key 3 2: " $cross || grep -q "<title>query 0 = -> key 3 2: " $cross || fail "seq2seq: the cross map's first row is not the start mark over the input 3142"
 grep -q "key 4 " $cross && fail "seq2seq: the cross map has more columns than the input's 4 symbols"

@@ -62,7 +62,8 @@ done
 grep -qF '[CLS] -> 4 ):' enc/layer0_cls_head0.svg || fail "the classifier's [CLS] row does not reach its last token"
 "$qkv" attention --checkpoint sessions.safetensors --prompt "1 2 3" --out rec >/dev/null || fail "attention recommender"
 if command -v xmllint >/dev/null; then
-  xmllint --noout vit/*.svg vit/index.html enc/index.html rec/index.html || fail "attention pages are not well-formed XML"
+  xmllint --noout vit/*.svg || fail "attention SVGs are not well-formed XML"
+  for page in vit enc rec; do page_data $page/index.html "d['attention']['heads']" >/dev/null || fail "$page/index.html holds no maps"; done
 fi
 ok "attention: the [CLS] row over the digit's patches and over the tokens, and the full maps"
 

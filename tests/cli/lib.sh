@@ -33,3 +33,5 @@ refused() {
   grep -q $'\e' err.txt && fail "$label: a raw escape byte reached the terminal"
   echo "  $label: $(cat err.txt)"
 }
+# What a qkv page holds (its JSON): page_data PAGE EXPRESSION (tests/cli/page_data.py).
+page_data() { python3 "$(dirname "${BASH_SOURCE[0]}")/page_data.py" "$@"; }

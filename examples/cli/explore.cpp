@@ -1,0 +1,285 @@
+// qkv explore: one page to study a trained model on one prompt. The
+// prompt's loss runs forward once, with every attention map kept, and
+// backward once through the engine; the page then shows the attention
+// (head, model and matrix views), dL/dP and each head's importance from that
+// backward, the autograd graph of the same forward and backward, and the
+// curves of the run's --log. --check compares dL/dP and the importances
+// with central differences, in float64.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "autograd/graph_dot.h"
+#include "commands.h"
+#include "io/output.h"
+#include "nn/attention.h"
+#include "page.h"
+
+namespace qkv::cli {
+
+namespace {
+
+// What a reader calls each op the engine records; the engine's own name is in the node's tooltip.
+std::string readable_op(const std::string& op, const std::string& scope, bool causal_model) {
+  if (op == "masked_fill") {
+    bool padding = scope.find("cross_attn") != std::string::npos || scope.rfind("encoder", 0) == 0 || !causal_model;
+    return padding ? "padding mask" : "causal mask";
+  }
+  static const std::map<std::string, std::string> names{{"mul_scalar", "scale"},
+                                                        {"matmul", "matmul"},
+                                                        {"linear", "linear (x·Wᵀ + b)"},
+                                                        {"add", "add"},
+                                                        {"softmax", "softmax"},
+                                                        {"gelu_tanh", "GELU"},
+                                                        {"layer_norm", "layer norm"},
+                                                        {"index_select", "lookup"},
+                                                        {"cross_entropy", "cross-entropy"},
+                                                        {"permute", "permute"},
+                                                        {"reshape", "reshape"},
+                                                        {"concat", "concat"},
+                                                        {"expand", "expand"},
+                                                        {"narrow", "narrow"},
+                                                        {"dropout", "dropout"},
+                                                        {"patchify", "patches"},
+                                                        {"masked_mean", "mean over tokens"}};
+  auto it = names.find(op);
+  if (it != names.end()) return it->second;
+  std::string text = op;
+  for (char& c : text)
+    if (c == '_') c = ' ';
+  return text;
+}
+
+double norm(const Tensor& t) {
+  double sq = 0;
+  for (double v : t.to_vector()) sq += v * v;
+  return std::sqrt(sq);
+}
+
+// The graph view's data: nodes in data-flow order with their module, op
+// (engine and readable names), shape and |grad|; and every parameter that
+// has no gradient path, with the reason.
+nlohmann::json graph_json(const Graph& graph, const std::vector<std::pair<std::string, Tensor>>& params,
+                          bool causal_model) {
+  nlohmann::json nodes = nlohmann::json::array();
+  std::set<std::string> reached;
+  for (const GraphNode& n : graph.nodes) {
+    nlohmann::json shape = nlohmann::json::array();
+    for (int64_t d : n.tensor.shape()) shape.push_back(d);
+    Tensor grad = n.tensor.grad();
+    nlohmann::json node{{"op", n.op},
+                        {"label", n.op.empty() ? (n.name.empty() ? "input" : n.name.substr(n.name.rfind('.') + 1))
+                                               : readable_op(n.op, n.scope, causal_model)},
+                        {"scope", n.scope},
+                        {"name", n.name},
+                        {"shape", shape},
+                        {"grad", grad.defined() ? page_number(norm(grad)) : nlohmann::json(nullptr)},
+                        {"inputs", n.inputs}};
+    nodes.push_back(std::move(node));
+    if (!n.name.empty()) reached.insert(n.name);
+  }
+  nlohmann::json no_grad = nlohmann::json::array();
+  for (const auto& [name, p] : params) {
+    if (reached.count(name)) continue;
+    bool key_bias = name.size() >= 11 && name.compare(name.size() - 11, 11, "k_proj.bias") == 0;
+    no_grad.push_back(
+        {{"name", name},
+         {"why", key_bias
+                     ? "The key bias b_k adds q·b_k to every score in a query's row: the same number for every key. "
+                       "Softmax ignores a constant added to a whole row, so the loss does not depend on b_k and "
+                       "its gradient is exactly zero; qkv detaches it, as PyTorch's gradient is zero too."
+                     : "This forward never reads it (another input or task uses it), so it has no gradient here."}});
+  }
+  return {{"nodes", nodes}, {"no_grad", no_grad}};
+}
+
+// Per attention module and head, the gradient norm of its q, k and v
+// projections (head h owns rows [h·d, (h+1)·d) of each weight and those
+// entries of its bias) and of out_proj (input columns [h·d, (h+1)·d); its
+// bias belongs to no head).
+nlohmann::json projections_json(const std::vector<std::pair<std::string, Tensor>>& params, int64_t heads) {
+  std::map<std::string, nlohmann::json> modules;
+  std::vector<std::string> order;
+  for (const auto& [name, p] : params) {
+    size_t dot = name.rfind('.'), proj = name.rfind('.', dot == std::string::npos ? 0 : dot - 1);
+    if (dot == std::string::npos || proj == std::string::npos) continue;
+    std::string which = name.substr(proj + 1, dot - proj - 1), part = name.substr(dot + 1),
+                module = name.substr(0, proj);
+    if (which != "q_proj" && which != "k_proj" && which != "v_proj" && which != "out_proj") continue;
+    if (which == "out_proj" && part == "bias") continue;
+    if (!modules.count(module)) {
+      order.push_back(module);
+      modules[module] = {{"module", module}};
+      for (const char* k : {"q", "k", "v", "out"}) modules[module][k] = std::vector<double>(heads, 0.0);
+    }
+    std::vector<double> g = p.grad().defined() ? p.grad().to_vector() : std::vector<double>(p.numel(), 0.0);
+    const int64_t rows = p.size(0), cols = p.dim() == 2 ? p.size(1) : 1, d = rows / heads;
+    std::string key = which.substr(0, which.size() - 5);
+    nlohmann::json& sums = modules[module][key];
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        int64_t h = which == "out_proj" ? c / (cols / heads) : r / d;
+        sums[h] = sums[h].get<double>() + g[r * cols + c] * g[r * cols + c];
+      }
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& m : order) {
+    nlohmann::json entry = modules[m];
+    for (const char* k : {"q", "k", "v", "out"})
+      for (auto& v : entry[k]) v = page_number(std::sqrt(v.get<double>()));
+    out.push_back(entry);
+  }
+  return out;
+}
+
+// --check: the page's dL/dP and Σ P ⊙ dL/dP against central differences of
+// the loss, in float64, through nn::AttentionWeightsEdit (P + h·e for one
+// entry; P scaled by 1 ± h for one head). At most `per_map` entries of each
+// map, spread evenly. Returns whether every one passed.
+bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
+  runner.module().to(DType::Float64);
+  Study s = runner.study(prompt);
+  s.loss.backward();
+  const double h = 1e-6, atol = 1e-6, rtol = 1e-5;
+  auto loss_with = [&](const std::function<Tensor(int64_t, const Tensor&)>& edit) {
+    NoGradGuard no_grad;
+    nn::AttentionWeightsEdit scope(edit);
+    return runner.study(prompt).loss.item();
+  };
+  double worst_p = 0, worst_gate = 0;
+  int64_t entries = 0, failed = 0;
+  auto compare = [&](double analytic, double numeric, double& worst) {
+    double err = std::fabs(analytic - numeric);
+    worst = std::max(worst, err / (atol + rtol * std::fabs(numeric)));
+    ++entries;
+    if (err > atol + rtol * std::fabs(numeric)) ++failed;
+  };
+  for (size_t k = 0; k < s.maps.size(); ++k) {
+    const Tensor& p = s.maps[k].weights;
+    std::vector<double> grad = p.grad().to_vector();
+    const int64_t cells = p.numel(), heads = p.size(-3), step = std::max<int64_t>(1, cells / per_map);
+    for (int64_t i = 0; i < cells; i += step) {
+      auto nudge = [&](double by) {
+        return [&, by](int64_t call, const Tensor& w) {
+          if (call != static_cast<int64_t>(k)) return w;
+          std::vector<double> e(cells, 0.0);
+          e[i] = by;
+          return add(w, Tensor::from_vector(e, w.shape()).to(w.dtype()));
+        };
+      };
+      compare(grad[i], (loss_with(nudge(h)) - loss_with(nudge(-h))) / (2 * h), worst_p);
+    }
+    std::vector<double> gate = nn::head_gate_gradient(p, p.grad());
+    for (int64_t head = 0; head < heads; ++head) {
+      auto scale = [&](double by) {
+        return [&, by](int64_t call, const Tensor& w) {
+          if (call != static_cast<int64_t>(k)) return w;
+          std::vector<double> g(heads, 1.0);
+          g[head] = by;
+          return mul(w, Tensor::from_vector(g, {1, heads, 1, 1}).to(w.dtype()));
+        };
+      };
+      compare(gate[head], (loss_with(scale(1 + h)) - loss_with(scale(1 - h))) / (2 * h), worst_gate);
+    }
+  }
+  std::printf(
+      "check: %lld values (dL/dP entries and head gates of %zu maps) against central differences in float64: "
+      "%s (worst error %.2g of its tolerance for dL/dP, %.2g for the gates; atol %g rtol %g)\n",
+      static_cast<long long>(entries), s.maps.size(), failed ? cat(failed, " FAILED").c_str() : "all ok", worst_p,
+      worst_gate, atol, rtol);
+  return failed == 0;
+}
+
+}  // namespace
+
+int explore(int argc, char** argv) {
+  cxxopts::Options options("qkv explore",
+                           "One offline HTML page to study a trained model on one prompt: its attention per layer "
+                           "and head (head, model and matrix views) with dL/dP and each head's importance, the "
+                           "autograd graph of the same forward and backward, and the training curves of its run.");
+  options.custom_help("--checkpoint FILE --prompt TEXT [OPTION...]");
+  options.add_options()("checkpoint", "(required) the trained model (any kind but linear attention)",
+                        cxxopts::value<std::string>(), "FILE")(
+      "prompt", "(required) the input: a task's question (its correct answer is scored), a labelled example, or text",
+      cxxopts::value<std::string>(), "TEXT")("out", "the HTML file (default: the checkpoint's name with .html)",
+                                             cxxopts::value<std::string>(), "FILE")(
+      "log", "a training log to draw (repeat to compare runs; default: the log the checkpoint's run wrote, if any)",
+      cxxopts::value<std::vector<std::string>>(), "FILE")("force", "replace an existing --out")(
+      "check", "also compare the page's dL/dP and head importances with central differences (float64)");
+  cxxopts::ParseResult args;
+  if (!parse(options, argc, argv, args)) return 0;
+  std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
+  std::string stem =
+      path.size() > 12 && path.substr(path.size() - 12) == ".safetensors" ? path.substr(0, path.size() - 12) : path;
+  std::string out = args.count("out") ? args["out"].as<std::string>() : stem + ".html";
+  std::vector<std::string> logs;
+  if (args.count("log")) logs = args["log"].as<std::vector<std::string>>();
+  std::vector<std::string> inputs = logs;
+  inputs.push_back(path);
+  io::check_output_file(out, "--out", args.count("force") > 0, inputs);  // before any work
+
+  std::map<std::string, std::string> metadata;
+  auto runner = load_runner(path, &metadata);
+  std::string note;  // where the curves come from, or why there are none
+  if (logs.empty()) {
+    // The run's log, by the name train recorded: read only as a file beside
+    // the checkpoint (a name with no folder in it), and then as any log is.
+    auto it = metadata.find("qkv.log");
+    std::filesystem::path beside = std::filesystem::path(path).parent_path() / (it == metadata.end() ? "" : it->second);
+    std::error_code ec;
+    if (it == metadata.end())
+      note = "the checkpoint records no --log (pass --log FILE)";
+    else if (it->second.find('/') != std::string::npos || it->second.empty() || it->second == "." ||
+             it->second == ".." || !std::filesystem::is_regular_file(beside, ec))
+      note = cat("the run's log ", page_token(it->second), " is not beside the checkpoint (pass --log FILE)");
+    else
+      logs.push_back(beside.string());
+  }
+  const ModelSpec& spec = runner->spec();
+  const bool causal = spec.model == "gpt" || spec.model == "recommender";
+
+  GraphRecording recording;  // nodes get their module's name
+  Study s = runner->study(prompt);
+  auto params = runner->module().named_parameters();
+  Graph graph = trace_graph(s.loss, params);
+  graph.retain_grads();
+  s.loss.backward();
+
+  nlohmann::json attention = attention_json(s.maps, attention_window(spec), true);
+  attention["loss"] = {{"value", page_number(s.loss.item())}, {"what", s.what}};
+  attention["projections"] = projections_json(params, spec.heads);
+  attention["note"] = cat(driver_kind(spec.model).title, driver_kind(spec.model).maps_note);
+  nlohmann::json figures = nlohmann::json::array();
+  for (const AttentionMap& m : s.maps)
+    if (m.cls_first) figures.push_back({{"title", m.name}, {"svg", cls_views(m, spec.heads, [](auto&, auto&) {})}});
+  attention["figures"] = figures;
+  nlohmann::json data{{"title", cat("qkv explore: ", page_token(path))},
+                      {"subtitle", cat(page_token(prompt), ": ", s.what, " = ", s.loss.item())},
+                      {"model",
+                       {{"kind", spec.model},
+                        {"title", driver_kind(spec.model).title},
+                        {"layers", spec.layers},
+                        {"heads", spec.heads},
+                        {"width", spec.width},
+                        {"task", spec.task},
+                        {"checkpoint", page_token(path)}}},
+                      {"attention", attention},
+                      {"graph", graph_json(graph, params, causal)}};
+  if (!logs.empty()) data["curves"] = curves_json(logs);
+  if (!note.empty()) data["curves_note"] = note;
+  std::string html = page_html(data);
+  io::write_file(out, html);
+  std::printf(
+      "wrote %s (%.0f KB): %zu attention maps x %lld heads with dL/dP and head importances, a graph of %zu "
+      "nodes, %s\n",
+      printable(out).c_str(), html.size() / 1024.0, s.maps.size(), static_cast<long long>(spec.heads),
+      graph.nodes.size(),
+      logs.empty() ? cat("no curves: ", note).c_str()
+                   : cat("the curves of ", logs.size(), logs.size() == 1 ? " log" : " logs").c_str());
+  std::printf("%s: %s = %.6f\n", printable(prompt).c_str(), s.what.c_str(), s.loss.item());
+  if (args.count("check")) return check_study(*runner, prompt, 64) ? 0 : 1;
+  return 0;
+}
+
+}  // namespace qkv::cli

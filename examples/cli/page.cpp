@@ -1,0 +1,197 @@
+// The page qkv's picture commands write (page.h): data as JSON, then the
+// inlined libraries and examples/cli/page/explore.js, which draws every view.
+#include "page.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "heatmaps.h"
+#include "nn/attention.h"
+
+namespace qkv::cli {
+
+namespace assets {  // the files cmake/embed_files.cmake inlined into the program
+extern const char page_js[], page_css[], dygraphs_js[], dygraphs_css[], dagre_js[];
+}  // namespace assets
+
+namespace {
+
+// A script or style element ends at "</script" or "</style" (any case), and
+// nowhere else: written "<\/..." there, which means the same in JavaScript
+// strings and regular expressions (the libraries hold none anyway).
+std::string inside_element(std::string_view text, std::string_view tag) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    out += text[i];
+    if (text[i] != '<' || i + 1 + tag.size() >= text.size() || text[i + 1] != '/') continue;
+    bool match = true;
+    for (size_t k = 0; k < tag.size() && match; ++k)
+      match = std::tolower(static_cast<unsigned char>(text[i + 2 + k])) == tag[k];
+    if (match) out += '\\';
+  }
+  return out;
+}
+
+// JSON inside a script element: every '<' (only ever inside a string) as \u003c,
+// so that neither "</script" nor "<!--" can appear.
+std::string json_inside_script(std::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  for (char c : json) out += c == '<' ? std::string("\\u003c") : std::string(1, c);
+  return out;
+}
+
+std::string html_text(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+  return out;
+}
+
+// [1, heads, rows, cols] or [heads, rows, cols] as nested arrays [head][row][col].
+nlohmann::json per_head(const Tensor& t) {
+  const int64_t cols = t.size(-1), rows = t.size(-2), heads = t.size(-3);
+  std::vector<double> v = t.to_vector();
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t h = 0; h < heads; ++h) {
+    nlohmann::json map = nlohmann::json::array();
+    for (int64_t r = 0; r < rows; ++r) {
+      nlohmann::json row = nlohmann::json::array();
+      for (int64_t c = 0; c < cols; ++c) row.push_back(page_number(v[(h * rows + r) * cols + c]));
+      map.push_back(std::move(row));
+    }
+    out.push_back(std::move(map));
+  }
+  return out;
+}
+
+// A map's tab, from its file stem without the layer's number: "layer",
+// "encoder", "decoder_self", "decoder_cross"; and which sequence its rows
+// and columns hold (a token is the same token in every view that shows it).
+struct Group {
+  std::string name, row_seq, col_seq;
+};
+Group group_of(const AttentionMap& m) {
+  std::string stem;
+  for (char c : m.file)
+    if (c < '0' || c > '9') stem += c;
+  if (stem == "encoder") return {"encoder self-attention", "src", "src"};
+  if (stem == "decoder_self") return {"decoder self-attention", "tgt", "tgt"};
+  if (stem == "decoder_cross") return {"cross-attention (decoder to input)", "tgt", "src"};
+  return {"self-attention", "in", "in"};
+}
+
+}  // namespace
+
+// A classifier's [CLS] row on its own, per head and averaged: over the
+// image's patches for a ViT, over the tokens otherwise. Writes the SVGs and
+// returns them for the page.
+std::string cls_views(const AttentionMap& map, int64_t heads,
+                      const std::function<void(const std::string&, const std::string&)>& write) {
+  const int64_t cols = static_cast<int64_t>(map.cols.size()), rows = static_cast<int64_t>(map.rows.size());
+  std::vector<double> all = map.weights.to_vector(), mean(cols, 0.0);
+  std::string html = cat("<h3>", xml_text(map.name), ": what [CLS] attends to",
+                         map.image.empty() ? "" : ", over the image", "</h3>\n<div class=\"maps\">\n");
+  for (int64_t h = 0; h <= heads; ++h) {
+    const bool average = h == heads;
+    std::vector<double> row(cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      row[j] = average ? mean[j] : all[h * rows * cols + j];  // row 0: the [CLS] query
+      if (!average) mean[j] += row[j] / static_cast<double>(heads);
+    }
+    std::string title = average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h);
+    std::string svg = map.image.empty()
+                          ? cls_row_svg(map.cols, row, title)
+                          : patch_overlay_svg(map.image, map.image_side, map.patch,
+                                              std::vector<double>(row.begin() + 1, row.end()), row[0], title);
+    write(average ? cat(map.file, "_cls_mean.svg") : cat(map.file, "_cls_head", h, ".svg"), svg);
+    html += svg;
+  }
+  return html + "</div>\n";
+}
+
+int64_t attention_window(const ModelSpec& spec) {
+  return spec.attention.rfind("window:", 0) == 0 ? std::stoll(spec.attention.substr(7)) : 0;
+}
+
+nlohmann::json page_number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", v);
+  return std::stod(text);
+}
+
+std::string page_token(const std::string& text) { return printable(text, 64); }
+
+std::string page_html(const nlohmann::json& data) {
+  std::string json = data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string title = data.contains("title") ? data["title"].get<std::string>() : "qkv";
+  return cat(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\n<title>", html_text(title),
+      "</title>\n<meta name=\"generator\" content=\"qkv\"/>\n<style>\n", inside_element(assets::dygraphs_css, "style"),
+      "\n", inside_element(assets::page_css, "style"), "</style></head>\n<body>\n<div id=\"app\"></div>\n",
+      "<script id=\"qkv-data\" type=\"application/json\">", json_inside_script(json), "</script>\n",
+      "<script>/* dygraphs 2.2 (MIT), from Debian's libjs-dygraphs */\n", inside_element(assets::dygraphs_js, "script"),
+      "</script>\n<script>/* dagre (MIT), from Debian's python3-xstatic-dagre */\n",
+      inside_element(assets::dagre_js, "script"), "</script>\n<script>\n", inside_element(assets::page_js, "script"),
+      "</script>\n</body></html>\n");
+}
+
+nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t window, bool with_gradients) {
+  nlohmann::json groups = nlohmann::json::array();
+  std::map<std::string, size_t> index;  // group name -> its place in `groups`
+  for (const AttentionMap& m : maps) {
+    Group g = group_of(m);
+    if (!index.count(g.name)) {
+      index[g.name] = groups.size();
+      const int64_t rows = static_cast<int64_t>(m.rows.size()), cols = static_cast<int64_t>(m.cols.size());
+      // Which cells the model's masks hide: the causal triangle, the window's band (self-attention).
+      Tensor seen;
+      if (window > 0 && g.row_seq == g.col_seq)
+        seen = nn::window_mask(rows, cols, window, m.causal);
+      else if (m.causal)
+        seen = nn::causal_mask(rows, cols);
+      nlohmann::json masked = nlohmann::json::array();
+      if (seen.defined()) {
+        std::vector<double> v = seen.to(DType::Float64).to_vector();
+        for (int64_t r = 0; r < rows; ++r) {
+          nlohmann::json row = nlohmann::json::array();
+          for (int64_t c = 0; c < cols; ++c) row.push_back(v[r * cols + c] == 0 ? 1 : 0);
+          masked.push_back(std::move(row));
+        }
+      }
+      nlohmann::json row_labels = nlohmann::json::array(), col_labels = nlohmann::json::array();
+      for (const std::string& t : m.rows) row_labels.push_back(page_token(t));
+      for (const std::string& t : m.cols) col_labels.push_back(page_token(t));
+      groups.push_back({{"name", g.name},
+                        {"row_seq", g.row_seq},
+                        {"col_seq", g.col_seq},
+                        {"rows", row_labels},
+                        {"cols", col_labels},
+                        {"split", m.split},
+                        {"cls_first", m.cls_first},
+                        {"masked", masked},
+                        {"layers", nlohmann::json::array()}});
+    }
+    nlohmann::json layer{{"name", m.name}, {"weights", per_head(m.weights)}};
+    if (with_gradients) {
+      Tensor grad = m.weights.grad();
+      QKV_CHECK(grad.defined(), "attention_json: ", m.name, " has no gradient (run backward() on the study's loss)");
+      layer["grad"] = per_head(grad);
+      // Σ P ⊙ dL/dP per head (nn::head_gate_gradient): removing the head changes L by about −that.
+      nlohmann::json gate = nlohmann::json::array(), importance = nlohmann::json::array();
+      for (double v : nn::head_gate_gradient(m.weights, grad)) {
+        gate.push_back(page_number(v));
+        importance.push_back(page_number(std::fabs(v)));
+      }
+      layer["gate_grad"] = gate;
+      layer["importance"] = importance;
+    }
+    groups[index[group_of(m).name]]["layers"].push_back(std::move(layer));
+  }
+  return {{"heads", maps.empty() ? 0 : maps.front().weights.size(-3)}, {"groups", groups}};
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# qkv explore on the README's reverse, text and Seq2Seq checkpoints (short
+# runs of the same flags): the page holds every map with dL/dP and head
+# importances that --check finds equal to central differences (float64), the
+# graph, and the run's curves; a headless Chromium then drives each page
+# (tests/browser/explore_test.py) and keeps a screenshot of every view.
+# usage: explore.sh QKV CHROMIUM_OR_EMPTY SCREENSHOT_DIR WORKDIR [sanitized]
+set -u
+qkv=$1 chromium=$2 shots=$3 work=$4 sanitized=${5:-}
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" "$shots" && mkdir -p "$work" "$shots" && cd "$work" || exit 1
+. "$here/lib.sh"
+limit=120
+train() {  # train NAME FLAGS...: a short run with a log beside its checkpoint
+  local name=$1; shift
+  "$qkv" train "$@" --threads 1 --save "$name.safetensors" --log "$name.csv" >"$name.txt" 2>&1 || { cat "$name.txt"; fail "training $name"; }
+}
+train reverse --steps 150
+train text --task text --steps 20 --eval-every 10
+train seq2seq --model seq2seq --task sort --max-len 12 --steps 100
+for run in "reverse 1234" "text the cat sat on the mat" "seq2seq 3142"; do
+  name=${run%% *} prompt=${run#* }
+  bounded "$qkv" explore --checkpoint "$name.safetensors" --prompt "$prompt" --check >out.txt 2>&1 || { cat out.txt; fail "explore $name"; }
+  grep -q "^check: .* all ok" out.txt || { cat out.txt; fail "$name: dL/dP or head importances differ from central differences"; }
+  echo "  $name: $(grep '^check:' out.txt | cut -c1-120)..."
+  page=$name.html
+  [ "$(page_data "$page" "all('grad' in l and 'importance' in l for g in d['attention']['groups'] for l in g['layers'])")" = True ] \
+    || fail "$name: a layer without dL/dP or importances"
+  [ "$(page_data "$page" "len(d['graph']['nodes']) > 20 and any(p['name'].endswith('k_proj.bias') for p in d['graph']['no_grad'])")" = True ] \
+    || fail "$name: no graph, or no note on the key bias"
+  [ "$(page_data "$page" "'loss' in d['curves']['runs'][0]['columns']")" = True ] || fail "$name: the run's log is not drawn"
+done
+[ "$(page_data seq2seq.html "j(g['name'] for g in d['attention']['groups'])")" = \
+  "encoder self-attention decoder self-attention cross-attention (decoder to input)" ] || fail "seq2seq: not three tabs"
+ok "explore: reverse, text and seq2seq pages hold dL/dP and importances equal to central differences, the graph and the curves"
+
+# The one output rule: an existing --out needs --force, never an input, never through a link.
+refused "explore over an existing page" "$qkv" explore --checkpoint reverse.safetensors --prompt 12 --out reverse.html
+refused "explore --out CHECKPOINT --force" "$qkv" explore --checkpoint reverse.safetensors --prompt 12 --out reverse.safetensors --force
+refused "explore --out LOG --force" "$qkv" explore --checkpoint reverse.safetensors --prompt 12 --log reverse.csv --out reverse.csv --force
+ln -s reverse.csv link.html
+refused "explore --out SYMLINK --force" "$qkv" explore --checkpoint reverse.safetensors --prompt 12 --out link.html --force
+[ -L link.html ] && head -1 reverse.csv | grep -q "^step," || fail "the link or its target changed"
+refused "explore of a missing checkpoint" "$qkv" explore --checkpoint nothere.safetensors --prompt 12
+ok "explore follows the output rule"
+
+[ -n "$chromium" ] || fail "no chromium: install Debian's chromium (./qkv.sh test does) for the browser test"
+for name in reverse text seq2seq; do
+  CHROMIUM=$chromium python3 "$here/../browser/explore_test.py" "$name.html" "$shots" >browser.txt 2>&1 || { cat browser.txt; fail "the browser test of $name.html"; }
+  echo "  $name: $(tail -1 browser.txt)"
+done
+ok "Chromium loads each page without a console error; heads toggle, tokens highlight in every view, the graph fits, smoothing redraws (screenshots in $shots)"
