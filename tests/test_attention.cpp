@@ -406,3 +406,57 @@ TEST_CASE("SingleHeadAttention with a padding mask, bias and dropout passes grad
   CHECK(r.ok);
   CHECK_FALSE(head.k_proj->bias.grad().defined());  // the key bias: its exact zero gradient
 }
+
+// qkv explore's numbers: dL/dP from the engine's backward (a retained
+// gradient) against central differences of the loss with P edited, and Σ P ⊙
+// dL/dP against a gate on each head's output made without the edit: scaling
+// the head's input columns of out_proj.weight by ξ scales exactly its output.
+TEST_CASE("dL/dP and each head's gate gradient equal central differences", "[attention][gradcheck]") {
+  Generator gen(7);
+  MultiHeadAttention mha(8, 2, 0.0, true, &gen);
+  mha.to(DType::Float64);
+  Tensor x = Tensor::randn({1, 5, 8}, DType::Float64, &gen), r = Tensor::randn({1, 5, 8}, DType::Float64, &gen);
+  MhaOptions opts;
+  opts.causal = true;
+  opts.need_weights = true;
+  auto loss = [&] { return sum(mul(mha.forward(x, opts).output, r)); };
+  AttentionResult res = mha.forward(x, opts);
+  res.weights.retain_grad();
+  sum(mul(res.output, r)).backward();
+  const Tensor p = res.weights, g = p.grad();
+  REQUIRE(g.defined());
+  const double h = 1e-6;
+  std::vector<double> grad = g.to_vector();
+  for (int64_t i = 0; i < p.numel(); ++i) {  // every entry, the masked ones included (P is 0 there, dL/dP is not)
+    auto at = [&](double by) {
+      AttentionWeightsEdit edit([&](int64_t call, const Tensor& w) {
+        REQUIRE(call == 0);
+        std::vector<double> e(w.numel(), 0.0);
+        e[i] = by;
+        return add(w, Tensor::from_vector(e, w.shape()));
+      });
+      return loss().item();
+    };
+    CHECK(grad[i] == Approx((at(h) - at(-h)) / (2 * h)).margin(1e-7));
+  }
+  std::vector<double> gate = head_gate_gradient(p, g);
+  REQUIRE(gate.size() == 2);
+  for (int64_t head = 0; head < 2; ++head) {
+    auto scaled = [&](double xi) {
+      Tensor saved = mha.out_proj->weight.detach().clone();
+      std::vector<double> w = saved.to_vector();
+      for (int64_t row = 0; row < 8; ++row)
+        for (int64_t c = head * 4; c < head * 4 + 4; ++c) w[row * 8 + c] *= xi;
+      mha.out_proj->weight.assign_(Tensor::from_vector(w, {8, 8}));
+      double l = loss().item();
+      mha.out_proj->weight.assign_(saved);
+      return l;
+    };
+    CHECK(gate[head] == Approx((scaled(1 + h) - scaled(1 - h)) / (2 * h)).margin(1e-7));
+    CHECK(std::fabs(gate[head]) > 1e-6);  // a head that matters: the check is not 0 = 0
+  }
+  CHECK_THROWS_WITH(head_gate_gradient(p, Tensor::zeros({2, 5, 5}, DType::Float64)),
+                    Contains("must be [..., heads, n_q, n_k] alike"));
+  AttentionWeightsEdit outer([](int64_t, const Tensor& w) { return w; });
+  CHECK_THROWS_WITH(AttentionWeightsEdit([](int64_t, const Tensor& w) { return w; }), Contains("do not nest"));
+}

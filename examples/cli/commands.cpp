@@ -160,7 +160,8 @@ int eval(int argc, char** argv) {
                            "Exact-match accuracy on fresh held-out examples, held-out text loss, a classifier's "
                            "accuracy and confusion matrix, or a recommender's HR@10 and NDCG@10 against the most "
                            "popular items.");
-  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
+  options.custom_help("--checkpoint FILE [OPTION...]");
+  options.add_options()("checkpoint", "(required) checkpoint file", cxxopts::value<std::string>(), "FILE")(
       "examples",
       cat("held-out examples (tasks; digits and sessions use at most their fixed split) or windows (text), in ",
           range(1, kMaxExamples)),
@@ -198,9 +199,11 @@ int sample(int argc, char** argv) {
   cxxopts::Options options("qkv sample",
                            "Answer a prompt (tasks), continue it (text), classify it (brackets, digits) or "
                            "recommend the next items (sessions).");
-  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
+  options.custom_help("--checkpoint FILE --prompt TEXT [OPTION...]");
+  options.add_options()("checkpoint", "(required) checkpoint file", cxxopts::value<std::string>(), "FILE")(
       "prompt",
-      "input, e.g. 123456 for reverse, 123+45 for add, any text for text, ([]) for brackets, a held-out image's "
+      "(required) input, e.g. 123456 for reverse, 123+45 for add, any text for text, ([]) for brackets, a held-out "
+      "image's "
       "number or 64 comma-separated pixels for digits, item ids '12 13 14' for sessions",
       cxxopts::value<std::string>(),
       "TEXT")("temperature", "0: greedy; else sample softmax(logits / T)", cxxopts::value<double>()->default_value("0"),
@@ -296,10 +299,9 @@ int gradcheck(int argc, char** argv) {
   cxxopts::Options options("qkv gradcheck", "Compare every parameter's gradient with central differences, in float64.");
   options.add_options()("model", "gpt | seq2seq | encoder | vit | recommender | mha (a small one)",
                         cxxopts::value<std::string>()->default_value("gpt"), "KIND")(
-      "checkpoint", "check this trained model instead", cxxopts::value<std::string>()->default_value(""), "FILE")(
-      "entries", "entries checked per parameter (0: all; default 0, or 16 with --checkpoint)",
-      cxxopts::value<int64_t>()->default_value("-1"),
-      "N")("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"), "N")(
+      "checkpoint", "check this trained model instead", cxxopts::value<std::string>(), "FILE")(
+      "entries", "entries checked per parameter (0: all) (default: 0, or 16 with --checkpoint)",
+      cxxopts::value<int64_t>(), "N")("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"), "N")(
       "data",
       "with a text --checkpoint: the text its batch comes from (default: the bundled text, for models "
       "trained on it)",
@@ -308,10 +310,11 @@ int gradcheck(int argc, char** argv) {
   if (!parse(options, argc, argv, args)) return 0;
   manual_seed(args["seed"].as<uint64_t>());
   Generator gen(args["seed"].as<uint64_t>());
-  std::string path = args["checkpoint"].as<std::string>(), kind = args["model"].as<std::string>();
+  std::string path = args.count("checkpoint") ? args["checkpoint"].as<std::string>() : "",
+              kind = args["model"].as<std::string>();
   QKV_CHECK(path.empty() || !args.count("model"),
             "--model builds a fresh model; --checkpoint checks a trained one: give one");
-  int64_t entries = args["entries"].as<int64_t>();
+  int64_t entries = args.count("entries") ? args["entries"].as<int64_t>() : -1;
   GradcheckOptions go;
   go.max_entries = entries >= 0 ? entries : (path.empty() ? 0 : 16);
 
@@ -368,11 +371,13 @@ int grads(int argc, char** argv) {
   cxxopts::Options options("qkv grads",
                            "Loss and every parameter's gradient on one input: a table of norms (per head for "
                            "attention) and a safetensors file to compare with another framework.");
-  options.add_options()("checkpoint", "checkpoint file (any model kind)", cxxopts::value<std::string>(), "FILE")(
-      "text", "text models: the text (up to context + 1 bytes); task models: an input, answered correctly",
+  options.custom_help("--checkpoint FILE --text TEXT --out FILE [OPTION...]");
+  options.add_options()("checkpoint", "(required) checkpoint file (any model kind)", cxxopts::value<std::string>(),
+                        "FILE")(
+      "text", "(required) text models: the text (up to context + 1 bytes); task models: an input, answered correctly",
       cxxopts::value<std::string>(),
-      "TEXT")("out", "output safetensors file (loss and grad.<name>)", cxxopts::value<std::string>(), "FILE")(
-      "force", "replace an existing --out");
+      "TEXT")("out", "(required) output safetensors file (loss and grad.<name>)", cxxopts::value<std::string>(),
+              "FILE")("force", "replace an existing --out");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), text = required(args, "text"), out = required(args, "out");

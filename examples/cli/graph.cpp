@@ -69,7 +69,7 @@ int graph(int argc, char** argv) {
                                  "such as blocks.1.attn (default: everything)",
                                  cxxopts::value<std::string>()->default_value(""), "MODULE")(
       "fused", "draw the fused attention kernel training runs, not attention's separate steps")(
-      "out", "DOT file to write; the SVG goes beside it (.svg)",
+      "out", "DOT file to write; the SVG goes beside it (x.dot and x.svg, whichever of the two is named)",
       cxxopts::value<std::string>()->default_value("graph.dot"),
       "FILE")("force", "replace an existing --out and its SVG");
   cxxopts::ParseResult args;
@@ -81,8 +81,10 @@ int graph(int argc, char** argv) {
             "--prompt goes with --checkpoint (a fresh --model has its own input)");
   if (kind != "mha") driver_kind(kind);  // a model kind the program drives, or a one-line error naming it
   QKV_CHECK(!out.empty(), "--out is empty");
-  std::string svg =
-      out.size() > 4 && out.substr(out.size() - 4) == ".dot" ? out.substr(0, out.size() - 4) + ".svg" : out + ".svg";
+  // The DOT file and the SVG beside it: x.dot and x.svg, whichever of the two --out names.
+  auto ends = [&](const char* ext) { return out.size() > 4 && out.substr(out.size() - 4) == ext; };
+  if (ends(".svg")) out = out.substr(0, out.size() - 4) + ".dot";
+  std::string svg = ends(".dot") ? out.substr(0, out.size() - 4) + ".svg" : out + ".svg";
   const bool force = args.count("force") > 0;
   io::check_output_file(out, "--out", force, {path});
   io::check_output_file(svg, "--out's SVG", force, {path});
@@ -158,6 +160,17 @@ int graph(int argc, char** argv) {
         "  dot -Tsvg %s -o %s\n",
         printable(out).c_str(), printable(out).c_str(), printable(svg).c_str());
   }
+  if (focus.empty() && graph.nodes.size() > 60)
+    std::printf(
+        "a large picture: --focus attention draws one attention layer in full; qkv explore opens modules one "
+        "by one in a browser\n");
+  for (const auto& [name, p] : names)
+    if (name.size() >= 11 && name.compare(name.size() - 11, 11, "k_proj.bias") == 0) {
+      std::printf(
+          "no node for the key biases (k_proj.bias): softmax ignores what one adds to a query's whole row, so "
+          "its gradient is exactly zero\n");
+      break;
+    }
   return 0;
 }
 

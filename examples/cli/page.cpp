@@ -139,7 +139,16 @@ std::string page_html(const nlohmann::json& data) {
       "</script>\n</body></html>\n");
 }
 
+void check_page_size(const std::vector<AttentionMap>& maps) {
+  const int64_t limit = int64_t{1} << 20;
+  int64_t cells = 0;
+  for (const AttentionMap& m : maps) cells += m.weights.numel();
+  QKV_CHECK(cells <= limit, "the page would hold ", cells,
+            " attention weights (maps x heads x queries x keys); at most ", limit, ": give a shorter prompt");
+}
+
 nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t window, bool with_gradients) {
+  check_page_size(maps);
   nlohmann::json groups = nlohmann::json::array();
   std::map<std::string, size_t> index;  // group name -> its place in `groups`
   for (const AttentionMap& m : maps) {

@@ -31,6 +31,10 @@ std::string page_token(const std::string& text);
 /// each layer's weights per head, which cells a mask hides, and, when the
 /// maps come from a Study whose backward has run, dL/dP and each head's
 /// importance. `window` > 0: self-attention sees only that band.
+/// Throws unless the maps fit on a page: at most 2^20 attention weights in
+/// all (each with its gradient, a page of tens of MB at worst).
+void check_page_size(const std::vector<AttentionMap>& maps);
+
 nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t window, bool with_gradients);
 
 /// A classifier's [CLS] row on its own, per head and averaged: over the

@@ -33,10 +33,9 @@ constexpr int64_t kMaxLogBytes = int64_t{256} << 20;
 // kMaxCharts charts (the rest named on the page).
 constexpr size_t kMaxColumns = 4096, kMaxPoints = 2000, kMaxCharts = 300, kMaxLogs = 8;
 
-// One logged quantity: its points in step order, the text as logged kept too.
+// One logged quantity: its points in step order.
 struct Series {
   std::vector<double> steps, values;
-  std::vector<std::string> text;
 };
 
 std::vector<std::string> split(const std::string& line, char sep) {
@@ -76,10 +75,9 @@ Log parse_log(const std::string& path, const std::string& text) {
       it = series.emplace(name, Series{}).first;
     }
     Series& s = it->second;
-    while (!s.steps.empty() && s.steps.back() >= step) s.steps.pop_back(), s.values.pop_back(), s.text.pop_back();
+    while (!s.steps.empty() && s.steps.back() >= step) s.steps.pop_back(), s.values.pop_back();
     s.steps.push_back(step);
     s.values.push_back(io::parse_number(value, cat(shown, " line ", number, ": ", printable(name))));
-    s.text.push_back(value);
   };
   // A row whose step is not past the last one starts the log again: every
   // column forgets its points from that step on (sparse ones too, like evaluations).
@@ -87,8 +85,7 @@ Log parse_log(const std::string& path, const std::string& text) {
     if (step <= last_step) {
       log.restarts.push_back(step);
       for (auto& [name, sr] : series)
-        while (!sr.steps.empty() && sr.steps.back() >= step)
-          sr.steps.pop_back(), sr.values.pop_back(), sr.text.pop_back();
+        while (!sr.steps.empty() && sr.steps.back() >= step) sr.steps.pop_back(), sr.values.pop_back();
     }
     last_step = step;
   };
@@ -150,6 +147,7 @@ nlohmann::json series_json(const Series& all) {
 }  // namespace
 
 nlohmann::json curves_json(const std::vector<std::string>& log_paths) {
+  QKV_CHECK(log_paths.size() <= kMaxLogs, log_paths.size(), " logs: a page compares at most ", kMaxLogs);
   nlohmann::json runs = nlohmann::json::array();
   for (const std::string& path : log_paths) {
     Log log = parse_log(path, io::read_regular_file(path, kMaxLogBytes, "log file"));
@@ -160,7 +158,9 @@ nlohmann::json curves_json(const std::vector<std::string>& log_paths) {
         left_out.push_back(name);
         continue;
       }
-      columns[page_token(name)] = series_json(s);
+      std::string key = page_token(name);  // two long names may print alike: the later one is numbered
+      for (int k = 2; columns.contains(key); ++k) key = cat(page_token(name), " #", k);
+      columns[key] = series_json(s);
     }
     for (double step : log.restarts) restarts.push_back(step);
     nlohmann::json run{{"name", page_token(path)}, {"columns", columns}, {"restarts", restarts}};
@@ -192,7 +192,6 @@ int plot(int argc, char** argv) {
   QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]), "'");
   QKV_CHECK(args.count("log"), "give the log file: qkv plot FILE");
   std::vector<std::string> paths = args["log"].as<std::vector<std::string>>();
-  QKV_CHECK(paths.size() <= kMaxLogs, paths.size(), " logs: a page compares at most ", kMaxLogs);
   std::string out = args.count("out") ? args["out"].as<std::string>() : paths.front() + ".html";
   io::check_output_file(out, "--out", args.count("force") > 0, paths);  // before reading: nothing is lost
   nlohmann::json curves = curves_json(paths);

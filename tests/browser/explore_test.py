@@ -241,6 +241,12 @@ def check_groups(b):
             what.append("head-view token labels changed")
         report(bool(what), "group button %d (%s): %s"
                % (i, name, "; ".join(what) or "nothing changed"))
+        # The head view now shows that group's tokens: its queries and keys, from the page's own data.
+        want = js(b, "(() => { const g = JSON.parse($('#qkv-data').textContent).attention.groups[%d];"
+                     " return [[...new Set([g.row_seq, g.col_seq])].sort().join(' '), g.rows.length + g.cols.length]; })()" % i)
+        got = js(b, "[[...new Set($$('#view-heads .tok').map(e => e.dataset.tok.split(':')[0]))].sort().join(' '),"
+                    " $$('#view-heads .tok').length]")
+        report(got == want, "group %d's head view shows its tokens: %r (want %r)" % (i, got, want))
 
 
 def run_checks(b, page, shots):

@@ -18,7 +18,8 @@ train() {  # train NAME FLAGS...: a short run with a log beside its checkpoint
 train reverse --steps 150
 train text --task text --steps 20 --eval-every 10
 train seq2seq --model seq2seq --task sort --max-len 12 --steps 100
-for run in "reverse 1234" "text the cat sat on the mat" "seq2seq 3142"; do
+# The text prompt could end the page's script if anything were left unescaped.
+for run in "reverse 1234" "text the </script><!-- cat sat" "seq2seq 3142"; do
   name=${run%% *} prompt=${run#* }
   bounded "$qkv" explore --checkpoint "$name.safetensors" --prompt "$prompt" --check >out.txt 2>&1 || { cat out.txt; fail "explore $name"; }
   grep -q "^check: .* all ok" out.txt || { cat out.txt; fail "$name: dL/dP or head importances differ from central differences"; }
@@ -43,6 +44,23 @@ refused "explore --out SYMLINK --force" "$qkv" explore --checkpoint reverse.safe
 [ -L link.html ] && head -1 reverse.csv | grep -q "^step," || fail "the link or its target changed"
 refused "explore of a missing checkpoint" "$qkv" explore --checkpoint nothere.safetensors --prompt 12
 ok "explore follows the output rule"
+
+# The log's name in a checkpoint is followed only to a regular file beside it.
+for name in /etc/passwd ../reverse.csv link.html; do
+  python3 - "$name" <<'PY' || fail "rewriting a checkpoint's metadata"
+import json, struct, sys
+raw = open("reverse.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+header["__metadata__"]["qkv.log"] = sys.argv[1]
+text = json.dumps(header).encode()
+open("hostile.safetensors", "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
+  bounded "$qkv" explore --checkpoint hostile.safetensors --prompt 12 --force >out.txt 2>&1 || { cat out.txt; fail "explore of a checkpoint naming $name"; }
+  grep -q "no curves: the run's log .* is not beside the checkpoint" out.txt || { cat out.txt; fail "$name was followed"; }
+  [ "$(page_data hostile.html "'curves' in d")" = False ] || fail "$name was drawn"
+done
+ok "a checkpoint's log name is not followed out of its folder, nor through a link"
 
 [ -n "$chromium" ] || fail "no chromium: install Debian's chromium (./qkv.sh test does) for the browser test"
 for name in reverse text seq2seq; do

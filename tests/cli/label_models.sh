@@ -67,6 +67,16 @@ if command -v xmllint >/dev/null; then
 fi
 ok "attention: the [CLS] row over the digit's patches and over the tokens, and the full maps"
 
+# explore's study path for each label kind: dL/dP and head importances against central differences.
+for run in "brackets (<>)" "digits 3" "sessions 1 2 3"; do
+  task=${run%% *} prompt=${run#* }
+  "$qkv" explore --checkpoint "$task.safetensors" --prompt "$prompt" --check --out "explore_$task.html" >x.txt 2>&1 ||
+    { cat x.txt; fail "explore $task"; }
+  grep -q "^check: .* all ok" x.txt || { cat x.txt; fail "explore $task: the check failed"; }
+done
+[ "$(page_data explore_digits.html "len(d['attention']['figures'])")" -ge 1 ] || fail "explore digits: no [CLS] picture over the image"
+ok "explore: the encoder's, the ViT's and the recommender's dL/dP and importances equal central differences"
+
 for task in brackets digits sessions; do
   prompt=$([ $task = brackets ] && echo "(()" || ([ $task = digits ] && echo 4 || echo "5 6 7"))
   "$qkv" grads --checkpoint "$task.safetensors" --text "$prompt" --out "g_$task.safetensors" >g.txt || fail "grads $task"

@@ -90,6 +90,7 @@
   const group = () => att.groups[state.group];
   const tokId = (seq, i) => seq + ':' + i;
   function renderAttention() {
+    zoom.style.display = 'none';  // it showed a map of the views as they were
     for (const s of ['heads', 'model', 'matrix']) sections[s].setAttribute('data-group', state.group);
     renderHeads();
     renderModel();
@@ -253,8 +254,9 @@
     for (const layer of g.layers) {
       const tr = el('tr', {}, el('th', { text: layer.name }));
       layer.importance.forEach((v, h) => {
-        const td = el('td', { text: fmt(v, 3), title: 'Σ P ⊙ dL/dP = ' + fmt(layer.gate_grad[h], 4) +
-          ': removing this head changes the loss by about ' + fmt(-layer.gate_grad[h], 3) });
+        const gate = layer.gate_grad[h];
+        const td = el('td', { text: fmt(v, 3), title: gate === null ? 'not finite' : 'Σ P ⊙ dL/dP = ' + fmt(gate, 4) +
+          ': removing this head changes the loss by about ' + fmt(-gate, 3) });
         td.style.background = colour(v, top, false);
         tr.append(td);
       });
@@ -397,19 +399,19 @@
           const m = id.slice(2);
           g.setNode(id, { label: m + ' ▸', sub: childCount[m] + ' nodes', width: Math.max(90, 7 * m.length + 30), height: 34, module: m });
         } else {
-          const label = n.op ? n.label : n.label;
+          const label = n.label;
           g.setNode(id, { label: label, sub: '[' + n.shape.join(', ') + ']', width: Math.max(70, 7 * Math.max(label.length, 2 + 4 * n.shape.length)),
             height: 34, node: i });
         }
-        // Expanded modules around it become clusters.
-        const parents = ancestors(n.scope).filter((a) => expanded.has(a));
+        // The open modules around it, from the outside in, up to the first closed one: its clusters.
+        const parents = [];
+        for (const a of ancestors(n.scope)) { if (!expanded.has(a)) break; parents.push(a); }
         parents.forEach((a, k) => {
           const cid = 'c:' + a;
           if (!g.hasNode(cid)) g.setNode(cid, { cluster: a });
           if (k > 0) g.setParent(cid, 'c:' + parents[k - 1]);
         });
-        const inside = id.startsWith('m:') ? parents.filter((a) => a !== id.slice(2)) : parents;
-        if (inside.length) g.setParent(id, 'c:' + inside[inside.length - 1]);
+        if (parents.length) g.setParent(id, 'c:' + parents[parents.length - 1]);
       });
       nodes.forEach((n, i) => n.inputs.forEach((j) => {
         const a = standIn(j), b = standIn(i);
@@ -526,9 +528,10 @@
       ['eval_metric', 'held-out metric'], ['lr', 'learning rate'], ['grad_norm', 'gradient norm (before clipping)'],
       ['attn_entropy', 'mean attention entropy'], ['tokens_per_s', 'tokens per second']];
     const specs = [], used = new Set();
-    const label = (r, c) => (runs.length > 1 ? r.name + ': ' : '') + c;
+    const has = (r, c) => Object.prototype.hasOwnProperty.call(r.columns, c);  // a column may be named "constructor"
+    const label = (r, c) => (runs.length > 1 ? 'run ' + (runs.indexOf(r) + 1) + ' (' + r.name + '): ' : '') + c;
     for (const [c, title] of order) if (names.has(c)) {
-      specs.push([title, c, runs.filter((r) => r.columns[c]).map((r) => [label(r, c), r, c])]);
+      specs.push([title, c, runs.filter((r) => has(r, c)).map((r) => [label(r, c), r, c])]);
       used.add(c);
     }
     for (const [prefix, title] of [['grad_norm.', 'gradient norm per layer (one axis, layers overlaid)'],
@@ -536,11 +539,11 @@
       const cols = [...names].filter((c) => c.startsWith(prefix));
       if (!cols.length) continue;
       const series = [];
-      for (const r of runs) for (const c of cols) if (r.columns[c]) series.push([label(r, c.slice(prefix.length)), r, c]);
+      for (const r of runs) for (const c of cols) if (has(r, c)) series.push([label(r, c.slice(prefix.length)), r, c]);
       specs.push([title, prefix, series]);
       cols.forEach((c) => used.add(c));
     }
-    for (const c of names) if (!used.has(c)) specs.push([c, c, runs.filter((r) => r.columns[c]).map((r) => [label(r, c), r, c])]);
+    for (const c of names) if (!used.has(c)) specs.push([c, c, runs.filter((r) => has(r, c)).map((r) => [label(r, c), r, c])]);
     // Built when first shown: dygraphs sizes a chart from its visible box.
     function build() {
       for (const [title, key, series] of specs) {
