@@ -199,9 +199,9 @@ int plot(int argc, char** argv) {
   io::write_file(out,
                  page_html({{"title", cat("qkv plot: ", title)}, {"subtitle", "training curves"}, {"curves", curves}}));
   const nlohmann::json& first = curves["runs"][0]["columns"];
-  std::printf("wrote %zu curves of %zu log%s (%zu steps) to %s\n", first.size(), paths.size(),
-              paths.size() == 1 ? "" : "s", first.contains("loss") ? first["loss"]["points"].get<size_t>() : size_t{0},
-              printable(out).c_str());
+  std::printf("wrote %zu curve%s of %zu log%s (%zu steps) to %s\n", first.size(), first.size() == 1 ? "" : "s",
+              paths.size(), paths.size() == 1 ? "" : "s",
+              first.contains("loss") ? first["loss"]["points"].get<size_t>() : size_t{0}, printable(out).c_str());
   return 0;
 }
 
