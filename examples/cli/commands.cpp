@@ -695,8 +695,10 @@ void report_bench(const BenchSetup& b, BenchTiming& t) {
               static_cast<long long>(b.steps), t.ms.front(), t.ms.back(), b.B * c.context / (median / 1000));
   if (ranks > 1) {
     // The other ranks are busy stepping: a reference sgemm here would be timed against them.
-    std::printf("  %d ranks (MPI) x %d threads, B/%d = %lld examples each; %.2f MB of gradients all-reduced per step\n",
-                ranks, get_num_threads(), ranks, static_cast<long long>(b.B / ranks), t.allreduced_bytes / 1e6);
+    std::printf(
+        "  %d ranks (MPI) x %d thread%s, B/%d = %lld examples each; %.2f MB of gradients all-reduced per step\n", ranks,
+        get_num_threads(), get_num_threads() == 1 ? "" : "s", ranks, static_cast<long long>(b.B / ranks),
+        t.allreduced_bytes / 1e6);
   } else {
     // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T];
     // for one layer, a projection [B·T, C]·[C, C]).

@@ -588,6 +588,24 @@ void print_banner(const Runner& runner, const Run& run, const optim::Optimizer& 
 
 }  // namespace
 
+namespace {
+
+// What the checkpoint records: the model and task, the run's settings (the
+// Trainer's and the rest), and the log's name when it lies beside the
+// checkpoint (where qkv explore finds the run's curves).
+std::map<std::string, std::string> checkpoint_metadata(const Runner& runner,
+                                                       const std::map<std::string, std::string>& settings,
+                                                       const std::string& log_path, const std::string& save) {
+  std::map<std::string, std::string> metadata = runner.spec().metadata();
+  metadata["qkv.train"] = io::json_object(settings);
+  namespace fs = std::filesystem;
+  if (!log_path.empty() && fs::absolute(log_path).parent_path() == fs::absolute(save).parent_path())
+    metadata["qkv.log"] = fs::path(log_path).filename().string();
+  return metadata;
+}
+
+}  // namespace
+
 int train(int argc, char** argv) {
   cxxopts::Options options = train_options();
   auto args = options.parse(argc, argv);
@@ -644,13 +662,7 @@ int train(int argc, char** argv) {
   if (run.entropy_weight != 0) to.divergence_advice += ", or a smaller --attn-entropy";
   train::Trainer trainer(params, *opt, *schedule, to);
   trainer.save_name = save;
-  // What the checkpoint records: the model and task, and the run's settings (the Trainer's and the rest).
-  std::map<std::string, std::string> metadata = runner.spec().metadata();
-  metadata["qkv.train"] = io::json_object(trainer.settings(run.settings));
-  // The log's name, when it lies beside the checkpoint: where qkv explore finds the run's curves.
-  if (!log_path.empty() &&
-      std::filesystem::absolute(log_path).parent_path() == std::filesystem::absolute(save).parent_path())
-    metadata["qkv.log"] = std::filesystem::path(log_path).filename().string();
+  const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), log_path, save);
   trainer.set_saved_step(run.resuming ? opt->steps() : -1);
   trainer.loss = [&](int64_t) { return step_loss(runner, run, data, mine); };
   trainer.evaluate = [&](int64_t) { return evaluate(runner, run); };
