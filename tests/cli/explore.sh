@@ -21,9 +21,14 @@ train seq2seq --model seq2seq --task sort --max-len 12 --steps 100
 # The text prompt could end the page's script if anything were left unescaped.
 for run in "reverse 1234" "text the </script><!-- cat sat" "seq2seq 3142"; do
   name=${run%% *} prompt=${run#* }
-  bounded "$qkv" explore --checkpoint "$name.safetensors" --prompt "$prompt" --check >out.txt 2>&1 || { cat out.txt; fail "explore $name"; }
-  grep -q "^check: .* all ok" out.txt || { cat out.txt; fail "$name: dL/dP or head importances differ from central differences"; }
-  echo "  $name: $(grep '^check:' out.txt | cut -c1-120)..."
+  # Under the sanitizers the finite differences (hundreds of forwards) run for reverse alone: the Release pass checks all three.
+  check=--check
+  [ -n "$sanitized" ] && [ "$name" != reverse ] && check=
+  bounded "$qkv" explore --checkpoint "$name.safetensors" --prompt "$prompt" $check >out.txt 2>&1 || { cat out.txt; fail "explore $name"; }
+  if [ -n "$check" ]; then
+    grep -q "^check: .* all ok" out.txt || { cat out.txt; fail "$name: dL/dP or head importances differ from central differences"; }
+    echo "  $name: $(grep '^check:' out.txt | cut -c1-120)..."
+  fi
   page=$name.html
   [ "$(page_data "$page" "all('grad' in l and 'importance' in l for g in d['attention']['groups'] for l in g['layers'])")" = True ] \
     || fail "$name: a layer without dL/dP or importances"
