@@ -13,6 +13,19 @@
 
 namespace qkv {
 
+std::string GraphNode::label() const {
+  if (!op.empty()) return op;
+  return name.empty() ? "input" : name.substr(name.rfind('.') + 1);
+}
+
+std::optional<double> GraphNode::grad_norm() const {
+  Tensor grad = tensor.grad();
+  if (!grad.defined()) return std::nullopt;
+  double sq = 0;
+  for (double v : grad.to_vector()) sq += v * v;
+  return std::sqrt(sq);
+}
+
 size_t Graph::op_count() const {
   size_t n = 0;
   for (const GraphNode& node : nodes) n += !node.op.empty();
@@ -67,11 +80,9 @@ std::string dot_text(const std::string& s) {
   return out;
 }
 
-std::string norm_text(const Tensor& grad) {
-  double sq = 0;
-  for (double v : grad.to_vector()) sq += v * v;
+std::string norm_text(double norm) {
   char buf[40];
-  std::snprintf(buf, sizeof buf, "\\n|grad| %.2e", std::sqrt(sq));
+  std::snprintf(buf, sizeof buf, "\\n|grad| %.2e", norm);
   return buf;
 }
 
@@ -115,9 +126,8 @@ std::string graph_dot(const Graph& graph, const GraphDotOptions& options) {
       << "  edge [color=\"#555555\", arrowsize=0.6];\n";
   auto node_line = [&](size_t i, int indent) {
     const GraphNode& g = graph.nodes[i];
-    Tensor grad = g.tensor.grad();
-    std::string label = g.op.empty() ? (g.name.empty() ? "input" : g.name.substr(g.name.rfind('.') + 1)) : g.op;
-    label = dot_text(label) + "\\n" + shape_str(g.tensor.shape()) + (grad.defined() ? norm_text(grad) : "");
+    std::optional<double> norm = g.grad_norm();
+    std::string label = dot_text(g.label()) + "\\n" + shape_str(g.tensor.shape()) + (norm ? norm_text(*norm) : "");
     const char* look = !g.op.empty() ? (i + 1 == n ? "shape=box, style=\"rounded,filled,bold\", fillcolor=\"#c7e9c0\""
                                                    : "shape=box, style=\"rounded,filled\", fillcolor=\"#dbe9f6\"")
                                      : "shape=ellipse, style=filled, fillcolor=\"#fde0c5\"";

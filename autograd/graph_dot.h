@@ -11,6 +11,7 @@
 //   std::string dot = graph_dot(graph, {.title = "my model"});   // dot -Tsvg
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,10 @@ struct GraphNode {
   std::string scope;           // the module that recorded it ("blocks.0.attn"); a named leaf's module
   std::string name;            // a leaf's name from trace_graph's `names` ("" when not named)
   std::vector<size_t> inputs;  // the nodes it was computed from, in argument order (indices into Graph::nodes)
+  /// What a picture calls it: its op, a named leaf's last name part ("weight"), or "input".
+  std::string label() const;
+  /// The L2 norm of its gradient, once a backward() kept it (Graph::retain_grads); nullopt before.
+  std::optional<double> grad_norm() const;
 };
 
 struct Graph {

@@ -260,6 +260,30 @@ template <class Model> class LabelDriver : public TypedDriver<Model> {
   std::function<Tensor(const Tensor&)> decoder(const std::vector<std::vector<int64_t>>&, nn::KVCache*) override {
     throw Error(one_label());
   }
+  // The prompt's example, one map per layer, labelled as the kind shows its tokens.
+  std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
+    Example e = runner.label_task()->parse_prompt(prompt);
+    std::vector<Tensor> weights;
+    forward_maps(e, weights);
+    std::vector<AttentionMap> maps = label(runner, e, weights);
+    for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
+    return maps;
+  }
+  // task_loss's forward on one example, its maps labelled the same way.
+  Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
+    std::vector<Tensor> weights;
+    Tensor loss = this->task_loss({e}, &weights);
+    maps = label(runner, e, weights);
+    return loss;
+  }
+
+ protected:
+  /// The model's forward on one example, collecting its attention weights
+  /// (no loss: a prompt may give no label).
+  virtual void forward_maps(const Example& e, std::vector<Tensor>& weights) = 0;
+  /// One map per layer of weights [1, heads, rows, cols], tokens labelled.
+  virtual std::vector<AttentionMap> label(const Runner& runner, const Example& e,
+                                          const std::vector<Tensor>& weights) const = 0;
 
  private:
   static std::string one_label() { return "this model answers with one label: it reads no text and decodes nothing"; }
@@ -274,24 +298,12 @@ class EncoderDriver : public LabelDriver<nn::EncoderClassifier> {
   }
   Tensor label_scores(const std::vector<Example>& batch) override { return logits(batch, nullptr); }
   int64_t loss_positions(const Example&) const override { return 1; }
-  // One map per layer over [CLS] (with cls pooling) and the prompt's tokens.
-  std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
-    Example e = runner.label_task()->parse_prompt(prompt);
-    std::vector<Tensor> weights;
-    logits({e}, &weights);
-    std::vector<AttentionMap> maps = label(runner, e, weights);
-    for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
-    return maps;
-  }
-  Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
-    std::vector<Tensor> weights;
-    Tensor loss = task_loss({e}, &weights);
-    maps = label(runner, e, weights);
-    return loss;
-  }
 
  private:
-  std::vector<AttentionMap> label(const Runner& runner, const Example& e, const std::vector<Tensor>& weights) const {
+  void forward_maps(const Example& e, std::vector<Tensor>& weights) override { logits({e}, &weights); }
+  // One map per layer over [CLS] (with cls pooling) and the prompt's tokens.
+  std::vector<AttentionMap> label(const Runner& runner, const Example& e,
+                                  const std::vector<Tensor>& weights) const override {
     const bool cls = model_->config().pooling == nn::Pooling::Cls;
     std::vector<std::string> labels = token_labels(*runner.label_task(), e.input, cls);
     std::vector<AttentionMap> maps;
@@ -317,24 +329,11 @@ class ViTDriver : public LabelDriver<nn::ViT> {
   }
   Tensor label_scores(const std::vector<Example>& batch) override { return model_->forward(images(batch)); }
   int64_t loss_positions(const Example&) const override { return 1; }
-  // One map per layer over [CLS] and the patches, with the image under the [CLS] row's grid.
-  std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
-    Example e = runner.label_task()->parse_prompt(prompt);
-    std::vector<Tensor> weights;
-    model_->forward(images({e}), &weights);
-    std::vector<AttentionMap> maps = label(e, weights);
-    for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
-    return maps;
-  }
-  Tensor study(Runner&, const Example& e, std::vector<AttentionMap>& maps) override {
-    std::vector<Tensor> weights;
-    Tensor loss = task_loss({e}, &weights);
-    maps = label(e, weights);
-    return loss;
-  }
 
  private:
-  std::vector<AttentionMap> label(const Example& e, const std::vector<Tensor>& weights) const {
+  void forward_maps(const Example& e, std::vector<Tensor>& weights) override { model_->forward(images({e}), &weights); }
+  // One map per layer over [CLS] and the patches, with the image under the [CLS] row's grid.
+  std::vector<AttentionMap> label(const Runner&, const Example& e, const std::vector<Tensor>& weights) const override {
     const int64_t side = model_->config().image, p = model_->config().patch, per_row = side / p;
     std::vector<std::string> labels{"[CLS]"};
     for (int64_t k = 0; k < per_row * per_row; ++k) labels.push_back(cat("p", k));  // patch k: row k / per_row
@@ -386,26 +385,15 @@ class RecommenderDriver : public LabelDriver<nn::Recommender> {
     return index_select(reshape(scores, {B * T, scores.size(2)}), 0, Tensor::from_vector(last, {B}));
   }
   int64_t loss_positions(const Example& e) const override { return static_cast<int64_t>(e.answer.size()); }
-  // One map per layer over the history's items (causal).
-  std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
-    Example e = runner.label_task()->parse_prompt(prompt);
-    std::vector<int64_t> lengths;
-    std::vector<Tensor> weights;
-    model_->forward(padded_inputs({e}, lengths), &weights);
-    std::vector<AttentionMap> maps = label(runner, e, weights);
-    for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
-    return maps;
-  }
-  // The history but its last item, each position predicting the next.
-  Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
-    std::vector<Tensor> weights;
-    Tensor loss = task_loss({e}, &weights);
-    maps = label(runner, e, weights);
-    return loss;
-  }
 
  private:
-  static std::vector<AttentionMap> label(const Runner& runner, const Example& e, const std::vector<Tensor>& weights) {
+  void forward_maps(const Example& e, std::vector<Tensor>& weights) override {
+    std::vector<int64_t> lengths;
+    model_->forward(padded_inputs({e}, lengths), &weights);
+  }
+  // One causal map per layer over the history's items (for study(): all but its last, each predicting the next).
+  std::vector<AttentionMap> label(const Runner& runner, const Example& e,
+                                  const std::vector<Tensor>& weights) const override {
     std::vector<std::string> labels = token_labels(*runner.label_task(), e.input, false);
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < weights.size(); ++l) {

@@ -53,12 +53,6 @@ std::string readable_op(const std::string& op, const std::string& scope, bool ca
   return text;
 }
 
-double norm(const Tensor& t) {
-  double sq = 0;
-  for (double v : t.to_vector()) sq += v * v;
-  return std::sqrt(sq);
-}
-
 // The graph view's data: nodes in data-flow order with their module, op
 // (engine and readable names), shape and |grad|; and every parameter that
 // has no gradient path, with the reason.
@@ -69,15 +63,12 @@ nlohmann::json graph_json(const Graph& graph, const std::vector<std::pair<std::s
   for (const GraphNode& n : graph.nodes) {
     nlohmann::json shape = nlohmann::json::array();
     for (int64_t d : n.tensor.shape()) shape.push_back(d);
-    Tensor grad = n.tensor.grad();
-    nlohmann::json node{{"op", n.op},
-                        {"label", n.op.empty() ? (n.name.empty() ? "input" : n.name.substr(n.name.rfind('.') + 1))
-                                               : readable_op(n.op, n.scope, causal_model)},
-                        {"scope", n.scope},
-                        {"name", n.name},
-                        {"shape", shape},
-                        {"grad", grad.defined() ? page_number(norm(grad)) : nlohmann::json(nullptr)},
-                        {"inputs", n.inputs}};
+    std::optional<double> grad = n.grad_norm();
+    nlohmann::json node{
+        {"op", n.op},        {"label", n.op.empty() ? n.label() : readable_op(n.op, n.scope, causal_model)},
+        {"scope", n.scope},  {"name", n.name},
+        {"shape", shape},    {"grad", grad ? page_number(*grad) : nlohmann::json(nullptr)},
+        {"inputs", n.inputs}};
     nodes.push_back(std::move(node));
     if (!n.name.empty()) reached.insert(n.name);
   }

@@ -198,7 +198,7 @@ nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t win
       layer["gate_grad"] = gate;
       layer["importance"] = importance;
     }
-    groups[index[group_of(m).name]]["layers"].push_back(std::move(layer));
+    groups[index[g.name]]["layers"].push_back(std::move(layer));
   }
   return {{"heads", maps.empty() ? 0 : maps.front().weights.size(-3)}, {"groups", groups}};
 }
