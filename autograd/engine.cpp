@@ -123,9 +123,10 @@ std::vector<Tensor> data_flow_order(const Tensor& root) {
 namespace {
 
 void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
-  QKV_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype(), "backward of ", op, ": gradient ",
-            shape_str(grad.shape()), " ", dtype_name(grad.dtype()), " does not match input ", shape_str(input.shape()),
-            " ", dtype_name(input.dtype()));
+  QKV_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype() && grad.device() == input.device(),
+            "backward of ", op, ": gradient ", shape_str(grad.shape()), " ", dtype_name(grad.dtype()), " on ",
+            grad.device().str(), " does not match input ", shape_str(input.shape()), " ", dtype_name(input.dtype()),
+            " on ", input.device().str());
 }
 
 }  // namespace
@@ -137,7 +138,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   if (!seed.defined()) {
     QKV_CHECK(numel() == 1, "backward: tensor of shape ", shape_str(shape()),
               " is not a scalar; pass the gradient of the output explicitly");
-    seed = Tensor::ones(shape(), dtype());
+    seed = Tensor::ones(shape(), dtype(), device());
   }
   check_gradient("backward", seed, *this);
 
@@ -155,6 +156,8 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
       if (!t->grad) {   // a gradient nothing else holds (no other handle, no shared storage) is taken as it is
         bool sole = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.impl()->grad_fn;
         t->grad = sole ? g.impl_ptr() : g.clone().impl_ptr();
+      } else if (!keep.device().is_cpu()) {
+        t->grad = add(Tensor(t->grad), g).impl_ptr();  // the device's own kernel; no history (grad mode is off)
       } else {
         Tensor grad(t->grad);
         dispatch_floating(grad.dtype(), "backward", [&](auto zero) {

@@ -105,6 +105,14 @@ std::vector<GradcheckCase> builtin_cases() {
   add_case("pow", "x^3", one(normal, {2, 3}), [](const Inputs& x) { return pow(x[0], 3.0); });
   add_case("pow", "x^-1.5, x > 0", one(positive, {4}), [](const Inputs& x) { return pow(x[0], -1.5); });
 
+  // ---- between devices: through cuda:0 where a GPU is, else through the CPU
+  // itself (tests/test_device.cpp checks the copy both ways on any machine) ----
+  Device far = cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
+  add_case("to_device", cat("[3, 4] to ", far.str(), " and back"), one(normal, {3, 4}),
+           [far](const Inputs& x) { return x[0].to(far).to(Device::cpu()); });
+  add_case("to_device", cat("two round trips through ", far.str(), ", added"), one(normal, {2, 3, 2}),
+           [far](const Inputs& x) { return add(x[0].to(far).to(Device::cpu()), x[0].to(far).to(Device::cpu())); });
+
   // ---- reductions ----
   add_case("sum", "all dims", one(normal, {3, 4}), [](const Inputs& x) { return sum(x[0]); });
   add_case("sum", "dim 1 keepdim", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum(x[0], {1}, true); });

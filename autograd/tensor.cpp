@@ -4,78 +4,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <iomanip>
-#include <mutex>
 #include <sstream>
-#include <unordered_map>
 
 #include "autograd/engine.h"
 
 namespace qkv {
 
-namespace {
+Storage::Storage(std::size_t bytes, Device device)
+    : data(device_backend(device).allocate(bytes, device.index)), bytes(bytes), device(device) {}
 
-// Freed large blocks wait here for the next request of the same size. A
-// training step allocates the same shapes every step; without the cache
-// glibc maps and unmaps each large block, and every first touch page-faults
-// (about 20 faults per 512x512 matmul output, ~7% of its time).
-class BlockCache {
- public:
-#ifdef __SANITIZE_ADDRESS__
-  static constexpr std::size_t kMinBytes = SIZE_MAX;  // never cache: AddressSanitizer must see every free
-#else
-  static constexpr std::size_t kMinBytes = 64 << 10;  // smaller blocks: malloc is fast already
-#endif
-  static constexpr std::size_t kMaxCached = std::size_t{1} << 30;
-
-  static std::size_t round(std::size_t bytes) {
-    std::size_t unit = bytes >= (64 << 10) ? 4096 : 64;
-    return std::max<std::size_t>((bytes + unit - 1) / unit * unit, 64);
-  }
-  void* take(std::size_t rounded) {
-    if (rounded >= kMinBytes) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = free_.find(rounded);
-      if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
-        cached_ -= rounded;
-        return p;
-      }
-    }
-    return std::aligned_alloc(64, rounded);
-  }
-  void give(void* p, std::size_t rounded) {
-    if (rounded >= kMinBytes) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_ + rounded <= kMaxCached) {
-        free_[rounded].push_back(p);
-        cached_ += rounded;
-        return;
-      }
-    }
-    std::free(p);
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<std::size_t, std::vector<void*>> free_;
-  std::size_t cached_ = 0;
-};
-
-// Never destroyed: tensors in other static objects may outlive any destructor.
-BlockCache& block_cache() {
-  static BlockCache* cache = new BlockCache;
-  return *cache;
-}
-
-}  // namespace
-
-Storage::Storage(std::size_t bytes) : bytes(bytes) {
-  data = block_cache().take(BlockCache::round(bytes));
-  if (!data) throw Error(cat("out of memory allocating ", bytes, " bytes"));
-}
-
-Storage::~Storage() { block_cache().give(data, BlockCache::round(bytes)); }
+Storage::~Storage() { device_backend(device).release(data, bytes, device.index); }
 
 namespace {
 
@@ -108,24 +46,25 @@ void check_shape(const Shape& shape) {
 
 }  // namespace
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_shape(shape);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(qkv::numel(shape) * element_size(dtype));
+  impl->storage = std::make_shared<Storage>(qkv::numel(shape) * element_size(dtype), device);
   impl->shape = shape;
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  std::memset(t.raw_data(), 0, t.numel() * element_size(dtype));
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  device_backend(device).fill_zero(t.impl()->storage->data, t.numel() * element_size(dtype), device.index);
   return t;
 }
 
-Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
 
-Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  if (!device.is_cpu()) return full(shape, value, dtype).to(device);
   Tensor t = empty(shape, dtype);
   for (int64_t i = 0, n = t.numel(); i < n; ++i) write_element(t.raw_data(), dtype, i, value);
   return t;
@@ -199,24 +138,56 @@ const TensorImpl& Tensor::checked() const {
 
 const Shape& Tensor::shape() const { return checked().shape; }
 DType Tensor::dtype() const { return checked().dtype; }
+Device Tensor::device() const { return checked().storage->device; }
 
 int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim("size", d, dim())]; }
 
+namespace {
+
+void check_on_cpu(const Tensor& t) {
+  QKV_CHECK(t.device().is_cpu(), "a ", shape_str(t.shape()), " tensor on ", t.device().str(),
+            " was read by CPU code: this op has no kernel for ", t.device().str(),
+            " yet, or its input needs .to(Device::cpu()) first");
+}
+
+// The tensor itself on the CPU, else a copy there (no history: for reading).
+Tensor on_host(const Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
+  device_backend(t.device())
+      .copy_to_host(host.raw_data(), t.impl()->storage->data, t.numel() * element_size(t.dtype()), t.device().index);
+  return host;
+}
+
+}  // namespace
+
 template <class T> T* Tensor::data() const {
-  QKV_CHECK(dtype() == dtype_of<T>(), "data: tensor is ", dtype_name(dtype()), ", asked for ",
-            dtype_name(dtype_of<T>()));
-  return static_cast<T*>(impl_->storage->data);
+  check_on_cpu(*this);
+  return device_data<T>();
 }
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
 template bool* Tensor::data<bool>() const;
 
-void* Tensor::raw_data() const { return checked().storage->data; }
+template <class T> T* Tensor::device_data() const {
+  QKV_CHECK(dtype() == dtype_of<T>(), "data: tensor is ", dtype_name(dtype()), ", asked for ",
+            dtype_name(dtype_of<T>()));
+  return static_cast<T*>(impl_->storage->data);
+}
+template float* Tensor::device_data<float>() const;
+template double* Tensor::device_data<double>() const;
+template int64_t* Tensor::device_data<int64_t>() const;
+template bool* Tensor::device_data<bool>() const;
+
+void* Tensor::raw_data() const {
+  check_on_cpu(*this);
+  return impl_->storage->data;
+}
 
 double Tensor::item() const {
   QKV_CHECK(numel() == 1, "item: tensor of shape ", shape_str(shape()), " has ", numel(), " elements, not 1");
-  return read_element(raw_data(), dtype(), 0);
+  return read_element(on_host(*this).raw_data(), dtype(), 0);
 }
 
 namespace {
@@ -234,22 +205,39 @@ int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index) {
 }  // namespace
 
 double Tensor::at(const std::vector<int64_t>& index) const {
-  return read_element(raw_data(), dtype(), flat_index(shape(), index));
+  int64_t i = flat_index(shape(), index);
+  if (device().is_cpu()) return read_element(raw_data(), dtype(), i);
+  double value[1];  // one element, copied from the device
+  std::size_t size = element_size(dtype());
+  device_backend(device()).copy_to_host(value, static_cast<char*>(impl_->storage->data) + i * size, size,
+                                        device().index);
+  return read_element(value, dtype(), 0);
 }
 
 void Tensor::set(const std::vector<int64_t>& index, double value) const {
-  write_element(raw_data(), dtype(), flat_index(shape(), index), value);
+  int64_t i = flat_index(shape(), index);
+  if (device().is_cpu()) return write_element(raw_data(), dtype(), i, value);
+  double element[1];
+  write_element(element, dtype(), 0, value);
+  std::size_t size = element_size(dtype());
+  device_backend(device()).copy_from_host(static_cast<char*>(impl_->storage->data) + i * size, element, size,
+                                          device().index);
 }
 
 std::vector<double> Tensor::to_vector() const {
+  Tensor host = on_host(*this);
   std::vector<double> out(numel());
-  for (int64_t i = 0, n = numel(); i < n; ++i) out[i] = read_element(raw_data(), dtype(), i);
+  for (int64_t i = 0, n = numel(); i < n; ++i) out[i] = read_element(host.raw_data(), dtype(), i);
   return out;
 }
 
 Tensor Tensor::to(DType target) const {
-  Tensor out = empty(shape(), target);
-  if (target == dtype()) {
+  if (!device().is_cpu() && target != dtype()) return on_host(*this).to(target).to(device()).detach();
+  Tensor out = empty(shape(), target, device());
+  if (!device().is_cpu()) {
+    device_backend(device()).copy_within(out.impl()->storage->data, impl_->storage->data,
+                                         numel() * element_size(target), device().index);
+  } else if (target == dtype()) {
     std::memcpy(out.raw_data(), raw_data(), numel() * element_size(target));
   } else {
     for (int64_t i = 0, n = numel(); i < n; ++i)
@@ -281,6 +269,20 @@ Tensor alias_with_shape(const Tensor& source, const Shape& shape) {
   impl->shape = shape;
   impl->dtype = source.dtype();
   return Tensor(std::move(impl));
+}
+
+Device common_device(const char* op, std::initializer_list<Tensor> inputs) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (!first) {
+      first = &t;
+    } else {
+      QKV_CHECK(t.device() == first->device(), op, ": inputs on ", first->device().str(), " and ", t.device().str(),
+                " (move them to one device with .to())");
+    }
+  }
+  return first ? first->device() : Device::cpu();
 }
 
 bool Tensor::requires_grad() const { return checked().requires_grad; }
@@ -353,6 +355,7 @@ std::string Tensor::to_string() const {
     out << values[0];
   else
     print_block(out, *this, values, 0, 0, 7, numel() > 1000);
+  if (!device().is_cpu()) out << ", device=" << device().str();
   if (dtype() != DType::Float32) out << ", dtype=" << dtype_name(dtype());
   if (requires_grad()) out << (is_leaf() ? ", requires_grad=true" : cat(", grad_fn=", grad_fn()->op));
   out << ')';

@@ -1,13 +1,15 @@
-// Tensor: a cheap handle to shared, contiguous, row-major storage plus the
-// autograd state (requires_grad, grad, the node that produced it).
+// Tensor: a cheap handle to shared, contiguous, row-major storage on one
+// device plus the autograd state (requires_grad, grad, the node that produced it).
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "autograd/device.h"
 #include "autograd/dtype.h"
 #include "autograd/generator.h"
 #include "autograd/shape.h"
@@ -16,14 +18,16 @@ namespace qkv {
 
 struct Node;
 
-/// A 64-byte aligned buffer; several tensors may share one (reshape, detach).
+/// A 64-byte aligned buffer on one device; several tensors may share one
+/// (reshape, detach). Its memory comes from the device's backend.
 struct Storage {
-  explicit Storage(std::size_t bytes);
+  explicit Storage(std::size_t bytes, Device device = Device::cpu());
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data;
   std::size_t bytes;
+  Device device;
 };
 
 struct TensorImpl {
@@ -43,10 +47,13 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   // ---- factories (new leaf tensors, requires_grad off) ----
-  static Tensor empty(const Shape& shape, DType dtype = DType::Float32);  // uninitialized
-  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
-  static Tensor ones(const Shape& shape, DType dtype = DType::Float32);
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32);
+  // Random and listed values are made on the CPU: move them with to(Device),
+  // so a seed gives the same numbers on every device.
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32,
+                      Device device = Device::cpu());  // uninitialized
+  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  static Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32, Device device = Device::cpu());
   static Tensor scalar(double value, DType dtype = DType::Float32);  // 0-d
   /// 0, 1, ..., end-1 (like torch.arange(end)).
   static Tensor arange(double end, DType dtype = DType::Float32);
@@ -75,12 +82,19 @@ class Tensor {
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
   int64_t numel() const { return qkv::numel(shape()); }
   DType dtype() const;
+  Device device() const;
 
   // ---- element access (for tests, examples and optimizers) ----
-  /// Typed pointer to the data; throws when T does not match dtype().
+  /// Typed pointer to the data of a CPU tensor; throws when T does not match
+  /// dtype(), and when the tensor lives on another device (CPU code must not
+  /// touch device memory: copy it with to(Device::cpu()) first).
   template <class T> T* data() const;
   void* raw_data() const;
-  /// The only element of a one-element tensor, as double.
+  /// Typed pointer into the tensor's own device memory, for that device's
+  /// kernels (the CUDA backend); on the CPU the same as data<T>().
+  template <class T> T* device_data() const;
+  /// The only element of a one-element tensor, as double (copied to the host
+  /// from a device, which waits for the device: as torch's item()).
   double item() const;
   /// The element at a full index, as double.
   double at(const std::vector<int64_t>& index) const;
@@ -90,8 +104,11 @@ class Tensor {
   std::vector<double> to_vector() const;
 
   // ---- conversion ----
-  /// A copy in another dtype. The copy is a new leaf: it has no history.
+  /// A copy in another dtype, on the same device. The copy is a new leaf: it has no history.
   Tensor to(DType dtype) const;
+  /// This tensor on `device`: itself when it is there already, else a copy
+  /// that gradients flow back through (as torch's Tensor.to(device)).
+  Tensor to(Device device) const;
   /// Shares storage, drops history: the result is a leaf without requires_grad.
   Tensor detach() const;
   /// A differentiable copy with its own storage.
@@ -132,5 +149,9 @@ std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
 
 /// A tensor of `shape` sharing `source`'s storage (reshape's storage path).
 Tensor alias_with_shape(const Tensor& source, const Shape& shape);
+
+/// The one device all of an op's defined inputs live on; inputs on two
+/// devices are a one-line error naming the op, as in PyTorch.
+Device common_device(const char* op, std::initializer_list<Tensor> inputs);
 
 }  // namespace qkv

@@ -161,7 +161,10 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   try {
     write_all(fd, &length, 8, tmp);  // little-endian, as asserted above
     write_all(fd, header.data(), header.size(), tmp);
-    for (const auto& [name, t] : tensors) write_all(fd, t.raw_data(), t.numel() * element_size(t.dtype()), tmp);
+    for (const auto& [name, t] : tensors) {  // a device's tensor is copied to the host, one at a time
+      Tensor host = t.detach().to(Device::cpu());
+      write_all(fd, host.raw_data(), host.numel() * element_size(host.dtype()), tmp);
+    }
     QKV_CHECK(::fsync(fd) == 0, "cannot flush ", tmp, ": ", std::strerror(errno));
   } catch (...) {
     ::close(fd);

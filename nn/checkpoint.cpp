@@ -49,7 +49,7 @@ void load_into(Module& module, const io::TensorFile& file, const std::string& pa
   }
   for (const auto& [name, t] : file.tensors)
     QKV_CHECK(expected.count(name) || ignored(name), path, ": unexpected tensor '", printable(name), "'");
-  for (const auto& [name, p] : params) p.assign_(file.get(name));
+  for (const auto& [name, p] : params) p.assign_(file.get(name).to(p.device()));
 }
 
 }  // namespace qkv::nn

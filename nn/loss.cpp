@@ -19,6 +19,7 @@ QKV_DECLARE_OP(cross_entropy);
 
 // loss_row = logsumexp(x) - x[t];  d loss_row / dx = softmax(x) - onehot(t)
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
+  common_device("cross_entropy", {logits, targets});
   QKV_CHECK(logits.dim() >= 1, "cross_entropy: logits need a class dim, got ", shape_str(logits.shape()));
   QKV_CHECK(targets.dtype() == DType::Int64, "cross_entropy: targets must be int64, got ", dtype_name(targets.dtype()));
   Shape rows_shape(logits.shape().begin(), logits.shape().end() - 1);

@@ -56,6 +56,16 @@ DType Module::dtype() const {
   return params.empty() ? DType::Float32 : params.front().dtype();
 }
 
+void Module::to(Device device) {
+  for (const Tensor& t : parameters())
+    if (t.device() != device) t.assign_(t.detach().to(device));
+}
+
+Device Module::device() const {
+  std::vector<Tensor> params = parameters();
+  return params.empty() ? Device::cpu() : params.front().device();
+}
+
 Module::~Module() {
   for (auto& [name, child] : children_)
     if (child->parent_ == this) {

@@ -40,6 +40,11 @@ class Module {
   void to(DType dtype);
   /// The dtype of the parameters (float32 when there are none).
   DType dtype() const;
+  /// Moves every parameter to `device` in place (gradients are dropped);
+  /// handles stay valid, so an optimizer made before still steps them.
+  void to(Device device);
+  /// The device of the parameters (the CPU when there are none).
+  Device device() const;
 
   /// This module's dotted path from the root it is registered under
   /// ("blocks.0.attn"; "" for the root).

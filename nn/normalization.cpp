@@ -18,6 +18,7 @@ QKV_DECLARE_OP(layer_norm);
 // Per row, with x̂ = (x - μ)·r, r = 1/√(σ² + eps), and d = g ⊙ w:
 //   dx = r · (d - mean(d) - x̂ · mean(d ⊙ x̂)),  dw = Σ_rows g ⊙ x̂,  db = Σ_rows g
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  common_device("layer_norm", {x, weight, bias});
   QKV_CHECK(x.dim() >= 1, "layer_norm: input must have at least one dim, got ", shape_str(x.shape()));
   int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(C, 1);
   for (const Tensor* p : {&weight, &bias})

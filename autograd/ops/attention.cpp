@@ -266,6 +266,7 @@ Tensor AttentionMasks::position_mask(int64_t nq, int64_t nk) const {
 }
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks, double scale) {
+  common_device("fused_attention", {q, k, v, masks.mask, masks.key_padding});
   QKV_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "fused_attention: q ", shape_str(q.shape()), ", k ",
             shape_str(k.shape()), ", v ", shape_str(v.shape()), " must be [B, n, heads, d]");
   AttentionDims D{q.size(0), q.size(1), k.size(1), q.size(2), q.size(3), v.size(3), 0, 0, 0};

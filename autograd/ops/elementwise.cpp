@@ -40,6 +40,7 @@ namespace {
 
 // out = f(a, b) with a and b broadcast to a common shape.
 template <class F> Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
+  common_device(op, {a, b});
   QKV_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", dtype_name(a.dtype()), " ", shape_str(a.shape()), " and ",
             dtype_name(b.dtype()), " ", shape_str(b.shape()));
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());

@@ -168,6 +168,7 @@ template <class T> void backward(const LinearDims& D, const bool* padding, const
 
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, const Tensor& key_padding,
                         double eps) {
+  common_device("linear_attention", {q, k, v, key_padding});
   QKV_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.dim() == 4 && v.size(0) == q.size(0) &&
                 v.size(1) == q.size(1) && v.size(2) == q.size(2),
             "linear_attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()),

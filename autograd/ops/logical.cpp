@@ -13,6 +13,7 @@ void check_bool(const char* op, const Tensor& t) {
 }
 
 template <class F> Tensor bool_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
+  common_device(op, {a, b});
   check_bool(op, a);
   check_bool(op, b);
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());

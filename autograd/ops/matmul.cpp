@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "autograd/cpu.h"
+#ifdef QKV_HAVE_CUDA
+#include "autograd/cuda/gemm.h"
+#endif
 #include "autograd/engine.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/shape.h"
@@ -103,6 +106,20 @@ template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*,
 
 namespace {
 
+// gemm on a device other than the CPU: cuBLAS where the build has CUDA.
+template <class T> void device_gemm(Device device, bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a,
+                                    int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T* c,
+                                    int64_t ldc, int64_t stride_c, int64_t batch, T beta) {
+#ifdef QKV_HAVE_CUDA
+  if (device.is_cuda())
+    return cuda::gemm_strided<T>(device.index, ta, tb, n, m, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,
+                                 batch, beta);
+#endif
+  (void)ta, (void)tb, (void)n, (void)m, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
+  (void)stride_b, (void)c, (void)ldc, (void)stride_c, (void)batch, (void)beta;
+  throw Error(cat("matmul: no kernel for ", device.str(), " in this build"));
+}
+
 // Below this many multiply-adds per product, a batch runs one product per
 // thread instead of letting BLAS split each small product.
 constexpr int64_t kSmallProduct = 128 * 128 * 128;
@@ -120,19 +137,19 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   Shape shape = batch;
   shape.push_back(n);
   shape.push_back(m);
-  Tensor out = Tensor::empty(shape, a.dtype());
-  if (out.numel() == 0) return out;
+  if (k == 0 || numel(shape) == 0) return Tensor::zeros(shape, a.dtype(), a.device());
+  Tensor out = Tensor::empty(shape, a.dtype(), a.device());
   dispatch_floating(a.dtype(), "matmul", [&](auto zero) {
     using T = decltype(zero);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* pc = out.data<T>();
-    if (k == 0) {
-      std::fill(pc, pc + out.numel(), T(0));
-      return;
-    }
+    bool on_cpu = a.device().is_cpu();
+    const T* pa = on_cpu ? a.data<T>() : a.device_data<T>();
+    const T* pb = on_cpu ? b.data<T>() : b.device_data<T>();
+    T* pc = on_cpu ? out.data<T>() : out.device_data<T>();
     if (b_batch.empty() && !ta) {  // [..., n, k] @ [k, m]: fold a's batch into rows, one gemm
-      gemm<T>(false, tb, a.numel() / ac, m, k, pa, ac, pb, bc, pc, m, T(0));
+      if (on_cpu)
+        gemm<T>(false, tb, a.numel() / ac, m, k, pa, ac, pb, bc, pc, m, T(0));
+      else
+        device_gemm<T>(a.device(), false, tb, a.numel() / ac, m, k, pa, ac, 0, pb, bc, 0, pc, m, 0, 1, T(0));
       return;
     }
     // One gemm per batch entry; operand offsets follow broadcasting (stride 0).
@@ -157,6 +174,19 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       a_off[i] = oa;
       b_off[i] = ob;
     }
+    if (!on_cpu) {  // one strided-batched call when the offsets step evenly (always, unless broadcasting mixes)
+      int64_t step_a = count > 1 ? a_off[1] : 0, step_b = count > 1 ? b_off[1] : 0;
+      bool even = true;
+      for (int64_t i = 0; i < count && even; ++i) even = a_off[i] == i * step_a && b_off[i] == i * step_b;
+      if (even) {
+        device_gemm<T>(a.device(), ta, tb, n, m, k, pa, ac, step_a, pb, bc, step_b, pc, m, n * m, count, T(0));
+      } else {
+        for (int64_t i = 0; i < count; ++i)
+          device_gemm<T>(a.device(), ta, tb, n, m, k, pa + a_off[i], ac, 0, pb + b_off[i], bc, 0, pc + i * n * m, m, 0,
+                         1, T(0));
+      }
+      return;
+    }
     auto one = [&](int64_t i) {
       gemm<T>(ta, tb, n, m, k, pa + a_off[i], ac, pb + b_off[i], bc, pc + i * n * m, m, T(0));
     };
@@ -175,6 +205,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 // C = op(A) op(B):  dop(A) = G op(B)ᵀ,  dop(B) = op(A)ᵀ G; a transposed operand
 // takes the transpose of that, which is again one gemm with swapped flags.
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  common_device("matmul", {a, b});
   Tensor out = matmul_forward(a, b, ta, tb);
   if (needs_grad({a, b}))
     record("matmul", out, {a, b},
@@ -217,6 +248,7 @@ template <class T> void column_sums(const T* g, int64_t rows, int64_t cols, T* o
 
 // y = x·Wᵀ + b:  dx = g·W,  dW = gᵀ·x (rows of every batch folded),  db = Σ_rows g
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  common_device("linear", {x, weight, bias});
   QKV_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input ", shape_str(x.shape()),
             " and weight ", shape_str(weight.shape()), " do not fit (weight is [out, in])");
   QKV_CHECK(x.dtype() == weight.dtype(), "linear: dtypes differ: ", dtype_name(x.dtype()), " and ",

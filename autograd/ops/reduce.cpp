@@ -182,6 +182,7 @@ Tensor var(const Tensor& x, const Dims& dims, bool keepdim, int64_t correction) 
 
 // d x[b, t] = g[b] / lengths[b] for t < lengths[b], 0 for the padding.
 Tensor masked_mean(const Tensor& x, const Tensor& lengths) {
+  common_device("masked_mean", {x, lengths});
   QKV_CHECK(x.dim() >= 2, "masked_mean: x must be [B, T, ...], got ", shape_str(x.shape()));
   QKV_CHECK(lengths.dtype() == DType::Int64 && lengths.dim() == 1 && lengths.size(0) == x.size(0),
             "masked_mean: lengths must be int64 [", x.size(0), "], got ", dtype_name(lengths.dtype()), " ",

@@ -194,6 +194,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
 Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
   QKV_CHECK(!tensors.empty(), "concat: no tensors given");
   const Tensor& first = tensors[0];
+  for (const Tensor& t : tensors) common_device("concat", {first, t});
   int64_t d = normalize_dim("concat", dim, first.dim());
   Shape shape = first.shape();
   shape[d] = 0;
@@ -265,6 +266,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 // ---- index_select / gather: the backward scatters g back, adding on repeats ----
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  common_device("index_select", {x, index});
   check_index_tensor("index_select", index);
   QKV_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got ", shape_str(index.shape()));
   int64_t d = normalize_dim("index_select", dim, x.dim());
@@ -327,6 +329,7 @@ template <class Fn> void for_each_gathered(const Tensor& x, int64_t d, const Ten
 }  // namespace
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  common_device("gather", {x, index});
   check_index_tensor("gather", index);
   int64_t d = normalize_dim("gather", dim, x.dim());
   bool fits = index.dim() == x.dim();
@@ -405,6 +408,7 @@ Tensor patchify(const Tensor& x, int64_t patch) {
 // ---- masked_fill / where: the gradient follows the branch that was taken ----
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  common_device("masked_fill", {x, mask});
   QKV_CHECK(mask.dtype() == DType::Bool, "masked_fill: mask must be bool, got ", dtype_name(mask.dtype()), " ",
             shape_str(mask.shape()));
   Shape shape = broadcast_shapes("masked_fill", x.shape(), mask.shape());
@@ -430,6 +434,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  common_device("where", {condition, a, b});
   QKV_CHECK(condition.dtype() == DType::Bool, "where: condition must be bool, got ", dtype_name(condition.dtype()));
   QKV_CHECK(a.dtype() == b.dtype(), "where: dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   Shape shape = broadcast_shapes("where", broadcast_shapes("where", condition.shape(), a.shape()), b.shape());

@@ -1,0 +1,160 @@
+// The CUDA backend's memory: a caching allocator over plain cudaMalloc (never
+// managed memory), copies on the device's one stream, and the figures
+// `qkv bench --device cuda` prints.
+#include "autograd/cuda/backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "autograd/cuda/runtime.h"
+#include "autograd/error.h"
+
+namespace qkv::cuda {
+
+void check(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();  // clears a sticky-free error so the next call can report its own
+  throw Error(cat("CUDA: ", what, ": ", cudaGetErrorString(status)));
+}
+
+DeviceGuard::DeviceGuard(int index) {
+  check(cudaGetDevice(&previous_), "cudaGetDevice");
+  if (previous_ != index) check(cudaSetDevice(index), "cudaSetDevice");
+}
+
+DeviceGuard::~DeviceGuard() { cudaSetDevice(previous_); }
+
+namespace {
+
+// Freed blocks wait, by rounded size, for the next request of that size: a
+// training step asks for the same shapes every step, and cudaMalloc and
+// cudaFree synchronise the whole device. All work runs on the legacy default
+// stream, so a block freed here is reused only by work queued after the work
+// that used it. When cudaMalloc fails, the cache is given back and it tries once more.
+class CudaBackend final : public DeviceBackend {
+ public:
+  int count() override {
+    std::call_once(counted_, [&] {
+      int n = 0;
+      count_ = cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+      cudaGetLastError();  // no driver or no GPU is an answer (0), not an error
+      pools_.resize(count_);
+    });
+    return count_;
+  }
+
+  void* allocate(std::size_t bytes, int index) override {
+    std::size_t rounded = round(bytes);
+    Pool& pool = pools_.at(index);
+    std::lock_guard<std::mutex> lock(mutex_);
+    void* p = nullptr;
+    auto it = pool.free.find(rounded);
+    if (it != pool.free.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      pool.cached -= rounded;
+    } else {
+      DeviceGuard on(index);
+      if (cudaMalloc(&p, rounded) != cudaSuccess) {
+        cudaGetLastError();
+        release_cache(pool);
+        cudaError_t again = cudaMalloc(&p, rounded);
+        QKV_CHECK(again == cudaSuccess, "out of memory on cuda:", index, " allocating ", bytes, " bytes (", pool.in_use,
+                  " in use): ", cudaGetErrorString(again));
+      }
+    }
+    pool.in_use += rounded;
+    pool.peak = std::max(pool.peak, pool.in_use);
+    return p;
+  }
+
+  void release(void* p, std::size_t bytes, int index) override {
+    std::size_t rounded = round(bytes);
+    Pool& pool = pools_.at(index);
+    std::lock_guard<std::mutex> lock(mutex_);
+    pool.in_use -= rounded;
+    pool.free[rounded].push_back(p);
+    pool.cached += rounded;
+  }
+
+  void copy_from_host(void* dst, const void* src, std::size_t bytes, int index) override {
+    if (!bytes) return;
+    DeviceGuard on(index);
+    check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to the device");
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes, int index) override {
+    if (!bytes) return;
+    DeviceGuard on(index);
+    check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
+          "copy from the device");  // waits for the kernels before it
+  }
+  void copy_within(void* dst, const void* src, std::size_t bytes, int index) override {
+    if (!bytes) return;
+    DeviceGuard on(index);
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "copy on the device");
+  }
+  void fill_zero(void* p, std::size_t bytes, int index) override {
+    if (!bytes) return;
+    DeviceGuard on(index);
+    check(cudaMemsetAsync(p, 0, bytes, 0), "cudaMemsetAsync");
+  }
+  void synchronize(int index) override {
+    DeviceGuard on(index);
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+  DeviceMemory memory(int index) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Pool& pool = pools_.at(index);
+    return {pool.in_use, pool.peak, pool.cached};
+  }
+  void reset_peak(int index) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pools_.at(index).peak = pools_.at(index).in_use;
+  }
+  std::string describe(int index) override {
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+    return cat(prop.name, ", compute capability ", prop.major, ".", prop.minor, ", ", prop.multiProcessorCount,
+               " multiprocessors, ", prop.totalGlobalMem >> 20, " MiB");
+  }
+
+ private:
+  struct Pool {
+    std::map<std::size_t, std::vector<void*>> free;
+    std::size_t in_use = 0, peak = 0, cached = 0;
+  };
+
+  // 512-byte steps below 1 MiB, 2 MiB steps above: few distinct sizes, little waste.
+  static std::size_t round(std::size_t bytes) {
+    std::size_t unit = bytes >= (1 << 20) ? (2 << 20) : 512;
+    return std::max<std::size_t>((bytes + unit - 1) / unit * unit, unit);
+  }
+
+  static void release_cache(Pool& pool) {
+    cudaDeviceSynchronize();
+    for (auto& [size, blocks] : pool.free)
+      for (void* p : blocks) cudaFree(p);
+    pool.free.clear();
+    pool.cached = 0;
+  }
+
+  std::once_flag counted_;
+  int count_ = 0;
+  std::mutex mutex_;
+  std::vector<Pool> pools_;
+};
+
+}  // namespace
+
+// Never destroyed: tensors in static objects may outlive any destructor, and
+// the CUDA runtime may be torn down before them; the driver frees all at exit.
+DeviceBackend& backend() {
+  static CudaBackend* instance = new CudaBackend;
+  return *instance;
+}
+
+}  // namespace qkv::cuda

@@ -1,0 +1,14 @@
+// The CUDA device backend: memory (a caching allocator over cudaMalloc) and
+// copies. Compiled only when the build has CUDA (QKV_HAVE_CUDA); this header
+// includes no CUDA header, so C++ files may include it.
+#pragma once
+
+#include "autograd/device.h"
+
+namespace qkv::cuda {
+
+/// The process's one CUDA backend (autograd/device.cpp reaches it through
+/// device_backend(Device::cuda(i))).
+DeviceBackend& backend();
+
+}  // namespace qkv::cuda
