@@ -37,6 +37,17 @@ void set_threads_option(int n) {
   set_num_threads(threads);
 }
 
+Device set_device_option(const std::string& name) {
+  Device device = Device::parse(name);
+  if (device.is_cpu()) return device;
+  device_backend(device);  // no CUDA in this build, no GPU, no such GPU: each its own one-line error
+  // The library's tensors, copies and products run there (tests/cuda/); the
+  // models' other ops get their kernels next, and the program moves then.
+  throw Error(cat("--device ", device.str(),
+                  ": the qkv program runs its models on the CPU only for now (the "
+                  "library's CUDA kernels are not complete: tests/cuda lists the ops without one)"));
+}
+
 // Parses argv; prints help and returns false when --help was asked.
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args) {
   options.add_options()("h,help", "show this help");
@@ -170,10 +181,12 @@ int eval(int argc, char** argv) {
       "data",
       "text and digits models: the text or CSV to evaluate on (default: the bundled one, for models trained on it)",
       cxxopts::value<std::string>(),
-      "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N");
+      "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
+      "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
+  set_device_option(args["device"].as<std::string>());
   std::string path = required(args, "checkpoint");
   int64_t count = args["examples"].as<int64_t>();
   check_range("examples", count, 1, kMaxExamples);
@@ -211,10 +224,12 @@ int sample(int argc, char** argv) {
                    "K")("max-new", "bytes to generate (text)", cxxopts::value<int64_t>()->default_value("200"), "N")(
       "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"), "N")(
       "no-cache", "recompute the whole prefix for every token instead of keeping keys and values (GPT)")(
-      "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N");
+      "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
+      "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
+  set_device_option(args["device"].as<std::string>());
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
   double temperature = args["temperature"].as<double>();
   int64_t top_k = args["top-k"].as<int64_t>(), max_new = args["max-new"].as<int64_t>();
@@ -453,12 +468,23 @@ std::string cpu_model_name() {
       return printable(line.substr(line.find(':') + 2), 80);
   return "unknown";
 }
+// "not in this build", "no device visible", or one line per device.
+std::string describe_cuda() {
+  if (!cuda_built()) return "not in this build (the CUDA toolkit was not found, or QKV_CUDA=OFF)";
+  int count = cuda_device_count();
+  if (count == 0) return "built in; no CUDA device visible";
+  std::string out;
+  for (int i = 0; i < count; ++i)
+    out += cat(i ? "\n             " : "", "cuda:", i, " ", device_backend(Device::cuda(i)).describe(i));
+  return out;
+}
 }  // namespace
 
 int info(int argc, char** argv) {
   cxxopts::Options options("qkv info", "What a checkpoint holds: model, task, training settings, step, parameters.");
   options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
-      "system", "this machine instead (or as well): CPU, the kernels qkv and OpenBLAS run on it, threads");
+      "system",
+      "this machine instead (or as well): CPU, the kernels qkv and OpenBLAS run on it, threads, CUDA devices");
   options.parse_positional({"checkpoint"});
   options.positional_help("FILE");
   cxxopts::ParseResult args;
@@ -468,6 +494,7 @@ int info(int argc, char** argv) {
                 cpu_model_name().c_str(), std::thread::hardware_concurrency(), get_num_threads(),
                 get_num_threads() == 1 ? "" : "s", cpu::describe_kernels().c_str());
     if (std::string w = cpu::blas_warning(); !w.empty()) std::printf("  warning    %s\n", w.c_str());
+    std::printf("  cuda       %s\n", describe_cuda().c_str());
     if (!args.count("checkpoint")) return 0;
   }
   std::string path = required(args, "checkpoint");
@@ -732,10 +759,12 @@ int bench(int argc, char** argv) {
       "KIND")("checkpoint-activations", "GPT configs: recompute each block in backward")(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"), "N")(
       "kernel", "attention kernel: fused (default) or composed", cxxopts::value<std::string>()->default_value("fused"),
-      "NAME")("threads", "threads per process (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N");
+      "NAME")("threads", "threads per process (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
+      "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
+  set_device_option(args["device"].as<std::string>());
   BenchSetup b = bench_setup(args, dist::world_size());
   manual_seed(1);
   Generator gen(7);

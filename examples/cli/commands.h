@@ -31,6 +31,11 @@ Tensor input_loss(Runner& runner, const std::string& text, std::string* what = n
 /// (all of them on a quiet machine; fewer beside a busy process).
 void set_threads_option(int n);
 
+/// --device: the CPU, or a CUDA device where the build and the machine have
+/// one (each missing piece its own one-line error).
+Device set_device_option(const std::string& name);
+inline constexpr const char* kDeviceHelp = "cpu, or cuda / cuda:N (builds with CUDA, on a machine with a GPU)";
+
 int train(int argc, char** argv);
 int eval(int argc, char** argv);
 int sample(int argc, char** argv);

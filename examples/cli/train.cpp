@@ -264,8 +264,8 @@ cxxopts::Options train_options() {
       "log", "per-step log: CSV if FILE ends in .csv, else JSON lines (appended to on --resume)",
       cxxopts::value<std::string>(),
       "FILE")("threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
-              cxxopts::value<int>(),
-              "N")("check-grads", "gradient-check a float64 copy of the model before the first step and at the end")(
+              cxxopts::value<int>(), "N")("device", kDeviceHelp, cxxopts::value<std::string>(), "DEVICE")(
+      "check-grads", "gradient-check a float64 copy of the model before the first step and at the end")(
       "h,help", "show this help");
   return options;
 }
@@ -341,14 +341,15 @@ Run resolve(const cxxopts::ParseResult& args) {
   io::TensorFile& resumed = run.resumed;
   std::map<std::string, std::string> saved;  // the checkpoint's training settings
   if (resuming) {
-    static const std::set<std::string> may_change{"resume",     "steps", "save",    "force",       "save-every",
-                                                  "eval-every", "log",   "threads", "check-grads", "data"};
+    static const std::set<std::string> may_change{"resume",      "steps",      "save",  "force",
+                                                  "save-every",  "eval-every", "log",   "threads",
+                                                  "check-grads", "data",       "device"};
     for (const auto& kv : args.arguments())
-      QKV_CHECK(
-          may_change.count(kv.key()), "--", kv.key(),
-          " cannot change on --resume: the checkpoint holds the run's "
-          "settings (--resume takes --steps --save --force --save-every --eval-every --log --threads --check-grads, "
-          "and --data for text)");
+      QKV_CHECK(may_change.count(kv.key()), "--", kv.key(),
+                " cannot change on --resume: the checkpoint holds the run's "
+                "settings (--resume takes --steps --save --force --save-every --eval-every --log --threads --device "
+                "--check-grads, "
+                "and --data for text)");
     resumed = io::load_safetensors(resume);
     if (resumed.metadata.count("qkv.train")) saved = io::parse_json_object(resumed.metadata.at("qkv.train"));
   }
@@ -624,6 +625,7 @@ int train(int argc, char** argv) {
             " is the global batch: it needs at least one example for each of the ", ranks, " ranks");
   const dist::Slice mine = dist::slice_of(run.batch, me, ranks);
   set_threads_option(args.count("threads") ? args["threads"].as<int>() : 0);
+  set_device_option(args.count("device") ? args["device"].as<std::string>() : "cpu");
   const std::string log_path = args.count("log") ? args["log"].as<std::string>() : "";
   const std::string save = check_outputs(args, run, log_path);
 
