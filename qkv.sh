@@ -9,7 +9,8 @@
 #
 # Environment: QKV_SANITIZE=0 skips the sanitizer pass of `test` (quicker
 # local runs; CI always runs it). QKV_JOBS sets build parallelism.
-# QKV_CUDA=ON|OFF|AUTO overrides the choice of building the CUDA backend.
+# QKV_CUDA=AUTO|ON builds the CUDA backend (CMake's default is OFF until every
+# op has its CUDA kernel: see the README's "Devices").
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 
@@ -37,20 +38,10 @@ install_packages() {  # install_packages [extra packages...]
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# The CUDA backend is built where a GPU can run it: the toolkit found (CMake's
-# AUTO) and a driver that lists a GPU. A machine with the toolkit and no GPU
-# (CI) spends no minutes compiling kernels it cannot run; QKV_CUDA overrides.
-cuda_choice() {
-  if [ -n "${QKV_CUDA:-}" ]; then echo "$QKV_CUDA"
-  elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then echo AUTO
-  else echo OFF
-  fi
-}
-
 build() {  # build DIR [cmake args...]
   local dir=$1; shift
-  log "configuring $dir (QKV_CUDA=$(cuda_choice))"
-  cmake -S . -B "$dir" -DQKV_CUDA="$(cuda_choice)" "$@" >/dev/null
+  log "configuring $dir"
+  cmake -S . -B "$dir" ${QKV_CUDA:+-DQKV_CUDA="$QKV_CUDA"} "$@" >/dev/null
   log "building $dir ($JOBS jobs)"
   cmake --build "$dir" -j "$JOBS"
 }

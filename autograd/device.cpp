@@ -155,6 +155,13 @@ DeviceBackend& device_backend(Device device) {
   return *cuda;
 }
 
+#if defined(QKV_HAVE_CUDA) && defined(__SANITIZE_ADDRESS__)
+// The CUDA driver maps memory where AddressSanitizer keeps its shadow gap:
+// without this, a sanitizer build's first CUDA call fails (or crashes)
+// instead of finding the GPU. ASAN_OPTIONS still overrides it.
+extern "C" const char* __asan_default_options() { return "protect_shadow_gap=0"; }
+#endif
+
 StandInCudaForTests::StandInCudaForTests(DeviceBackend& backend) : previous_(stand_in_cuda()) {
   stand_in_cuda() = &backend;
 }

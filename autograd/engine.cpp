@@ -157,7 +157,9 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
         bool sole = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.impl()->grad_fn;
         t->grad = sole ? g.impl_ptr() : g.clone().impl_ptr();
       } else if (!keep.device().is_cpu()) {
-        t->grad = add(Tensor(t->grad), g).impl_ptr();  // the device's own kernel; no history (grad mode is off)
+        // add() runs on the tensor's device (no history: grad mode is off). Unlike the CPU
+        // branch it makes a new tensor: a handle taken from grad() before keeps the old sum.
+        t->grad = add(Tensor(t->grad), g).impl_ptr();
       } else {
         Tensor grad(t->grad);
         dispatch_floating(grad.dtype(), "backward", [&](auto zero) {

@@ -10,10 +10,11 @@
 
 namespace qkv {
 
-Storage::Storage(std::size_t bytes, Device device)
-    : data(device_backend(device).allocate(bytes, device.index)), bytes(bytes), device(device) {}
+Storage::Storage(std::size_t bytes, Device device) : bytes(bytes), device(device), backend(&device_backend(device)) {
+  data = backend->allocate(bytes, device.index);
+}
 
-Storage::~Storage() { device_backend(device).release(data, bytes, device.index); }
+Storage::~Storage() { backend->release(data, bytes, device.index); }
 
 namespace {
 

@@ -28,6 +28,7 @@ struct Storage {
   void* data;
   std::size_t bytes;
   Device device;
+  DeviceBackend* backend;  // the one that allocated `data`, which frees it
 };
 
 struct TensorImpl {

@@ -41,7 +41,8 @@ class Module {
   /// The dtype of the parameters (float32 when there are none).
   DType dtype() const;
   /// Moves every parameter to `device` in place (gradients are dropped);
-  /// handles stay valid, so an optimizer made before still steps them.
+  /// handles stay valid. Make the optimizer after the move: its state lives
+  /// where it was made.
   void to(Device device);
   /// The device of the parameters (the CPU when there are none).
   Device device() const;

@@ -63,8 +63,8 @@ class CudaBackend final : public DeviceBackend {
         cudaGetLastError();
         release_cache(pool);
         cudaError_t again = cudaMalloc(&p, rounded);
-        QKV_CHECK(again == cudaSuccess, "out of memory on cuda:", index, " allocating ", bytes, " bytes (", pool.in_use,
-                  " in use): ", cudaGetErrorString(again));
+        QKV_CHECK(again == cudaSuccess, "cuda:", index, ": cannot allocate ", bytes, " bytes (", pool.in_use,
+                  " in use by tensors): ", cudaGetErrorString(again));
       }
     }
     pool.in_use += rounded;
@@ -77,6 +77,11 @@ class CudaBackend final : public DeviceBackend {
     Pool& pool = pools_.at(index);
     std::lock_guard<std::mutex> lock(mutex_);
     pool.in_use -= rounded;
+    if (pool.cached + rounded > kMaxCached) {  // beyond the cap: back to the driver (cudaFree waits for the device)
+      DeviceGuard on(index);
+      cudaFree(p);
+      return;
+    }
     pool.free[rounded].push_back(p);
     pool.cached += rounded;
   }
@@ -127,6 +132,8 @@ class CudaBackend final : public DeviceBackend {
     std::map<std::size_t, std::vector<void*>> free;
     std::size_t in_use = 0, peak = 0, cached = 0;
   };
+
+  static constexpr std::size_t kMaxCached = std::size_t{4} << 30;  // freed bytes kept per device, at most
 
   // 512-byte steps below 1 MiB, 2 MiB steps above: few distinct sizes, little waste.
   static std::size_t round(std::size_t bytes) {

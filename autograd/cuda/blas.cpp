@@ -18,7 +18,7 @@ void check_blas(cublasStatus_t status, const char* what) {
 
 cublasHandle_t blas() {
   static std::mutex mutex;
-  static std::vector<cublasHandle_t> handles;  // by device; never destroyed (see backend())
+  static std::vector<cublasHandle_t> handles;  // by device; the handles are never destroyed (see backend())
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   std::lock_guard<std::mutex> lock(mutex);
@@ -36,6 +36,8 @@ template <class T> void gemm_strided(int device, bool ta, bool tb, int64_t n, in
                                      int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T* c,
                                      int64_t ldc, int64_t stride_c, int64_t batch, T beta, T alpha) {
   if (n == 0 || m == 0 || batch == 0) return;
+  for (int64_t v : {n, m, k, lda, ldb, ldc, batch})  // cuBLAS takes int sizes
+    QKV_CHECK(v <= INT32_MAX, "matmul on cuda:", device, ": a size of ", v, " is beyond cuBLAS's int range");
   DeviceGuard on(device);
   constexpr cudaDataType_t type = sizeof(T) == 4 ? CUDA_R_32F : CUDA_R_64F;
   constexpr cublasComputeType_t compute = sizeof(T) == 4 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;

@@ -260,7 +260,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
               dtype_name(x.dtype()));
   Shape shape = x.shape();
   shape.back() = out_features;
-  Tensor y = Tensor::empty(shape, x.dtype());
+  Tensor y = Tensor::empty(shape, x.dtype(), x.device());
   dispatch_floating(x.dtype(), "linear", [&](auto zero) {
     using T = decltype(zero);
     T* py = y.data<T>();
@@ -286,8 +286,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
          rb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
           // Each gradient is written whole by its gemm (beta = 0) or column sum; zeros only where nothing writes.
           bool gemm_x = rows > 0 && in > 0 && out_features > 0, gemm_w = rows > 0 && in > 0;
-          auto fresh = [](const Shape& s, DType t, bool written) {
-            return written ? Tensor::empty(s, t) : Tensor::zeros(s, t);
+          auto fresh = [&g](const Shape& s, DType t, bool written) {
+            return written ? Tensor::empty(s, t, g.device()) : Tensor::zeros(s, t, g.device());
           };
           Tensor gx = rx ? fresh(x.shape(), x.dtype(), gemm_x) : Tensor();
           Tensor gw = rw ? fresh(w.shape(), w.dtype(), gemm_w) : Tensor();

@@ -40,12 +40,12 @@ void set_threads_option(int n) {
 Device set_device_option(const std::string& name) {
   Device device = Device::parse(name);
   if (device.is_cpu()) return device;
-  device_backend(device);  // no CUDA in this build, no GPU, no such GPU: each its own one-line error
-  // The library's tensors, copies and products run there (tests/cuda/); the
-  // models' other ops get their kernels next, and the program moves then.
-  throw Error(cat("--device ", device.str(),
-                  ": the qkv program runs its models on the CPU only for now (the "
-                  "library's CUDA kernels are not complete: tests/cuda lists the ops without one)"));
+  // The library's tensors, copies and products run on a GPU (tests/cuda/);
+  // the models' other ops get their kernels next, and the program moves then.
+  const char* for_now = "the qkv program runs its models on the CPU only for now (its CUDA kernels are not complete)";
+  QKV_CHECK(cuda_built(), "--device ", device.str(), ": this build of qkv has no CUDA, and ", for_now);
+  device_backend(device);  // no GPU, or no such GPU: each its own one-line error
+  throw Error(cat("--device ", device.str(), ": ", for_now));
 }
 
 // Parses argv; prints help and returns false when --help was asked.

@@ -31,10 +31,10 @@ Tensor input_loss(Runner& runner, const std::string& text, std::string* what = n
 /// (all of them on a quiet machine; fewer beside a busy process).
 void set_threads_option(int n);
 
-/// --device: the CPU, or a CUDA device where the build and the machine have
-/// one (each missing piece its own one-line error).
+/// --device: the CPU; a CUDA device is a one-line error that says what is
+/// missing (CUDA in this build, a GPU, the kernels).
 Device set_device_option(const std::string& name);
-inline constexpr const char* kDeviceHelp = "cpu, or cuda / cuda:N (builds with CUDA, on a machine with a GPU)";
+inline constexpr const char* kDeviceHelp = "cpu (CUDA devices: not yet; see the README's \"Devices\")";
 
 int train(int argc, char** argv);
 int eval(int argc, char** argv);
