@@ -152,13 +152,7 @@ void check_on_cpu(const Tensor& t) {
 }
 
 // The tensor itself on the CPU, else a copy there (no history: for reading).
-Tensor on_host(const Tensor& t) {
-  if (t.device().is_cpu()) return t;
-  Tensor host = Tensor::empty(t.shape(), t.dtype());
-  device_backend(t.device())
-      .copy_to_host(host.raw_data(), t.impl()->storage->data, t.numel() * element_size(t.dtype()), t.device().index);
-  return host;
-}
+Tensor on_host(const Tensor& t) { return t.device().is_cpu() ? t : t.detach().to(Device::cpu()); }
 
 }  // namespace
 
