@@ -171,10 +171,10 @@ std::vector<GradcheckCase> builtin_cases() {
   add_case("patchify", "[1, 3, 3, 3] in one 3x3 patch, channels first", one(normal, {1, 3, 3, 3}),
            [](const Inputs& x) { return patchify(x[0], 3); });
   add_case("masked_mean", "[3, 4, 2] over lengths 4, 1, 2", one(normal, {3, 4, 2}), [](const Inputs& x) {
-    return masked_mean(x[0], indices({4, 1, 2}, {3}));
+    return masked_mean(x[0], indices({4, 1, 2}, {3}).to(x[0].device()));
   });
   add_case("masked_mean", "[2, 3] over lengths 3, 2", one(normal, {2, 3}), [](const Inputs& x) {
-    return masked_mean(x[0], indices({3, 2}, {2}));
+    return masked_mean(x[0], indices({3, 2}, {2}).to(x[0].device()));
   });
   add_case("stack", "dim 0", pair(normal, {2, 3}, normal, {2, 3}), [](const Inputs& x) { return stack(x, 0); });
   add_case("stack", "dim -1", pair(normal, {2, 3}, normal, {2, 3}), [](const Inputs& x) { return stack(x, -1); });
@@ -273,7 +273,7 @@ std::vector<GradcheckCase> builtin_cases() {
           return Inputs{normal(g, qs), normal(g, ks), normal(g, vs)};
         },
         [masks, d = qs.back()](const Inputs& x) {
-          return fused_attention(x[0], x[1], x[2], masks(), 1.0 / std::sqrt(static_cast<double>(d)));
+          return fused_attention(x[0], x[1], x[2], masks().to(x[0].device()), 1.0 / std::sqrt(static_cast<double>(d)));
         });
   };
   attention_case("causal self, B=2 n=5 H=2", {2, 5, 2, 3}, {2, 5, 2, 3}, 3, [] {
@@ -319,7 +319,9 @@ std::vector<GradcheckCase> builtin_cases() {
         [=](Generator& g) {
           return Inputs{normal(g, s), normal(g, s), normal(g, s)};
         },
-        [causal, padding](const Inputs& x) { return linear_attention(x[0], x[1], x[2], causal, padding); });
+        [causal, padding](const Inputs& x) {
+          return linear_attention(x[0], x[1], x[2], causal, padding.defined() ? padding.to(x[0].device()) : padding);
+        });
   };
   linear_attention_case("causal [2, 6, 2, 3]", {2, 6, 2, 3}, true, Tensor());
   linear_attention_case("not causal, key padding, one sequence fully padded", {2, 5, 1, 3}, false,
@@ -331,7 +333,7 @@ std::vector<GradcheckCase> builtin_cases() {
     add_case(
         "fused_self_attention", label, [=](Generator& g) { return Inputs{normal(g, s)}; },
         [masks, d = s.back()](const Inputs& x) {
-          return fused_self_attention(x[0], masks(), 1.0 / std::sqrt(static_cast<double>(d)));
+          return fused_self_attention(x[0], masks().to(x[0].device()), 1.0 / std::sqrt(static_cast<double>(d)));
         });
   };
   packed_case("packed [2, 5, 3, 2, 3], causal", {2, 5, 3, 2, 3}, [] { return AttentionMasks{{}, {}, true}; });

@@ -175,6 +175,8 @@ template double* Tensor::device_data<double>() const;
 template int64_t* Tensor::device_data<int64_t>() const;
 template bool* Tensor::device_data<bool>() const;
 
+void* Tensor::device_raw_data() const { return impl_->storage->data; }
+
 void* Tensor::raw_data() const {
   check_on_cpu(*this);
   return impl_->storage->data;

@@ -94,6 +94,8 @@ class Tensor {
   /// Typed pointer into the tensor's own device memory, for that device's
   /// kernels (the CUDA backend); on the CPU the same as data<T>().
   template <class T> T* device_data() const;
+  /// The same, untyped: for kernels that copy elements of any dtype.
+  void* device_raw_data() const;
   /// The only element of a one-element tensor, as double (copied to the host
   /// from a device, which waits for the device: as torch's item()).
   double item() const;

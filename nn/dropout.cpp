@@ -21,7 +21,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     for (int64_t i = 0, n = mask.numel(); i < n; ++i) pm[i] = g.uniform() >= p ? scale : T(0);
   });
-  return mul(x, mask);
+  return mul(x, mask.to(x.device()));  // made on the host: the same mask on every device
 }
 
 Dropout::Dropout(double p, Generator* gen) : p_(p), gen_(gen) {

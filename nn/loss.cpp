@@ -12,10 +12,29 @@
 #include "autograd/ops/reduce.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
+#include "nn/device_kernels.h"
 
 namespace qkv::nn {
 
 QKV_DECLARE_OP(cross_entropy);
+
+namespace {
+// cross_entropy on a device (nn/loss.cu), targets already checked.
+Tensor device_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double scale) {
+  Tensor lse = Tensor::empty({targets.numel()}, DType::Float64, logits.device());
+  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
+  device::cross_entropy(logits, targets, ignore_index, scale, lse, loss);
+  if (needs_grad({logits}))
+    record("cross_entropy", loss, {logits},
+           [x = logits.detach(), targets = targets.to(DType::Int64), lse, ignore_index,
+            scale](const Tensor& g) -> std::vector<Tensor> {
+             Tensor gx = Tensor::empty(x.shape(), x.dtype(), x.device());
+             device::cross_entropy_backward(x, targets, ignore_index, scale, lse, g, gx);
+             return {gx};
+           });
+  return loss;
+}
+}  // namespace
 
 // loss_row = logsumexp(x) - x[t];  d loss_row / dx = softmax(x) - onehot(t)
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
@@ -26,7 +45,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   QKV_CHECK(targets.shape() == rows_shape, "cross_entropy: targets ", shape_str(targets.shape()),
             " do not match logits ", shape_str(logits.shape()), " (expected ", shape_str(rows_shape), ")");
   int64_t C = logits.size(-1), rows = targets.numel();
-  const int64_t* t = targets.data<int64_t>();
+  Tensor host_targets = targets.to(Device::cpu());  // checked on the host
+  const int64_t* t = host_targets.data<int64_t>();
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (t[r] == ignore_index) continue;
@@ -34,6 +54,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
               " classes");
     ++count;
   }
+  double scale = reduction == Reduction::Mean ? (count ? 1.0 / count : 0.0) : 1.0;
+  if (!logits.device().is_cpu()) return device_cross_entropy(logits, targets, ignore_index, scale);
   auto lse = std::make_shared<std::vector<double>>(rows);
   double total = 0;
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto zero) {
@@ -60,7 +82,6 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     });
     for (double l : row_loss) total += l;  // in row order: independent of threads
   });
-  double scale = reduction == Reduction::Mean ? (count ? 1.0 / count : 0.0) : 1.0;
   Tensor loss = Tensor::scalar(total * scale, logits.dtype());
   if (needs_grad({logits}))
     record("cross_entropy", loss, {logits},

@@ -10,6 +10,7 @@
 #include "autograd/engine.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
+#include "nn/device_kernels.h"
 
 namespace qkv::nn {
 
@@ -27,47 +28,58 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                 " ", dtype_name(p->dtype()), " do not match input ", shape_str(x.shape()), " ", dtype_name(x.dtype()));
   QKV_CHECK(C > 0, "layer_norm: cannot normalise over a dim of size 0 (input ", shape_str(x.shape()), ")");
   QKV_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
-  auto stats = std::make_shared<std::vector<double>>(2 * rows);  // μ and r per row
-  dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = x.data<T>();
-    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
-    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
-    T* py = y.data<T>();
-    parallel_for(rows, 4 * C, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        if constexpr (std::is_same_v<T, float>) {  // vector kernels, same two-pass moments
-          double mu, rstd;
-          simd::row_moments(px + r * C, C, eps, mu, rstd);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  auto stats = std::make_shared<std::vector<double>>();  // μ and r per row
+  Tensor device_stats;
+  if (!x.device().is_cpu()) {
+    device_stats = Tensor::empty({rows, 2}, DType::Float64, x.device());
+    device::layer_norm(x, weight, bias, eps, y, device_stats);
+  } else {
+    stats->resize(2 * rows);
+    dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
+      using T = decltype(zero);
+      const T* px = x.data<T>();
+      const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+      const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+      T* py = y.data<T>();
+      parallel_for(rows, 4 * C, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          if constexpr (std::is_same_v<T, float>) {  // vector kernels, same two-pass moments
+            double mu, rstd;
+            simd::row_moments(px + r * C, C, eps, mu, rstd);
+            (*stats)[2 * r] = mu;
+            (*stats)[2 * r + 1] = rstd;
+            simd::layer_norm_row(px + r * C, static_cast<float>(mu), static_cast<float>(rstd), pw, pb, py + r * C, C);
+            continue;
+          }
+          const T* row = px + r * C;
+          double mu = 0, var = 0;
+          for (int64_t c = 0; c < C; ++c) mu += row[c];
+          mu /= C;
+          for (int64_t c = 0; c < C; ++c) var += (row[c] - mu) * (row[c] - mu);
+          double rstd = 1.0 / std::sqrt(var / C + eps);
           (*stats)[2 * r] = mu;
           (*stats)[2 * r + 1] = rstd;
-          simd::layer_norm_row(px + r * C, static_cast<float>(mu), static_cast<float>(rstd), pw, pb, py + r * C, C);
-          continue;
+          for (int64_t c = 0; c < C; ++c) {
+            T v = static_cast<T>((row[c] - mu) * rstd);
+            py[r * C + c] = (pw ? v * pw[c] : v) + (pb ? pb[c] : T(0));
+          }
         }
-        const T* row = px + r * C;
-        double mu = 0, var = 0;
-        for (int64_t c = 0; c < C; ++c) mu += row[c];
-        mu /= C;
-        for (int64_t c = 0; c < C; ++c) var += (row[c] - mu) * (row[c] - mu);
-        double rstd = 1.0 / std::sqrt(var / C + eps);
-        (*stats)[2 * r] = mu;
-        (*stats)[2 * r + 1] = rstd;
-        for (int64_t c = 0; c < C; ++c) {
-          T v = static_cast<T>((row[c] - mu) * rstd);
-          py[r * C + c] = (pw ? v * pw[c] : v) + (pb ? pb[c] : T(0));
-        }
-      }
+      });
     });
-  });
+  }
   if (needs_grad({x, weight, bias}))
     record("layer_norm", y, {x, weight, bias},
-           [x = x.detach(), w = weight.defined() ? weight.detach() : Tensor(), stats, C, rows,
+           [x = x.detach(), w = weight.defined() ? weight.detach() : Tensor(), stats, device_stats, C, rows,
             want_w = weight.defined() && weight.requires_grad(),
             want_b = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-             Tensor gx = Tensor::empty(x.shape(), x.dtype());
-             Tensor gw = want_w ? Tensor::zeros({C}, x.dtype()) : Tensor();
-             Tensor gb = want_b ? Tensor::zeros({C}, x.dtype()) : Tensor();
+             Tensor gx = Tensor::empty(x.shape(), x.dtype(), x.device());
+             Tensor gw = want_w ? Tensor::zeros({C}, x.dtype(), x.device()) : Tensor();
+             Tensor gb = want_b ? Tensor::zeros({C}, x.dtype(), x.device()) : Tensor();
+             if (!x.device().is_cpu()) {
+               device::layer_norm_backward(x, w, device_stats, g, gx, gw, gb);
+               return {gx, gw, gb};
+             }
              dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
                using T = decltype(zero);
                const T *px = x.data<T>(), *pg = g.data<T>();

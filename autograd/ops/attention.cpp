@@ -265,6 +265,13 @@ Tensor AttentionMasks::position_mask(int64_t nq, int64_t nk) const {
   return m;
 }
 
+AttentionMasks AttentionMasks::to(Device device) const {
+  AttentionMasks moved = *this;
+  if (mask.defined()) moved.mask = mask.to(device);
+  if (key_padding.defined()) moved.key_padding = key_padding.to(device);
+  return moved;
+}
+
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks, double scale) {
   common_device("fused_attention", {q, k, v, masks.mask, masks.key_padding});
   QKV_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "fused_attention: q ", shape_str(q.shape()), ", k ",

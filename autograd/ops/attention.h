@@ -51,6 +51,8 @@ struct AttentionMasks {
   /// The position rules as a bool [n_q, n_k] mask (undefined when there are
   /// none): what the composed path merges with `mask` and `key_padding`.
   Tensor position_mask(int64_t nq, int64_t nk) const;
+  /// The same masks with their tensors on `device` (an op's inputs and masks share one device).
+  AttentionMasks to(Device device) const;
 };
 
 /// softmax(q·kᵀ·scale + masks)·v for every batch entry and head, with the

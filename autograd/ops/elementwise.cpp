@@ -5,6 +5,8 @@
 #include <type_traits>
 
 #include "autograd/engine.h"
+#include "autograd/ops/device_kernels.h"
+#include "autograd/ops/elementwise_math.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/strided_loop.h"
 #include "autograd/simd.h"
@@ -44,6 +46,7 @@ template <class F> Tensor broadcast_binary(const char* op, const Tensor& a, cons
   QKV_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", dtype_name(a.dtype()), " ", shape_str(a.shape()), " and ",
             dtype_name(b.dtype()), " ", shape_str(b.shape()));
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
+  if (!a.device().is_cpu()) return device::binary(F::kind, a, b, shape);
   Tensor out = Tensor::empty(shape, a.dtype());
   dispatch_floating(a.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
@@ -81,8 +84,9 @@ template <class F> Tensor broadcast_binary(const char* op, const Tensor& a, cons
 using VectorMap = void (*)(const float* x, float* y, int64_t n);
 using VectorGrad = void (*)(const float* x, const float* g, float* gx, int64_t n);
 
-// out = f(x); `cost` is a rough per-element cost for the threading threshold.
-template <class F> Tensor map_unary(const char* op, const Tensor& x, int64_t cost, F f, VectorMap vf = nullptr) {
+// out = m.f(x); `cost` is a rough per-element cost for the threading threshold.
+template <class M> Tensor map_unary(const char* op, const Tensor& x, int64_t cost, M m, VectorMap vf = nullptr) {
+  if (!x.device().is_cpu()) return device::unary(M::kind, m.s, x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
@@ -91,19 +95,21 @@ template <class F> Tensor map_unary(const char* op, const Tensor& x, int64_t cos
     parallel_for(x.numel(), cost, [&](int64_t begin, int64_t end) {
       if constexpr (std::is_same_v<T, float>)
         if (vf) return vf(px + begin, po + begin, end - begin);
-      for (int64_t i = begin; i < end; ++i) po[i] = f(px[i]);
+      for (int64_t i = begin; i < end; ++i) po[i] = m.f(px[i]);
     });
   });
   return out;
 }
 
-// An elementwise op y = f(x) whose derivative is dy/dx = df(x, y); vdf, when
-// given, computes gx = g·f'(x) from x alone for float32.
-template <class F, class DF> Tensor unary_op(const char* op, const Tensor& x, int64_t cost, F f, DF df,
-                                             VectorMap vf = nullptr, VectorGrad vdf = nullptr) {
-  Tensor y = map_unary(op, x, cost, f, vf);
+// An elementwise op y = m.f(x) whose derivative is dy/dx = m.df(x, y)
+// (elementwise_math.h); vdf, when given, computes gx = g·f'(x) from x alone
+// for float32.
+template <class M>
+Tensor unary_op(const char* op, const Tensor& x, int64_t cost, M m, VectorMap vf = nullptr, VectorGrad vdf = nullptr) {
+  Tensor y = map_unary(op, x, cost, m, vf);
   if (needs_grad({x})) {
-    record(op, y, {x}, [op, x = x.detach(), y = y.detach(), df, vdf](const Tensor& g) -> std::vector<Tensor> {
+    record(op, y, {x}, [op, x = x.detach(), y = y.detach(), m, vdf](const Tensor& g) -> std::vector<Tensor> {
+      if (!x.device().is_cpu()) return {device::unary_backward(M::kind, m.s, x, y, g)};
       Tensor gx = Tensor::empty(x.shape(), x.dtype());
       dispatch_floating(x.dtype(), op, [&](auto zero) {
         using T = decltype(zero);
@@ -112,7 +118,7 @@ template <class F, class DF> Tensor unary_op(const char* op, const Tensor& x, in
         parallel_for(x.numel(), vdf ? 8 : 2, [&](int64_t begin, int64_t end) {
           if constexpr (std::is_same_v<T, float>)
             if (vdf) return vdf(px + begin, pg + begin, pgx + begin, end - begin);
-          for (int64_t i = begin; i < end; ++i) pgx[i] = pg[i] * df(px[i], py[i]);
+          for (int64_t i = begin; i < end; ++i) pgx[i] = pg[i] * m.df(px[i], py[i]);
         });
       });
       return {gx};
@@ -126,7 +132,7 @@ template <class F, class DF> Tensor unary_op(const char* op, const Tensor& x, in
 // ---- binary ops: d(a+b) = (g, g); d(a-b) = (g, -g); d(ab) = (g b, g a); d(a/b) = (g/b, -g a/b²) ----
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("add", a, b, [](auto x, auto y) { return x + y; });
+  Tensor out = broadcast_binary("add", a, b, math::Add{});
   if (needs_grad({a, b}))
     record("add", out, {a, b},
            [sa = a.shape(), sb = b.shape(), ra = a.requires_grad(),
@@ -137,7 +143,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("sub", a, b, [](auto x, auto y) { return x - y; });
+  Tensor out = broadcast_binary("sub", a, b, math::Sub{});
   if (needs_grad({a, b}))
     record("sub", out, {a, b},
            [sa = a.shape(), sb = b.shape(), ra = a.requires_grad(),
@@ -148,7 +154,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("mul", a, b, [](auto x, auto y) { return x * y; });
+  Tensor out = broadcast_binary("mul", a, b, math::Mul{});
   if (needs_grad({a, b}))
     record("mul", out, {a, b},
            [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
@@ -159,7 +165,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("div", a, b, [](auto x, auto y) { return x / y; });
+  Tensor out = broadcast_binary("div", a, b, math::Div{});
   if (needs_grad({a, b}))
     record("div", out, {a, b},
            [a = a.detach(), b = b.detach(), y = out.detach(), ra = a.requires_grad(),
@@ -173,146 +179,27 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 // ---- tensor-scalar ops: the scalar is a constant, so only x gets a gradient ----
 
-Tensor add(const Tensor& a, double s) {
-  return unary_op(
-      "add_scalar", a, 1, [s](auto x) { return x + static_cast<decltype(x)>(s); },
-      [](auto x, auto) { return decltype(x)(1); });
-}
+Tensor add(const Tensor& a, double s) { return unary_op("add_scalar", a, 1, math::AddScalar{s}); }
+Tensor sub(const Tensor& a, double s) { return unary_op("sub_scalar", a, 1, math::SubScalar{s}); }
+Tensor sub(double s, const Tensor& a) { return unary_op("rsub_scalar", a, 1, math::RSubScalar{s}); }
+Tensor mul(const Tensor& a, double s) { return unary_op("mul_scalar", a, 1, math::MulScalar{s}); }
+Tensor div(const Tensor& a, double s) { return unary_op("div_scalar", a, 1, math::DivScalar{s}); }
+Tensor div(double s, const Tensor& a) { return unary_op("rdiv_scalar", a, 1, math::RDivScalar{s}); }
 
-Tensor sub(const Tensor& a, double s) {
-  return unary_op(
-      "sub_scalar", a, 1, [s](auto x) { return x - static_cast<decltype(x)>(s); },
-      [](auto x, auto) { return decltype(x)(1); });
-}
+// ---- unary functions (their derivatives are in elementwise_math.h) ----
 
-Tensor sub(double s, const Tensor& a) {
-  return unary_op(
-      "rsub_scalar", a, 1, [s](auto x) { return static_cast<decltype(x)>(s) - x; },
-      [](auto x, auto) { return decltype(x)(-1); });
-}
-
-Tensor mul(const Tensor& a, double s) {
-  return unary_op(
-      "mul_scalar", a, 1, [s](auto x) { return x * static_cast<decltype(x)>(s); },
-      [s](auto x, auto) { return static_cast<decltype(x)>(s); });
-}
-
-Tensor div(const Tensor& a, double s) {
-  return unary_op(
-      "div_scalar", a, 1, [s](auto x) { return x / static_cast<decltype(x)>(s); },
-      [s](auto x, auto) { return decltype(x)(1) / static_cast<decltype(x)>(s); });
-}
-
-// d(s/x)/dx = -s/x² = -y/x
-Tensor div(double s, const Tensor& a) {
-  return unary_op(
-      "rdiv_scalar", a, 1, [s](auto x) { return static_cast<decltype(x)>(s) / x; },
-      [](auto x, auto y) { return -y / x; });
-}
-
-// ---- unary functions ----
-
-Tensor neg(const Tensor& x) {
-  return unary_op(
-      "neg", x, 1, [](auto v) { return -v; }, [](auto v, auto) { return decltype(v)(-1); });
-}
-
-// d exp(x) = exp(x) = y
-Tensor exp(const Tensor& x) {
-  return unary_op(
-      "exp", x, 8, [](auto v) { return std::exp(v); }, [](auto, auto y) { return y; }, simd::exp);
-}
-
-// d log(x) = 1/x
-Tensor log(const Tensor& x) {
-  return unary_op(
-      "log", x, 8, [](auto v) { return std::log(v); }, [](auto v, auto) { return 1 / v; });
-}
-
-// d sqrt(x) = 1/(2 sqrt(x)) = 1/(2y)
-Tensor sqrt(const Tensor& x) {
-  return unary_op(
-      "sqrt", x, 4, [](auto v) { return std::sqrt(v); }, [](auto, auto y) { return 1 / (2 * y); });
-}
-
-// d x^p = p x^(p-1); p = 0 gives 0 everywhere (as in PyTorch, also at x = 0)
-Tensor pow(const Tensor& x, double p) {
-  return unary_op(
-      "pow", x, 8, [p](auto v) { return std::pow(v, static_cast<decltype(v)>(p)); },
-      [p](auto v, auto) {
-        using T = decltype(v);
-        return p == 0 ? T(0) : static_cast<T>(p) * std::pow(v, static_cast<T>(p - 1));
-      });
-}
-
-// d tanh(x) = 1 - y²
-Tensor tanh(const Tensor& x) {
-  return unary_op(
-      "tanh", x, 8, [](auto v) { return std::tanh(v); }, [](auto, auto y) { return 1 - y * y; }, simd::tanh);
-}
-
-// d relu(x) = [x > 0]
-Tensor relu(const Tensor& x) {
-  return unary_op(
-      "relu", x, 1, [](auto v) { return v > 0 || v != v ? v : decltype(v)(0); },  // NaN stays NaN
-      [](auto v, auto) { return v > 0 ? decltype(v)(1) : decltype(v)(0); });
-}
-
-// d sigmoid(x) = y (1 - y); the two branches keep exp from overflowing
-Tensor sigmoid(const Tensor& x) {
-  return unary_op(
-      "sigmoid", x, 8,
-      [](auto v) {
-        using T = decltype(v);
-        if (v >= 0) return T(1) / (T(1) + std::exp(-v));
-        T e = std::exp(v);
-        return e / (T(1) + e);
-      },
-      [](auto, auto y) { return y * (1 - y); }, simd::sigmoid);
-}
-
-// d |x| = sign(x), 0 at 0
-Tensor abs(const Tensor& x) {
-  return unary_op(
-      "abs", x, 1, [](auto v) { return std::abs(v); },
-      [](auto v, auto) { return v > 0   ? decltype(v)(1)
-                                : v < 0 ? decltype(v)(-1)
-                                        : decltype(v)(0); });
-}
-
-// d gelu = Φ(x) + x·φ(x)
-Tensor gelu(const Tensor& x) {
-  return unary_op(
-      "gelu", x, 8,
-      [](auto v) {
-        using T = decltype(v);
-        return T(0.5) * v * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2)));
-      },
-      [](auto v, auto) {
-        using T = decltype(v);
-        T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2)));
-        T pdf = std::exp(T(-0.5) * v * v) * static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2);
-        return cdf + v * pdf;
-      });
-}
-
-// with u = √(2/π)(x + 0.044715x³), t = tanh(u): d = 0.5(1 + t) + 0.5·x·(1 - t²)·√(2/π)(1 + 3·0.044715x²)
-constexpr double kGeluK = 0.7978845608028654;  // √(2/π)
-constexpr double kGeluC = 0.044715;
-
+Tensor neg(const Tensor& x) { return unary_op("neg", x, 1, math::Neg{}); }
+Tensor exp(const Tensor& x) { return unary_op("exp", x, 8, math::Exp{}, simd::exp); }
+Tensor log(const Tensor& x) { return unary_op("log", x, 8, math::Log{}); }
+Tensor sqrt(const Tensor& x) { return unary_op("sqrt", x, 4, math::Sqrt{}); }
+Tensor pow(const Tensor& x, double p) { return unary_op("pow", x, 8, math::Pow{p}); }
+Tensor tanh(const Tensor& x) { return unary_op("tanh", x, 8, math::Tanh{}, simd::tanh); }
+Tensor relu(const Tensor& x) { return unary_op("relu", x, 1, math::Relu{}); }
+Tensor sigmoid(const Tensor& x) { return unary_op("sigmoid", x, 8, math::Sigmoid{}, simd::sigmoid); }
+Tensor abs(const Tensor& x) { return unary_op("abs", x, 1, math::Abs{}); }
+Tensor gelu(const Tensor& x) { return unary_op("gelu", x, 8, math::Gelu{}); }
 Tensor gelu_tanh(const Tensor& x) {
-  return unary_op(
-      "gelu_tanh", x, 8,
-      [](auto v) {
-        using T = decltype(v);
-        return T(0.5) * v * (T(1) + std::tanh(T(kGeluK) * (v + T(kGeluC) * v * v * v)));
-      },
-      [](auto v, auto) {
-        using T = decltype(v);
-        T t = std::tanh(T(kGeluK) * (v + T(kGeluC) * v * v * v));
-        return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * T(kGeluK) * (T(1) + T(3 * kGeluC) * v * v);
-      },
-      simd::gelu_tanh, simd::gelu_tanh_backward);
+  return unary_op("gelu_tanh", x, 8, math::GeluTanh{}, simd::gelu_tanh, simd::gelu_tanh_backward);
 }
 
 Tensor clone(const Tensor& x) {

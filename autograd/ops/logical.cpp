@@ -1,6 +1,9 @@
 // Bool logic and comparisons: data only, no autograd.
 #include "autograd/ops/logical.h"
 
+#include <string_view>
+
+#include "autograd/ops/device_kernels.h"
 #include "autograd/ops/strided_loop.h"
 
 namespace qkv {
@@ -12,12 +15,16 @@ void check_bool(const char* op, const Tensor& t) {
             shape_str(t.shape()));
 }
 
-template <class F> Tensor bool_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
+template <class F> Tensor bool_binary(const char* op, math::Logic kind, const Tensor& a, const Tensor& b, F f) {
   common_device(op, {a, b});
   check_bool(op, a);
   check_bool(op, b);
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
-  Tensor out = Tensor::empty(shape, DType::Bool);
+  Tensor out = Tensor::empty(shape, DType::Bool, a.device());
+  if (!a.device().is_cpu()) {
+    device::logic(kind, a, b, out);
+    return out;
+  }
   const bool* pa = a.data<bool>();
   const bool* pb = b.data<bool>();
   bool* po = out.data<bool>();
@@ -30,8 +37,12 @@ template <class F> Tensor bool_binary(const char* op, const Tensor& a, const Ten
   return out;
 }
 
-template <class F> Tensor compare(const char* op, const Tensor& x, F f) {
-  Tensor out = Tensor::empty(x.shape(), DType::Bool);
+template <class F> Tensor compare(const char* op, const Tensor& x, double value, F f) {
+  Tensor out = Tensor::empty(x.shape(), DType::Bool, x.device());
+  if (!x.device().is_cpu()) {
+    device::compare(x, value, std::string_view(op) == "less", out);
+    return out;
+  }
   bool* po = out.data<bool>();
   auto run = [&](const auto* px) {
     for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = f(static_cast<double>(px[i]));
@@ -49,7 +60,11 @@ template <class F> Tensor compare(const char* op, const Tensor& x, F f) {
 
 Tensor logical_not(const Tensor& mask) {
   check_bool("logical_not", mask);
-  Tensor out = Tensor::empty(mask.shape(), DType::Bool);
+  Tensor out = Tensor::empty(mask.shape(), DType::Bool, mask.device());
+  if (!mask.device().is_cpu()) {
+    device::logic(math::Logic::Not, mask, mask, out);
+    return out;
+  }
   const bool* pm = mask.data<bool>();
   bool* po = out.data<bool>();
   for (int64_t i = 0, n = mask.numel(); i < n; ++i) po[i] = !pm[i];
@@ -57,19 +72,19 @@ Tensor logical_not(const Tensor& mask) {
 }
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return bool_binary("logical_and", a, b, [](bool x, bool y) { return x && y; });
+  return bool_binary("logical_and", math::Logic::And, a, b, [](bool x, bool y) { return x && y; });
 }
 
 Tensor logical_or(const Tensor& a, const Tensor& b) {
-  return bool_binary("logical_or", a, b, [](bool x, bool y) { return x || y; });
+  return bool_binary("logical_or", math::Logic::Or, a, b, [](bool x, bool y) { return x || y; });
 }
 
 Tensor less(const Tensor& x, double value) {
-  return compare("less", x, [value](double v) { return v < value; });
+  return compare("less", x, value, [value](double v) { return v < value; });
 }
 
 Tensor equal(const Tensor& x, double value) {
-  return compare("equal", x, [value](double v) { return v == value; });
+  return compare("equal", x, value, [value](double v) { return v == value; });
 }
 
 }  // namespace qkv

@@ -14,6 +14,7 @@
 #include "autograd/cuda/gemm.h"
 #endif
 #include "autograd/engine.h"
+#include "autograd/ops/device_kernels.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/shape.h"
 #include "autograd/parallel.h"
@@ -115,9 +116,18 @@ template <class T> void device_gemm(Device device, bool ta, bool tb, int64_t n, 
     return cuda::gemm_strided<T>(device.index, ta, tb, n, m, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,
                                  batch, beta);
 #endif
-  (void)ta, (void)tb, (void)n, (void)m, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
-  (void)stride_b, (void)c, (void)ldc, (void)stride_c, (void)batch, (void)beta;
-  throw Error(cat("matmul: no kernel for ", device.str(), " in this build"));
+  // Without CUDA the only other device is the tests' stand-in, whose memory
+  // is host memory: the CPU's gemm computes its products.
+  (void)device;
+  for (int64_t i = 0; i < batch; ++i)
+    gemm<T>(ta, tb, n, m, k, a + i * stride_a, lda, b + i * stride_b, ldb, c + i * stride_c, ldc, beta);
+}
+
+// One product on a tensor's device: C = op(A) op(B) + beta C.
+template <class T> void product(Device device, bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a,
+                                int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, T beta) {
+  if (device.is_cpu()) return gemm<T>(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, beta);
+  device_gemm<T>(device, ta, tb, n, m, k, a, lda, 0, b, ldb, 0, c, ldc, 0, 1, beta);
 }
 
 // Below this many multiply-adds per product, a batch runs one product per
@@ -145,13 +155,8 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
     const T* pa = on_cpu ? a.data<T>() : a.device_data<T>();
     const T* pb = on_cpu ? b.data<T>() : b.device_data<T>();
     T* pc = on_cpu ? out.data<T>() : out.device_data<T>();
-    if (b_batch.empty() && !ta) {  // [..., n, k] @ [k, m]: fold a's batch into rows, one gemm
-      if (on_cpu)
-        gemm<T>(false, tb, a.numel() / ac, m, k, pa, ac, pb, bc, pc, m, T(0));
-      else
-        device_gemm<T>(a.device(), false, tb, a.numel() / ac, m, k, pa, ac, 0, pb, bc, 0, pc, m, 0, 1, T(0));
-      return;
-    }
+    if (b_batch.empty() && !ta)  // [..., n, k] @ [k, m]: fold a's batch into rows, one gemm
+      return product<T>(a.device(), false, tb, a.numel() / ac, m, k, pa, ac, pb, bc, pc, m, T(0));
     // One gemm per batch entry; operand offsets follow broadcasting (stride 0).
     int64_t count = numel(batch), rank = static_cast<int64_t>(batch.size());
     std::vector<int64_t> a_off(count), b_off(count);
@@ -261,10 +266,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape shape = x.shape();
   shape.back() = out_features;
   Tensor y = Tensor::empty(shape, x.dtype(), x.device());
+  Device device = x.device();
+  if (!device.is_cpu() && bias.defined()) {  // the bias on every row, then the product adds onto it
+    std::vector<int64_t> strides(y.dim(), 0);
+    strides.back() = 1;
+    device::strided_copy(bias, y, strides);
+  }
   dispatch_floating(x.dtype(), "linear", [&](auto zero) {
     using T = decltype(zero);
-    T* py = y.data<T>();
-    if (bias.defined()) {
+    T* py = y.device_data<T>();
+    if (bias.defined() && device.is_cpu()) {
       const T* pb = bias.data<T>();
       parallel_for(rows, out_features, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) std::copy(pb, pb + out_features, py + r * out_features);
@@ -272,38 +283,41 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     }
     if (rows == 0 || out_features == 0) return;
     if (in == 0) {
-      if (!bias.defined()) std::fill(py, py + rows * out_features, T(0));
+      if (!bias.defined()) y = Tensor::zeros(shape, x.dtype(), device);
       return;
     }
-    gemm<T>(false, true, rows, out_features, in, x.data<T>(), in, weight.data<T>(), in, py, out_features,
-            bias.defined() ? T(1) : T(0));
+    product<T>(device, false, true, rows, out_features, in, x.device_data<T>(), in, weight.device_data<T>(), in, py,
+               out_features, bias.defined() ? T(1) : T(0));
   });
   if (needs_grad({x, weight, bias}))
-    record(
-        "linear", y, {x, weight, bias},
-        [x = x.detach(), w = weight.detach(), rows, in, out_features, rx = x.requires_grad(),
-         rw = weight.requires_grad(),
-         rb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-          // Each gradient is written whole by its gemm (beta = 0) or column sum; zeros only where nothing writes.
-          bool gemm_x = rows > 0 && in > 0 && out_features > 0, gemm_w = rows > 0 && in > 0;
-          auto fresh = [&g](const Shape& s, DType t, bool written) {
-            return written ? Tensor::empty(s, t, g.device()) : Tensor::zeros(s, t, g.device());
-          };
-          Tensor gx = rx ? fresh(x.shape(), x.dtype(), gemm_x) : Tensor();
-          Tensor gw = rw ? fresh(w.shape(), w.dtype(), gemm_w) : Tensor();
-          Tensor gb = rb ? fresh({out_features}, w.dtype(), rows > 0) : Tensor();
-          if (rows == 0) return {gx, gw, gb};
-          dispatch_floating(x.dtype(), "linear", [&](auto zero) {
-            using T = decltype(zero);
-            const T* pg = g.data<T>();
-            if (rx && gemm_x)
-              gemm<T>(false, false, rows, in, out_features, pg, out_features, w.data<T>(), in, gx.data<T>(), in, T(0));
-            if (rw && gemm_w)
-              gemm<T>(true, false, out_features, in, rows, pg, out_features, x.data<T>(), in, gw.data<T>(), in, T(0));
-            if (rb) column_sums(pg, rows, out_features, gb.data<T>());
-          });
-          return {gx, gw, gb};
-        });
+    record("linear", y, {x, weight, bias},
+           [x = x.detach(), w = weight.detach(), rows, in, out_features, rx = x.requires_grad(),
+            rw = weight.requires_grad(),
+            rb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+             // Each gradient is written whole by its gemm (beta = 0) or column sum; zeros only where nothing writes.
+             bool gemm_x = rows > 0 && in > 0 && out_features > 0, gemm_w = rows > 0 && in > 0;
+             auto fresh = [&g](const Shape& s, DType t, bool written) {
+               return written ? Tensor::empty(s, t, g.device()) : Tensor::zeros(s, t, g.device());
+             };
+             Tensor gx = rx ? fresh(x.shape(), x.dtype(), gemm_x) : Tensor();
+             Tensor gw = rw ? fresh(w.shape(), w.dtype(), gemm_w) : Tensor();
+             Tensor gb = rb ? fresh({out_features}, w.dtype(), rows > 0) : Tensor();
+             if (rows == 0) return {gx, gw, gb};
+             dispatch_floating(x.dtype(), "linear", [&](auto zero) {
+               using T = decltype(zero);
+               Device device = g.device();
+               const T* pg = device.is_cpu() ? g.data<T>() : g.device_data<T>();
+               if (rx && gemm_x)
+                 product<T>(device, false, false, rows, in, out_features, pg, out_features, w.device_data<T>(), in,
+                            gx.device_data<T>(), in, T(0));
+               if (rw && gemm_w)
+                 product<T>(device, true, false, out_features, in, rows, pg, out_features, x.device_data<T>(), in,
+                            gw.device_data<T>(), in, T(0));
+               if (rb && device.is_cpu()) column_sums(pg, rows, out_features, gb.data<T>());
+               if (rb && !device.is_cpu()) device::sum_block(g, gb, rows, out_features);  // g as [1, rows, out]
+             });
+             return {gx, gw, gb};
+           });
   return y;
 }
 

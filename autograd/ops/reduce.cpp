@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "autograd/engine.h"
+#include "autograd/ops/device_kernels.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/shape.h"
 #include "autograd/parallel.h"
@@ -47,37 +48,40 @@ constexpr int64_t kColumnChunk = 256;  // inner columns one work item accumulate
 // Sum over the block: out[o, i] = Σ_r x[o, r, i], accumulated in double.
 Tensor sum_block(const Tensor& x, int64_t first, int64_t last) {
   Block b = block_of(x.shape(), first, last);
-  Tensor out = Tensor::empty(b.out_shape, x.dtype());
-  dispatch_floating(x.dtype(), "sum", [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    if (b.inner == 1) {
-      parallel_for(b.outer, b.reduced, [&](int64_t begin, int64_t end) {
-        for (int64_t o = begin; o < end; ++o) {
-          const T* row = px + o * b.reduced;
-          double acc = 0;
+  Tensor out = Tensor::empty(b.out_shape, x.dtype(), x.device());
+  if (!x.device().is_cpu())
+    device::sum_block(x, out, b.reduced, b.inner);
+  else
+    dispatch_floating(x.dtype(), "sum", [&](auto zero) {
+      using T = decltype(zero);
+      const T* px = x.data<T>();
+      T* po = out.data<T>();
+      if (b.inner == 1) {
+        parallel_for(b.outer, b.reduced, [&](int64_t begin, int64_t end) {
+          for (int64_t o = begin; o < end; ++o) {
+            const T* row = px + o * b.reduced;
+            double acc = 0;
 #pragma omp simd reduction(+ : acc)
-          for (int64_t r = 0; r < b.reduced; ++r) acc += row[r];
-          po[o] = static_cast<T>(acc);
+            for (int64_t r = 0; r < b.reduced; ++r) acc += row[r];
+            po[o] = static_cast<T>(acc);
+          }
+        });
+        return;
+      }
+      int64_t chunks = (b.inner + kColumnChunk - 1) / kColumnChunk;
+      parallel_for(b.outer * chunks, b.reduced * std::min(b.inner, kColumnChunk), [&](int64_t begin, int64_t end) {
+        double acc[kColumnChunk];
+        for (int64_t item = begin; item < end; ++item) {
+          int64_t o = item / chunks, i0 = item % chunks * kColumnChunk, n = std::min(kColumnChunk, b.inner - i0);
+          std::fill(acc, acc + n, 0.0);
+          for (int64_t r = 0; r < b.reduced; ++r) {
+            const T* src = px + (o * b.reduced + r) * b.inner + i0;
+            for (int64_t i = 0; i < n; ++i) acc[i] += src[i];
+          }
+          for (int64_t i = 0; i < n; ++i) po[o * b.inner + i0 + i] = static_cast<T>(acc[i]);
         }
       });
-      return;
-    }
-    int64_t chunks = (b.inner + kColumnChunk - 1) / kColumnChunk;
-    parallel_for(b.outer * chunks, b.reduced * std::min(b.inner, kColumnChunk), [&](int64_t begin, int64_t end) {
-      double acc[kColumnChunk];
-      for (int64_t item = begin; item < end; ++item) {
-        int64_t o = item / chunks, i0 = item % chunks * kColumnChunk, n = std::min(kColumnChunk, b.inner - i0);
-        std::fill(acc, acc + n, 0.0);
-        for (int64_t r = 0; r < b.reduced; ++r) {
-          const T* src = px + (o * b.reduced + r) * b.inner + i0;
-          for (int64_t i = 0; i < n; ++i) acc[i] += src[i];
-        }
-        for (int64_t i = 0; i < n; ++i) po[o * b.inner + i0 + i] = static_cast<T>(acc[i]);
-      }
     });
-  });
   // d sum = the gradient copied to every reduced position
   if (needs_grad({x}))
     record("sum", out, {x}, [b, shape = x.shape()](const Tensor& g) -> std::vector<Tensor> {
@@ -90,31 +94,42 @@ Tensor sum_block(const Tensor& x, int64_t first, int64_t last) {
 Tensor max_block(const Tensor& x, int64_t first, int64_t last) {
   Block b = block_of(x.shape(), first, last);
   QKV_CHECK(b.reduced > 0, "max: cannot reduce over zero elements (shape ", shape_str(x.shape()), ")");
-  Tensor out = Tensor::empty(b.out_shape, x.dtype());
-  auto argmax = std::make_shared<std::vector<int64_t>>(b.outer * b.inner);
-  dispatch_floating(x.dtype(), "max", [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    parallel_for(b.outer * b.inner, b.reduced, [&](int64_t begin, int64_t end) {
-      for (int64_t item = begin; item < end; ++item) {
-        int64_t o = item / b.inner, i = item % b.inner;
-        const T* col = px + o * b.reduced * b.inner + i;
-        T best = col[0];
-        int64_t arg = 0;
-        for (int64_t r = 1; r < b.reduced && !std::isnan(best); ++r) {
-          T v = col[r * b.inner];
-          if (v > best || std::isnan(v)) best = v, arg = r;
+  Tensor out = Tensor::empty(b.out_shape, x.dtype(), x.device());
+  auto argmax = std::make_shared<std::vector<int64_t>>();
+  Tensor device_argmax;
+  if (!x.device().is_cpu()) {
+    device_argmax = Tensor::empty(b.out_shape, DType::Int64, x.device());
+    device::max_block(x, out, device_argmax, b.reduced, b.inner);
+  } else {
+    argmax->resize(b.outer * b.inner);
+    dispatch_floating(x.dtype(), "max", [&](auto zero) {
+      using T = decltype(zero);
+      const T* px = x.data<T>();
+      T* po = out.data<T>();
+      parallel_for(b.outer * b.inner, b.reduced, [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+          int64_t o = item / b.inner, i = item % b.inner;
+          const T* col = px + o * b.reduced * b.inner + i;
+          T best = col[0];
+          int64_t arg = 0;
+          for (int64_t r = 1; r < b.reduced && !std::isnan(best); ++r) {
+            T v = col[r * b.inner];
+            if (v > best || std::isnan(v)) best = v, arg = r;
+          }
+          po[item] = best;
+          (*argmax)[item] = arg;
         }
-        po[item] = best;
-        (*argmax)[item] = arg;
-      }
+      });
     });
-  });
+  }
   // d max = the gradient routed to the arg-max, zero elsewhere
   if (needs_grad({x}))
-    record("max", out, {x}, [b, argmax, shape = x.shape()](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = Tensor::zeros(shape, g.dtype());
+    record("max", out, {x}, [b, argmax, device_argmax, shape = x.shape()](const Tensor& g) -> std::vector<Tensor> {
+      Tensor gx = Tensor::zeros(shape, g.dtype(), g.device());
+      if (!g.device().is_cpu()) {
+        device::max_block_backward(g, device_argmax, gx, b.reduced, b.inner);
+        return {gx};
+      }
       dispatch_floating(g.dtype(), "max", [&](auto zero) {
         using T = decltype(zero);
         const T* pg = g.data<T>();
@@ -188,35 +203,46 @@ Tensor masked_mean(const Tensor& x, const Tensor& lengths) {
             "masked_mean: lengths must be int64 [", x.size(0), "], got ", dtype_name(lengths.dtype()), " ",
             shape_str(lengths.shape()));
   const int64_t B = x.size(0), T = x.size(1), inner = x.numel() / std::max<int64_t>(1, B * T);
-  std::vector<int64_t> n(lengths.data<int64_t>(), lengths.data<int64_t>() + B);
+  Tensor host_lengths = lengths.to(Device::cpu());  // checked on the host
+  std::vector<int64_t> n(host_lengths.data<int64_t>(), host_lengths.data<int64_t>() + B);
   for (int64_t b = 0; b < B; ++b)
     QKV_CHECK(n[b] >= 1 && n[b] <= T, "masked_mean: length ", n[b], " of row ", b, " is not in [1, ", T, "]");
   Shape shape = x.shape();
   shape.erase(shape.begin() + 1);
-  Tensor out = Tensor::zeros(shape, x.dtype());
-  dispatch_floating(x.dtype(), "masked_mean", [&](auto zero) {
-    using F = decltype(zero);
-    const F* px = x.data<F>();
-    F* po = out.data<F>();
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t t = 0; t < n[b]; ++t)
-        for (int64_t k = 0; k < inner; ++k) po[b * inner + k] += px[(b * T + t) * inner + k];
-      for (int64_t k = 0; k < inner; ++k) po[b * inner + k] /= static_cast<F>(n[b]);
-    }
-  });
-  if (needs_grad({x}))
-    record("masked_mean", out, {x}, [n, xs = x.shape(), T, inner](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = Tensor::zeros(xs, g.dtype());
-      dispatch_floating(g.dtype(), "masked_mean", [&](auto zero) {
-        using F = decltype(zero);
-        const F* pg = g.data<F>();
-        F* pgx = gx.data<F>();
-        for (size_t b = 0; b < n.size(); ++b)
-          for (int64_t t = 0; t < n[b]; ++t)
-            for (int64_t k = 0; k < inner; ++k) pgx[(b * T + t) * inner + k] = pg[b * inner + k] / static_cast<F>(n[b]);
-      });
-      return {gx};
+  Tensor out = Tensor::zeros(shape, x.dtype(), x.device());
+  if (!x.device().is_cpu())
+    device::masked_mean(x, lengths, out);
+  else
+    dispatch_floating(x.dtype(), "masked_mean", [&](auto zero) {
+      using F = decltype(zero);
+      const F* px = x.data<F>();
+      F* po = out.data<F>();
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t t = 0; t < n[b]; ++t)
+          for (int64_t k = 0; k < inner; ++k) po[b * inner + k] += px[(b * T + t) * inner + k];
+        for (int64_t k = 0; k < inner; ++k) po[b * inner + k] /= static_cast<F>(n[b]);
+      }
     });
+  if (needs_grad({x}))
+    record("masked_mean", out, {x},
+           [n, lengths = x.device().is_cpu() ? Tensor() : lengths.to(DType::Int64), xs = x.shape(), T,
+            inner](const Tensor& g) -> std::vector<Tensor> {
+             Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
+             if (!g.device().is_cpu()) {
+               device::masked_mean_backward(g, lengths, gx);
+               return {gx};
+             }
+             dispatch_floating(g.dtype(), "masked_mean", [&](auto zero) {
+               using F = decltype(zero);
+               const F* pg = g.data<F>();
+               F* pgx = gx.data<F>();
+               for (size_t b = 0; b < n.size(); ++b)
+                 for (int64_t t = 0; t < n[b]; ++t)
+                   for (int64_t k = 0; k < inner; ++k)
+                     pgx[(b * T + t) * inner + k] = pg[b * inner + k] / static_cast<F>(n[b]);
+             });
+             return {gx};
+           });
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "autograd/engine.h"
+#include "autograd/ops/device_kernels.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/strided_loop.h"
 
@@ -31,6 +32,7 @@ namespace {
 
 // out[i] = src[offset through strides]; strides are src's, per dim of out.
 void strided_copy(const Tensor& src, const Tensor& out, const std::vector<int64_t>& strides) {
+  if (!src.device().is_cpu()) return device::strided_copy(src, out, strides);
   detail::StridedLoop<1> loop(out.shape(), {strides});
   detail::dispatch_bytes(element_size(src.dtype()), [&](auto zero) {
     using U = decltype(zero);
@@ -66,6 +68,8 @@ Split split_at(const Shape& shape, int64_t dim) {
 // dst[o, dst_start + j, :] = src[o, src_start + j, :] for j < len.
 void copy_rows(const Tensor& src, int64_t src_mid, int64_t src_start, const Tensor& dst, int64_t dst_mid,
                int64_t dst_start, int64_t outer, int64_t len, int64_t inner) {
+  if (!src.device().is_cpu())
+    return device::copy_rows(src, src_mid, src_start, dst, dst_mid, dst_start, outer, len, inner);
   std::size_t width = element_size(src.dtype());
   const char* ps = static_cast<const char*>(src.raw_data());
   char* pd = static_cast<char*>(dst.raw_data());
@@ -74,6 +78,19 @@ void copy_rows(const Tensor& src, int64_t src_mid, int64_t src_start, const Tens
     for (int64_t o = begin; o < end; ++o)
       std::memcpy(pd + ((o * dst_mid + dst_start) * inner) * width, ps + ((o * src_mid + src_start) * inner) * width,
                   bytes);
+  });
+}
+
+// out[o, j, :] = x[o, idx[j], :], a row copy per item.
+void index_select_rows(const Tensor& x, const int64_t* idx, int64_t n, const Tensor& out, const Split& s) {
+  std::size_t width = element_size(x.dtype());
+  const char* px = static_cast<const char*>(x.raw_data());
+  char* po = static_cast<char*>(out.raw_data());
+  parallel_for(s.outer * n, s.inner, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t o = item / n, j = item % n;
+      std::memcpy(po + item * s.inner * width, px + (o * s.mid + idx[j]) * s.inner * width, s.inner * width);
+    }
   });
 }
 
@@ -144,7 +161,7 @@ Tensor permute(const Tensor& x, const Dims& perm) {
     shape[i] = x.shape()[p[i]];
     strides[i] = own[p[i]];
   }
-  Tensor out = Tensor::empty(shape, x.dtype());
+  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
   strided_copy(x, out, strides);
   if (needs_grad({x}))
     record("permute", out, {x}, [inverse](const Tensor& g) -> std::vector<Tensor> { return {permute(g, inverse)}; });
@@ -170,11 +187,11 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   Split s = split_at(x.shape(), d);
   Shape shape = x.shape();
   shape[d] = length;
-  Tensor out = Tensor::empty(shape, x.dtype());
+  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
   copy_rows(x, s.mid, start, out, length, 0, s.outer, length, s.inner);
   if (needs_grad({x}))
     record("narrow", out, {x}, [s, start, length, xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = Tensor::zeros(xs, g.dtype());
+      Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
       copy_rows(g, length, 0, gx, s.mid, start, s.outer, length, s.inner);
       return {gx};
     });
@@ -205,7 +222,7 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
               " and ", shape_str(t.shape()), " ", dtype_name(t.dtype()), " do not fit");
     shape[d] += t.shape()[d];
   }
-  Tensor out = Tensor::empty(shape, first.dtype());
+  Tensor out = Tensor::empty(shape, first.dtype(), first.device());
   Split s = split_at(shape, d);
   std::vector<int64_t> offsets;
   int64_t offset = 0;
@@ -256,7 +273,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     QKV_CHECK(target[d] >= 0 && (own == target[d] || own == 1), "expand: cannot expand ", shape_str(x.shape()), " to ",
               shape_str(shape));
   }
-  Tensor out = Tensor::empty(target, x.dtype());
+  Tensor out = Tensor::empty(target, x.dtype(), x.device());
   strided_copy(x, out, detail::broadcast_strides(x.shape(), target));
   if (needs_grad({x}))
     record("expand", out, {x}, [xs = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {sum_to(g, xs)}; });
@@ -271,7 +288,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   QKV_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got ", shape_str(index.shape()));
   int64_t d = normalize_dim("index_select", dim, x.dim());
   Split s = split_at(x.shape(), d);
-  const int64_t* idx = index.data<int64_t>();
+  Tensor host_index = index.to(Device::cpu());  // a device's indices are checked on the host
+  const int64_t* idx = host_index.data<int64_t>();
   int64_t n = index.numel();
   for (int64_t j = 0; j < n; ++j)
     QKV_CHECK(idx[j] >= 0 && idx[j] < s.mid, "index_select: index ", idx[j], " out of range for dim ", dim, " of ",
@@ -279,20 +297,20 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape shape = x.shape();
   shape[d] = n;
   if (index.dim() == 0) shape.erase(shape.begin() + d);  // a 0-d index drops the dim, as in torch
-  Tensor out = Tensor::empty(shape, x.dtype());
-  std::size_t width = element_size(x.dtype());
-  const char* px = static_cast<const char*>(x.raw_data());
-  char* po = static_cast<char*>(out.raw_data());
-  parallel_for(s.outer * n, s.inner, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t o = item / n, j = item % n;
-      std::memcpy(po + item * s.inner * width, px + (o * s.mid + idx[j]) * s.inner * width, s.inner * width);
-    }
-  });
+  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
+  if (!x.device().is_cpu()) {
+    device::index_select(x, index, out, s.outer, s.mid, s.inner);
+  } else {
+    index_select_rows(x, idx, n, out, s);
+  }
   if (needs_grad({x}))
     record("index_select", out, {x},
            [s, index = index.to(DType::Int64), xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
-             Tensor gx = Tensor::zeros(xs, g.dtype());
+             Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
+             if (!g.device().is_cpu()) {
+               device::index_add(g, index, gx, s.outer, s.mid, s.inner);
+               return {gx};
+             }
              dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
                using T = decltype(zero);
                const int64_t* idx = index.data<int64_t>();
@@ -336,22 +354,30 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   for (int64_t i = 0; fits && i < x.dim(); ++i) fits = i == d || index.shape()[i] <= x.shape()[i];
   QKV_CHECK(fits, "gather: index ", shape_str(index.shape()), " does not fit x ", shape_str(x.shape()), " along dim ",
             dim);
-  const int64_t* idx = index.data<int64_t>();
+  Tensor host_index = index.to(Device::cpu());
+  const int64_t* idx = host_index.data<int64_t>();
   for (int64_t i = 0, n = index.numel(); i < n; ++i)
     QKV_CHECK(idx[i] >= 0 && idx[i] < x.shape()[d], "gather: index ", idx[i], " out of range for dim ", dim, " of ",
               shape_str(x.shape()));
-  Tensor out = Tensor::empty(index.shape(), x.dtype());
-  detail::dispatch_bytes(element_size(x.dtype()), [&](auto zero) {
-    using U = decltype(zero);
-    const U* px = static_cast<const U*>(x.raw_data());
-    U* po = static_cast<U*>(out.raw_data());
-    for_each_gathered(x, d, index, [&](int64_t o, int64_t src) { po[o] = px[src]; });
-  });
+  Tensor out = Tensor::empty(index.shape(), x.dtype(), x.device());
+  if (!x.device().is_cpu())
+    device::gather(x, d, index, out);
+  else
+    detail::dispatch_bytes(element_size(x.dtype()), [&](auto zero) {
+      using U = decltype(zero);
+      const U* px = static_cast<const U*>(x.raw_data());
+      U* po = static_cast<U*>(out.raw_data());
+      for_each_gathered(x, d, index, [&](int64_t o, int64_t src) { po[o] = px[src]; });
+    });
   if (needs_grad({x}))
     // index.to() is a private copy: the caller may reuse its index buffer before backward.
     record("gather", out, {x},
            [d, index = index.to(DType::Int64), x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
-             Tensor gx = Tensor::zeros(x.shape(), g.dtype());
+             Tensor gx = Tensor::zeros(x.shape(), g.dtype(), g.device());
+             if (!g.device().is_cpu()) {
+               device::scatter_add(g, d, index, gx);
+               return {gx};
+             }
              dispatch_floating(g.dtype(), "gather", [&](auto zero) {
                using T = decltype(zero);
                const T* pg = g.data<T>();
@@ -384,21 +410,35 @@ Tensor patchify(const Tensor& x, int64_t patch) {
   QKV_CHECK(patch > 0 && x.size(2) % patch == 0 && x.size(3) % patch == 0, "patchify: patch ", patch,
             " does not tile images of ", x.size(2), " x ", x.size(3));
   const Shape s = x.shape();
-  Tensor out = Tensor::empty({s[0], (s[2] / patch) * (s[3] / patch), s[1] * patch * patch}, x.dtype());
-  detail::dispatch_bytes(element_size(x.dtype()), [&](auto zero) {
-    using U = decltype(zero);
-    const U* px = static_cast<const U*>(x.raw_data());
-    U* po = static_cast<U*>(out.raw_data());
-    for_each_patch_element(s, patch, [&](int64_t o, int64_t src) { po[o] = px[src]; });
-  });
+  const int64_t p = patch, rows = s[2] / p, cols = s[3] / p;
+  Shape out_shape = {s[0], rows * cols, s[1] * p * p};
+  Tensor out;
+  if (!x.device().is_cpu()) {  // x as [B, C, rows, p, cols, p] read as [B, rows, cols, C, p, p]
+    out = Tensor::empty({s[0], rows, cols, s[1], p, p}, x.dtype(), x.device());
+    strided_copy(x, out, {s[1] * s[2] * s[3], p * s[3], p, s[2] * s[3], s[3], 1});
+    out = alias_with_shape(out, out_shape);
+  } else {
+    out = Tensor::empty(out_shape, x.dtype());
+    detail::dispatch_bytes(element_size(x.dtype()), [&](auto zero) {
+      using U = decltype(zero);
+      const U* px = static_cast<const U*>(x.raw_data());
+      U* po = static_cast<U*>(out.raw_data());
+      for_each_patch_element(s, patch, [&](int64_t o, int64_t src) { po[o] = px[src]; });
+    });
+  }
   if (needs_grad({x}))
-    record("patchify", out, {x}, [s, patch](const Tensor& g) -> std::vector<Tensor> {
+    record("patchify", out, {x}, [s, p, rows, cols](const Tensor& g) -> std::vector<Tensor> {
+      if (!g.device().is_cpu()) {  // g as [B, rows, cols, C, p, p] read as [B, C, rows, p, cols, p]
+        Tensor gx = Tensor::empty({s[0], s[1], rows, p, cols, p}, g.dtype(), g.device());
+        strided_copy(g, gx, {rows * cols * s[1] * p * p, p * p, cols * s[1] * p * p, p, s[1] * p * p, 1});
+        return {alias_with_shape(gx, s)};
+      }
       Tensor gx = Tensor::empty(s, g.dtype());
       dispatch_floating(g.dtype(), "patchify", [&](auto zero) {
         using T = decltype(zero);
         const T* pg = g.data<T>();
         T* pgx = gx.data<T>();
-        for_each_patch_element(s, patch, [&](int64_t o, int64_t dst) { pgx[dst] = pg[o]; });
+        for_each_patch_element(s, p, [&](int64_t o, int64_t dst) { pgx[dst] = pg[o]; });
       });
       return {gx};
     });
@@ -412,20 +452,23 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   QKV_CHECK(mask.dtype() == DType::Bool, "masked_fill: mask must be bool, got ", dtype_name(mask.dtype()), " ",
             shape_str(mask.shape()));
   Shape shape = broadcast_shapes("masked_fill", x.shape(), mask.shape());
-  Tensor out = Tensor::empty(shape, x.dtype());
-  dispatch_floating(x.dtype(), "masked_fill", [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = x.data<T>();
-    const bool* pm = mask.data<bool>();
-    T* po = out.data<T>();
-    T fill = static_cast<T>(value);
-    detail::StridedLoop<2> loop(
-        shape, {detail::broadcast_strides(x.shape(), shape), detail::broadcast_strides(mask.shape(), shape)});
-    loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 2> off, int64_t len) {
-      for (int64_t i = 0; i < len; ++i)
-        po[o + i] = pm[off[1] + i * loop.inner_stride[1]] ? fill : px[off[0] + i * loop.inner_stride[0]];
+  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
+  if (!x.device().is_cpu())
+    device::masked_fill(x, mask, value, out);
+  else
+    dispatch_floating(x.dtype(), "masked_fill", [&](auto zero) {
+      using T = decltype(zero);
+      const T* px = x.data<T>();
+      const bool* pm = mask.data<bool>();
+      T* po = out.data<T>();
+      T fill = static_cast<T>(value);
+      detail::StridedLoop<2> loop(
+          shape, {detail::broadcast_strides(x.shape(), shape), detail::broadcast_strides(mask.shape(), shape)});
+      loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 2> off, int64_t len) {
+        for (int64_t i = 0; i < len; ++i)
+          po[o + i] = pm[off[1] + i * loop.inner_stride[1]] ? fill : px[off[0] + i * loop.inner_stride[0]];
+      });
     });
-  });
   if (needs_grad({x}))
     record("masked_fill", out, {x}, [mask, xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
       return {sum_to(masked_fill(g, mask, 0.0), xs)};
@@ -438,27 +481,30 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   QKV_CHECK(condition.dtype() == DType::Bool, "where: condition must be bool, got ", dtype_name(condition.dtype()));
   QKV_CHECK(a.dtype() == b.dtype(), "where: dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   Shape shape = broadcast_shapes("where", broadcast_shapes("where", condition.shape(), a.shape()), b.shape());
-  Tensor out = Tensor::empty(shape, a.dtype());
-  dispatch_floating(a.dtype(), "where", [&](auto zero) {
-    using T = decltype(zero);
-    const bool* pc = condition.data<bool>();
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* po = out.data<T>();
-    detail::StridedLoop<3> loop(
-        shape, {detail::broadcast_strides(condition.shape(), shape), detail::broadcast_strides(a.shape(), shape),
-                detail::broadcast_strides(b.shape(), shape)});
-    auto st = loop.inner_stride;
-    loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 3> off, int64_t len) {
-      for (int64_t i = 0; i < len; ++i)
-        po[o + i] = pc[off[0] + i * st[0]] ? pa[off[1] + i * st[1]] : pb[off[2] + i * st[2]];
+  Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+  if (!a.device().is_cpu())
+    device::where(condition, a, b, out);
+  else
+    dispatch_floating(a.dtype(), "where", [&](auto zero) {
+      using T = decltype(zero);
+      const bool* pc = condition.data<bool>();
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* po = out.data<T>();
+      detail::StridedLoop<3> loop(
+          shape, {detail::broadcast_strides(condition.shape(), shape), detail::broadcast_strides(a.shape(), shape),
+                  detail::broadcast_strides(b.shape(), shape)});
+      auto st = loop.inner_stride;
+      loop.for_each_segment(1, [&](int64_t o, std::array<int64_t, 3> off, int64_t len) {
+        for (int64_t i = 0; i < len; ++i)
+          po[o + i] = pc[off[0] + i * st[0]] ? pa[off[1] + i * st[1]] : pb[off[2] + i * st[2]];
+      });
     });
-  });
   if (needs_grad({a, b}))
     record("where", out, {a, b},
            [condition, sa = a.shape(), sb = b.shape(), ra = a.requires_grad(),
             rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-             Tensor zero = Tensor::zeros({}, g.dtype());
+             Tensor zero = Tensor::zeros({}, g.dtype(), g.device());
              return {ra ? sum_to(where(condition, g, zero), sa) : Tensor(),
                      rb ? sum_to(where(condition, zero, g), sb) : Tensor()};
            });

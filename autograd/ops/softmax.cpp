@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "autograd/engine.h"
+#include "autograd/ops/device_kernels.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
 
@@ -58,7 +59,11 @@ void softmax_row_f32(const float* in, float* out, int64_t n) {
 }
 
 template <bool Log> Tensor softmax_forward(const char* op, const Tensor& x, const Rows& r) {
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (!x.device().is_cpu()) {
+    device::softmax(x, y, r.size, r.inner, Log);
+    return y;
+  }
   dispatch_floating(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data<T>();
@@ -101,7 +106,11 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   Tensor y = softmax_forward<false>("softmax", x, r);
   if (needs_grad({x}))
     record("softmax", y, {x}, [r, y = y.detach()](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = Tensor::empty(y.shape(), y.dtype());
+      Tensor gx = Tensor::empty(y.shape(), y.dtype(), y.device());
+      if (!y.device().is_cpu()) {
+        device::softmax_backward(y, g, gx, r.size, r.inner, false);
+        return {gx};
+      }
       dispatch_floating(y.dtype(), "softmax", [&](auto zero) {
         using T = decltype(zero);
         const T *py = y.data<T>(), *pg = g.data<T>();
@@ -128,7 +137,11 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   Tensor y = softmax_forward<true>("log_softmax", x, r);
   if (needs_grad({x}))
     record("log_softmax", y, {x}, [r, y = y.detach()](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = Tensor::empty(y.shape(), y.dtype());
+      Tensor gx = Tensor::empty(y.shape(), y.dtype(), y.device());
+      if (!y.device().is_cpu()) {
+        device::softmax_backward(y, g, gx, r.size, r.inner, true);
+        return {gx};
+      }
       dispatch_floating(y.dtype(), "log_softmax", [&](auto zero) {
         using T = decltype(zero);
         const T *py = y.data<T>(), *pg = g.data<T>();

@@ -1,0 +1,93 @@
+// Device kernels of cross-entropy: one thread per row for log-sum-exp, one
+// thread adding the rows' losses in row order (as the CPU does, so the loss
+// does not depend on the launch), one per logit for the gradient.
+#include <cmath>
+
+#include "autograd/ops/kernel.h"
+#include "nn/device_kernels.h"
+
+namespace qkv::nn::device {
+
+namespace {
+
+// lse[r] = log Σ_c exp(x[r, c]); row_loss[r] = lse[r] - x[r, t[r]] (0 when ignored)
+template <class T> struct LogSumExpKernel {
+  const T* x;
+  const int64_t* t;
+  double* lse;
+  double* row_loss;
+  int64_t C, ignore_index;
+  QKV_HD void operator()(int64_t r) const {
+    row_loss[r] = 0;
+    if (t[r] == ignore_index) return;
+    const T* row = x + r * C;
+    double top = row[0], sum = 0;
+    for (int64_t c = 1; c < C; ++c) top = top > row[c] ? top : static_cast<double>(row[c]);
+    for (int64_t c = 0; c < C; ++c) sum += std::exp(row[c] - top);
+    lse[r] = top + std::log(sum);
+    row_loss[r] = lse[r] - row[t[r]];
+  }
+};
+
+// loss = scale · Σ_r row_loss[r], in row order (one item)
+template <class T> struct TotalKernel {
+  const double* row_loss;
+  T* loss;
+  int64_t rows;
+  double scale;
+  QKV_HD void operator()(int64_t) const {
+    double total = 0;
+    for (int64_t r = 0; r < rows; ++r) total += row_loss[r];
+    *loss = static_cast<T>(total * scale);
+  }
+};
+
+// gx[r, c] = g·scale·(exp(x[r, c] - lse[r]) - [c = t[r]]), 0 on ignored rows
+template <class T> struct CrossEntropyBackwardKernel {
+  const T* x;
+  const int64_t* t;
+  const double* lse;
+  const T* g;
+  T* gx;
+  int64_t C, ignore_index;
+  double scale;
+  QKV_HD void operator()(int64_t i) const {
+    int64_t r = i / C, c = i % C;
+    if (t[r] == ignore_index) {
+      gx[i] = T(0);
+      return;
+    }
+    double s = static_cast<double>(*g) * scale;
+    gx[i] = static_cast<T>(s * std::exp(x[i] - lse[r])) - (c == t[r] ? static_cast<T>(s) : T(0));
+  }
+};
+
+}  // namespace
+
+void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double scale, const Tensor& lse,
+                   const Tensor& loss) {
+  int64_t C = logits.size(-1), rows = targets.numel();
+  Tensor row_loss = Tensor::empty({rows}, DType::Float64, logits.device());
+  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto zero) {
+    using T = decltype(zero);
+    kernel::launch("cross_entropy", logits.device(), rows,
+                   LogSumExpKernel<T>{logits.device_data<T>(), targets.device_data<int64_t>(),
+                                      lse.device_data<double>(), row_loss.device_data<double>(), C, ignore_index});
+    kernel::launch("cross_entropy_total", logits.device(), 1,
+                   TotalKernel<T>{row_loss.device_data<double>(), loss.device_data<T>(), rows, scale});
+  });
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double scale,
+                            const Tensor& lse, const Tensor& g, const Tensor& gx) {
+  int64_t C = logits.size(-1);
+  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto zero) {
+    using T = decltype(zero);
+    kernel::launch("cross_entropy_backward", logits.device(), logits.numel(),
+                   CrossEntropyBackwardKernel<T>{logits.device_data<T>(), targets.device_data<int64_t>(),
+                                                 lse.device_data<double>(), g.device_data<T>(), gx.device_data<T>(), C,
+                                                 ignore_index, scale});
+  });
+}
+
+}  // namespace qkv::nn::device
