@@ -10,6 +10,7 @@
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
 #include "io/metadata.h"
+#include "optim/device_kernels.h"
 
 namespace qkv::optim {
 
@@ -39,7 +40,8 @@ void Optimizer::zero_grad() {
 
 Tensor& Optimizer::buffer(size_t index, const std::string& name) {
   Tensor& b = buffers_[index][name];
-  if (!b.defined()) b = Tensor::zeros(params_[index].second.shape(), params_[index].second.dtype());
+  const Tensor& p = params_[index].second;
+  if (!b.defined()) b = Tensor::zeros(p.shape(), p.dtype(), p.device());
   return b;
 }
 
@@ -64,7 +66,7 @@ void Optimizer::load_state(const NamedTensors& state, int64_t steps) {
         QKV_CHECK(t.shape() == params_[i].second.shape() && t.dtype() == params_[i].second.dtype(), "optimizer state '",
                   full, "' is ", shape_str(t.shape()), " ", dtype_name(t.dtype()), ", its parameter ",
                   shape_str(params_[i].second.shape()), " ", dtype_name(params_[i].second.dtype()));
-        loaded[i][full.substr(p.size() + 1)] = t.to(t.dtype());
+        loaded[i][full.substr(p.size() + 1)] = t.to(t.dtype()).to(params_[i].second.device());
         found = true;
       }
     }
@@ -95,6 +97,9 @@ std::map<std::string, std::string> SGD::hyperparameters() const {
 void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
   bool first = !has_buffer(index, "momentum_buffer");
   Tensor* buf = o_.momentum > 0 ? &buffer(index, "momentum_buffer") : nullptr;
+  if (!param.device().is_cpu())
+    return device::sgd_step({lr(), o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov, first}, param, grad,
+                            buf ? *buf : Tensor());
   dispatch_floating(param.dtype(), "SGD", [&](auto zero) {
     using T = decltype(zero);
     T* p = param.data<T>();
@@ -138,15 +143,16 @@ std::map<std::string, std::string> Adam::hyperparameters() const {
 void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
   Tensor& m = buffer(index, "exp_avg");
   Tensor& v = buffer(index, "exp_avg_sq");
+  const double lr = this->lr(), b1 = o_.beta1, b2 = o_.beta2, t = static_cast<double>(steps());
+  const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+  const double l2 = decoupled_ ? 0.0 : o_.weight_decay;
+  const double shrink = decoupled_ && decays_[index] ? 1 - lr * o_.weight_decay : 1.0, eps = o_.eps;
+  if (!param.device().is_cpu()) return device::adam_step({lr, b1, b2, eps, l2, shrink, bc1, bc2}, param, grad, m, v);
   dispatch_floating(param.dtype(), "Adam", [&](auto zero) {
     using T = decltype(zero);
     T* p = param.data<T>();
     const T* g = grad.data<T>();
     T *pm = m.data<T>(), *pv = v.data<T>();
-    const double lr = this->lr(), b1 = o_.beta1, b2 = o_.beta2, t = static_cast<double>(steps());
-    const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
-    const double l2 = decoupled_ ? 0.0 : o_.weight_decay;
-    const double shrink = decoupled_ && decays_[index] ? 1 - lr * o_.weight_decay : 1.0, eps = o_.eps;
     if constexpr (std::is_same_v<T, float>) {  // float lanes, coefficients from double (bias corrections included)
       simd::AdamStep s{float(b1),     float(1 - b1), float(b2),      float(1 - b2),  float(l2),
                        float(shrink), float(lr),     float(1 / bc1), float(1 / bc2), float(eps)};
@@ -177,6 +183,10 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
+    if (!g.device().is_cpu()) {  // the same blocks on the device, added here in order
+      for (double s : device::squared_block_sums(g, kBlock).to_vector()) total += s;
+      continue;
+    }
     std::vector<double> partial(blocks);
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
       using T = decltype(zero);
@@ -202,6 +212,10 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
     for (const auto& [name, p] : params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
+      if (!g.device().is_cpu()) {
+        device::scale(g, factor);
+        continue;
+      }
       dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
         using T = decltype(zero);
         T* pg = g.data<T>();

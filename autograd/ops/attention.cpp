@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/ops/device_kernels.h"
 #include "autograd/ops/matmul.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
@@ -38,10 +39,7 @@ constexpr int64_t kBackwardKeys = 64, kBackwardQueries = 512;
 
 // Sizes, and the row strides of q, k and v (H·d, H·d, H·d_v when each is its
 // own [B, n, H, d] tensor; 3·H·d for all three inside a packed [B, n, 3, H, d]).
-struct AttentionDims {
-  int64_t B, nq, nk, H, d, dv;
-  int64_t ldq, ldk, ldv;
-};
+using AttentionDims = device::AttentionShape;
 
 // The masks, read in place: element strides of `mask` broadcast to [B, H, n_q, n_k].
 struct MaskView {
@@ -63,7 +61,7 @@ MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dty
     QKV_CHECK(m.key_padding.dtype() == DType::Bool && (m.key_padding.shape() == Shape{dims.B, dims.nk}),
               "fused_attention: key_padding must be bool [", dims.B, ", ", dims.nk, "], got ",
               dtype_name(m.key_padding.dtype()), " ", shape_str(m.key_padding.shape()));
-    v.padding = m.key_padding.data<bool>();
+    v.padding = m.key_padding.device_data<bool>();  // on q's device (common_device)
   }
   if (m.mask.defined()) {
     const Tensor& t = m.mask;
@@ -83,11 +81,16 @@ MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dty
       if (t.size(-i) != 1) st[4 - i] = stride;
       stride *= t.size(-i);
     }
-    v.mask = t.raw_data();
+    v.mask = t.device_raw_data();
     v.mask_is_bool = t.dtype() == DType::Bool;
     v.sb = st[0], v.sh = st[1], v.si = st[2], v.sj = st[3];
   }
   return v;
+}
+
+device::AttentionMaskView device_view(const MaskView& v) {
+  return {v.mask, v.mask_is_bool, v.sb,           v.sh,           v.si,
+          v.sj,   v.padding,      v.rules.causal, v.rules.window, v.rules.query_offset};
 }
 
 // S[r, c] (query i0 + r, key j0 + c) += masks; blocked -> -inf (S is already scaled).
@@ -252,6 +255,19 @@ template <class T> void backward(const AttentionDims& D, const MaskView& mv, T s
   });
 }
 
+// The kernels of `device`: the blocked BLAS ones above on the CPU, attention.cu's elsewhere.
+template <class T> void run_forward(Device device, const AttentionDims& D, const MaskView& mv, T scale, const T* q,
+                                    const T* k, const T* v, T* o, double* lse) {
+  if (device.is_cpu()) return forward<T>(D, mv, scale, q, k, v, o, lse);
+  device::attention_forward<T>(D, device_view(mv), scale, q, k, v, o, lse, device);
+}
+template <class T> void run_backward(Device device, const AttentionDims& D, const MaskView& mv, T scale, const T* q,
+                                     const T* k, const T* v, const T* o, const double* lse, const T* go, T* gq, T* gk,
+                                     T* gv) {
+  if (device.is_cpu()) return backward<T>(D, mv, scale, q, k, v, o, lse, go, gq, gk, gv);
+  device::attention_backward<T>(D, device_view(mv), scale, q, k, v, o, lse, go, gq, gk, gv, device);
+}
+
 }  // namespace
 
 Tensor AttentionMasks::position_mask(int64_t nq, int64_t nk) const {
@@ -284,23 +300,27 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
             " do not fit ([B, n_q, H, d], [B, n_k, H, d], [B, n_k, H, d_v])");
   QKV_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "fused_attention: q, k, v dtypes differ");
   MaskView mv = mask_view(masks, D, q.dtype());
-  Tensor out = Tensor::empty({D.B, D.nq, D.H, D.dv}, q.dtype());
-  auto lse = std::make_shared<std::vector<double>>(D.B * D.H * D.nq);
+  const Device device = q.device();
+  Tensor out = Tensor::empty({D.B, D.nq, D.H, D.dv}, q.dtype(), device);
+  Tensor lse = Tensor::empty({D.B * D.H * D.nq}, DType::Float64, device);  // each row's logsumexp
   dispatch_floating(q.dtype(), "fused_attention", [&](auto zero) {
     using T = decltype(zero);
-    forward<T>(D, mv, static_cast<T>(scale), q.data<T>(), k.data<T>(), v.data<T>(), out.data<T>(), lse->data());
+    run_forward<T>(device, D, mv, static_cast<T>(scale), q.device_data<T>(), k.device_data<T>(), v.device_data<T>(),
+                   out.device_data<T>(), lse.device_data<double>());
   });
   if (needs_grad({q, k, v}))
     record("fused_attention", out, {q, k, v},
            [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), masks, D, lse,
             scale](const Tensor& g) -> std::vector<Tensor> {
              MaskView mv = mask_view(masks, D, q.dtype());
-             Tensor gq = Tensor::zeros(q.shape(), q.dtype()), gk = Tensor::zeros(k.shape(), k.dtype()),
-                    gv = Tensor::zeros(v.shape(), v.dtype());
+             const Device device = q.device();
+             Tensor gq = Tensor::zeros(q.shape(), q.dtype(), device), gk = Tensor::zeros(k.shape(), k.dtype(), device),
+                    gv = Tensor::zeros(v.shape(), v.dtype(), device);
              dispatch_floating(q.dtype(), "fused_attention", [&](auto zero) {
                using T = decltype(zero);
-               backward<T>(D, mv, static_cast<T>(scale), q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(),
-                           lse->data(), g.data<T>(), gq.data<T>(), gk.data<T>(), gv.data<T>());
+               run_backward<T>(device, D, mv, static_cast<T>(scale), q.device_data<T>(), k.device_data<T>(),
+                               v.device_data<T>(), o.device_data<T>(), lse.device_data<double>(), g.device_data<T>(),
+                               gq.device_data<T>(), gk.device_data<T>(), gv.device_data<T>());
              });
              return {gq, gk, gv};
            });
@@ -314,26 +334,30 @@ Tensor fused_self_attention(const Tensor& qkv, const AttentionMasks& masks, doub
             " must be [B, n, 3, heads, d]");
   AttentionDims D{qkv.size(0), qkv.size(1), qkv.size(1), qkv.size(3), qkv.size(4), qkv.size(4), 0, 0, 0};
   D.ldq = D.ldk = D.ldv = 3 * D.H * D.d;
+  common_device("fused_self_attention", {qkv, masks.mask, masks.key_padding});
   MaskView mv = mask_view(masks, D, qkv.dtype());
-  Tensor out = Tensor::empty({D.B, D.nq, D.H, D.dv}, qkv.dtype());
-  auto lse = std::make_shared<std::vector<double>>(D.B * D.H * D.nq);
+  const Device device = qkv.device();
+  Tensor out = Tensor::empty({D.B, D.nq, D.H, D.dv}, qkv.dtype(), device);
+  Tensor lse = Tensor::empty({D.B * D.H * D.nq}, DType::Float64, device);
   const int64_t part = D.H * D.d;  // offset of k (and 2·part of v) within a row
   dispatch_floating(qkv.dtype(), "fused_self_attention", [&](auto zero) {
     using T = decltype(zero);
-    const T* p = qkv.data<T>();
-    forward<T>(D, mv, static_cast<T>(scale), p, p + part, p + 2 * part, out.data<T>(), lse->data());
+    const T* p = qkv.device_data<T>();
+    run_forward<T>(device, D, mv, static_cast<T>(scale), p, p + part, p + 2 * part, out.device_data<T>(),
+                   lse.device_data<double>());
   });
   if (needs_grad({qkv}))
     record("fused_self_attention", out, {qkv},
            [qkv = qkv.detach(), o = out.detach(), masks, D, lse, scale, part](const Tensor& g) -> std::vector<Tensor> {
              MaskView mv = mask_view(masks, D, qkv.dtype());
-             Tensor gqkv = Tensor::zeros(qkv.shape(), qkv.dtype());
+             const Device device = qkv.device();
+             Tensor gqkv = Tensor::zeros(qkv.shape(), qkv.dtype(), device);
              dispatch_floating(qkv.dtype(), "fused_self_attention", [&](auto zero) {
                using T = decltype(zero);
-               const T* p = qkv.data<T>();
-               T* gp = gqkv.data<T>();
-               backward<T>(D, mv, static_cast<T>(scale), p, p + part, p + 2 * part, o.data<T>(), lse->data(),
-                           g.data<T>(), gp, gp + part, gp + 2 * part);
+               const T* p = qkv.device_data<T>();
+               T* gp = gqkv.device_data<T>();
+               run_backward<T>(device, D, mv, static_cast<T>(scale), p, p + part, p + 2 * part, o.device_data<T>(),
+                               lse.device_data<double>(), g.device_data<T>(), gp, gp + part, gp + 2 * part);
              });
              return {gqkv};
            });

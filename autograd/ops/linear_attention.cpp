@@ -18,6 +18,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops/attention.h"
+#include "autograd/ops/device_kernels.h"
 #include "autograd/parallel.h"
 
 namespace qkv {
@@ -29,11 +30,7 @@ namespace {
 template <class T> T phi(T x) { return x > 0 ? x + 1 : std::exp(x); }
 template <class T> T phi_grad(T x) { return x > 0 ? T(1) : std::exp(x); }
 
-struct LinearDims {
-  int64_t B, n, H, d, dv;
-  bool causal;
-  double eps;
-};
+using LinearDims = device::LinearShape;
 
 // φ of one head's row into `out` (zeros for a padded key).
 template <class T> void phi_row(const T* x, int64_t d, bool keep, double* out) {
@@ -180,24 +177,37 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool 
     QKV_CHECK(key_padding.dtype() == DType::Bool && (key_padding.shape() == Shape{D.B, D.n}),
               "linear_attention: key_padding must be bool [", D.B, ", ", D.n, "], got ",
               dtype_name(key_padding.dtype()), " ", shape_str(key_padding.shape()));
-  const bool* padding = key_padding.defined() ? key_padding.data<bool>() : nullptr;
-  Tensor out = Tensor::empty({D.B, D.n, D.H, D.dv}, q.dtype());
-  auto den = std::make_shared<std::vector<double>>(D.B * D.H * D.n);
+  const Device device = q.device();
+  const bool* padding = key_padding.defined() ? key_padding.device_data<bool>() : nullptr;  // on q's device
+  Tensor out = Tensor::empty({D.B, D.n, D.H, D.dv}, q.dtype(), device);
+  Tensor den = Tensor::empty({D.B * D.H * D.n}, DType::Float64, device);
   dispatch_floating(q.dtype(), "linear_attention", [&](auto zero) {
     using T = decltype(zero);
-    forward<T>(D, padding, q.data<T>(), k.data<T>(), v.data<T>(), out.data<T>(), den->data());
+    const T *pq = q.device_data<T>(), *pk = k.device_data<T>(), *pv = v.device_data<T>();
+    if (device.is_cpu())
+      forward<T>(D, padding, pq, pk, pv, out.data<T>(), den.data<double>());
+    else
+      device::linear_attention_forward<T>(D, padding, pq, pk, pv, out.device_data<T>(), den.device_data<double>(),
+                                          device);
   });
   if (needs_grad({q, k, v}))
     record("linear_attention", out, {q, k, v},
            [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), key_padding, D,
             den](const Tensor& g) -> std::vector<Tensor> {
-             const bool* padding = key_padding.defined() ? key_padding.data<bool>() : nullptr;
-             Tensor gq = Tensor::zeros(q.shape(), q.dtype()), gk = Tensor::zeros(k.shape(), k.dtype()),
-                    gv = Tensor::zeros(v.shape(), v.dtype());
+             const Device device = q.device();
+             const bool* padding = key_padding.defined() ? key_padding.device_data<bool>() : nullptr;
+             Tensor gq = Tensor::zeros(q.shape(), q.dtype(), device), gk = Tensor::zeros(k.shape(), k.dtype(), device),
+                    gv = Tensor::zeros(v.shape(), v.dtype(), device);
              dispatch_floating(q.dtype(), "linear_attention", [&](auto zero) {
                using T = decltype(zero);
-               backward<T>(D, padding, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), den->data(), g.data<T>(),
-                           gq.data<T>(), gk.data<T>(), gv.data<T>());
+               const T *pq = q.device_data<T>(), *pk = k.device_data<T>(), *pv = v.device_data<T>(),
+                       *po = o.device_data<T>(), *pg = g.device_data<T>();
+               const double* pden = den.device_data<double>();
+               T *gpq = gq.device_data<T>(), *gpk = gk.device_data<T>(), *gpv = gv.device_data<T>();
+               if (device.is_cpu())
+                 backward<T>(D, padding, pq, pk, pv, po, pden, pg, gpq, gpk, gpv);
+               else
+                 device::linear_attention_backward<T>(D, padding, pq, pk, pv, po, pden, pg, gpq, gpk, gpv, device);
              });
              return {gq, gk, gv};
            });
