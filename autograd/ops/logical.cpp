@@ -1,8 +1,6 @@
 // Bool logic and comparisons: data only, no autograd.
 #include "autograd/ops/logical.h"
 
-#include <string_view>
-
 #include "autograd/ops/device_kernels.h"
 #include "autograd/ops/strided_loop.h"
 
@@ -37,10 +35,11 @@ template <class F> Tensor bool_binary(const char* op, math::Logic kind, const Te
   return out;
 }
 
-template <class F> Tensor compare(const char* op, const Tensor& x, double value, F f) {
+// f(x) as a mask; the device kernel computes x < value (less) or x == value.
+template <class F> Tensor compare(const char* op, const Tensor& x, double value, bool less, F f) {
   Tensor out = Tensor::empty(x.shape(), DType::Bool, x.device());
   if (!x.device().is_cpu()) {
-    device::compare(x, value, std::string_view(op) == "less", out);
+    device::compare(x, value, less, out);
     return out;
   }
   bool* po = out.data<bool>();
@@ -80,11 +79,11 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 }
 
 Tensor less(const Tensor& x, double value) {
-  return compare("less", x, value, [value](double v) { return v < value; });
+  return compare("less", x, value, true, [value](double v) { return v < value; });
 }
 
 Tensor equal(const Tensor& x, double value) {
-  return compare("equal", x, value, [value](double v) { return v == value; });
+  return compare("equal", x, value, false, [value](double v) { return v == value; });
 }
 
 }  // namespace qkv
