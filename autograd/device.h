@@ -74,7 +74,10 @@ int cuda_device_count();
 /// Tests only: makes `backend` (host memory standing in for device memory)
 /// serve CUDA devices while the guard lives, so the device plumbing (copies,
 /// the same-device checks, saving from a device) is tested on machines
-/// without a GPU. Ops have no kernels for it: they refuse its tensors.
+/// without a GPU. In a build without CUDA the ops run their device kernels
+/// (autograd/ops/*.cu, compiled as C++) on it as host loops; in a CUDA build
+/// those kernels would read host pointers as device memory, so there it
+/// serves only the plumbing.
 class StandInCudaForTests {
  public:
   explicit StandInCudaForTests(DeviceBackend& backend);

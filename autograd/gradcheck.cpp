@@ -31,13 +31,23 @@ Tensor evaluate(const std::function<Tensor()>& f, const Replay& replay) {
 
 // Σ f() ⊙ projection, accumulated in double.
 double projected(const std::function<Tensor()>& f, const Tensor& projection, const Replay& replay) {
-  Tensor out = evaluate(f, replay);
+  Tensor out = evaluate(f, replay).to(Device::cpu());
   QKV_CHECK(out.shape() == projection.shape(), "gradcheck: the output's shape changed between evaluations");
   const double* y = out.data<double>();
   const double* r = projection.data<double>();
   double total = 0;
   for (int64_t i = 0; i < out.numel(); ++i) total += y[i] * r[i];
   return total;
+}
+
+// Element i (row-major) of a leaf on any device: a device's goes through a one-element copy.
+std::vector<int64_t> unravel(const Shape& shape, int64_t i) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = i % shape[d];
+    i /= shape[d];
+  }
+  return index;
 }
 
 }  // namespace
@@ -55,7 +65,7 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
   Tensor out = evaluate(f, replay);
   Generator gen(options.seed);
   Tensor projection = Tensor::randn(out.shape(), DType::Float64, &gen);
-  if (out.requires_grad()) out.backward(projection);
+  if (out.requires_grad()) out.backward(projection.to(out.device()));
 
   GradcheckResult result;
   NoGradGuard no_grad;
@@ -63,8 +73,16 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
     InputReport report;
     report.name = name;
     report.shape = leaf.shape();
-    Tensor analytic = leaf.grad();
-    double* x = leaf.data<double>();
+    Tensor analytic = leaf.grad().defined() ? leaf.grad().to(Device::cpu()) : Tensor();
+    // Leaves on a device are perturbed one element at a time through host copies.
+    const bool host = leaf.device().is_cpu();
+    auto get = [&](int64_t i) { return host ? leaf.data<double>()[i] : leaf.at(unravel(leaf.shape(), i)); };
+    auto put = [&](int64_t i, double v) {
+      if (host)
+        leaf.data<double>()[i] = v;
+      else
+        leaf.set(unravel(leaf.shape(), i), v);
+    };
     std::vector<int64_t> entries;
     for (int64_t i = 0; i < leaf.numel(); ++i) entries.push_back(i);
     if (options.max_entries > 0 && leaf.numel() > options.max_entries) {
@@ -73,12 +91,12 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
       entries.resize(options.max_entries);
     }
     for (int64_t i : entries) {
-      double saved = x[i];
-      x[i] = saved + options.eps;
+      double saved = get(i);
+      put(i, saved + options.eps);
       double plus = projected(f, projection, replay);
-      x[i] = saved - options.eps;
+      put(i, saved - options.eps);
       double minus = projected(f, projection, replay);
-      x[i] = saved;
+      put(i, saved);
       double numeric = (plus - minus) / (2 * options.eps);
       double a = analytic.defined() ? analytic.data<double>()[i] : 0.0;
       double err = std::abs(a - numeric);

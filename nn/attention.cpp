@@ -98,7 +98,7 @@ namespace {
 // A bool mask as an additive float mask: 0 where allowed, -inf where blocked.
 Tensor additive(const Tensor& mask, DType dtype) {
   if (mask.dtype() != DType::Bool) return mask;
-  return masked_fill(Tensor::zeros(mask.shape(), dtype), logical_not(mask), -kInf);
+  return masked_fill(Tensor::zeros(mask.shape(), dtype, mask.device()), logical_not(mask), -kInf);
 }
 }  // namespace
 

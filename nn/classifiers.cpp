@@ -60,13 +60,13 @@ Tensor EncoderClassifier::forward(const Tensor& ids, const std::vector<int64_t>&
   }
   Tensor x = tok_emb->forward(ids);
   if (cls) x = prepend(cls_token, x);
-  x = add(x, pos_emb->forward(Tensor::arange(static_cast<double>(n), DType::Int64)));
+  x = add(x, pos_emb->forward(Tensor::arange(static_cast<double>(n), DType::Int64).to(ids.device())));
   MhaOptions padding;
-  padding.key_padding_mask = key_padding_mask(seen, n);
+  padding.key_padding_mask = key_padding_mask(seen, n).to(ids.device());
   padding.kind = config_.attention;
   padding.fused = config_.fused_attention;
   x = ln_f->forward(run_blocks(*blocks, x, padding, config_.checkpoint_activations, gen_, weights));
-  Tensor pooled = cls ? first_token(x) : masked_mean(x, Tensor::from_vector(lengths, {B}));
+  Tensor pooled = cls ? first_token(x) : masked_mean(x, Tensor::from_vector(lengths, {B}).to(ids.device()));
   return head->forward(pooled);
 }
 
@@ -92,7 +92,7 @@ Tensor ViT::forward(const Tensor& images, std::vector<Tensor>* weights) const {
             "ViT: images must be [B, ", config_.channels, ", ", config_.image, ", ", config_.image, "], got ",
             shape_str(images.shape()));
   Tensor x = prepend(cls_token, patch_embed->forward(images));
-  x = add(x, pos_emb->forward(Tensor::arange(static_cast<double>(config_.tokens()), DType::Int64)));
+  x = add(x, pos_emb->forward(Tensor::arange(static_cast<double>(config_.tokens()), DType::Int64).to(images.device())));
   MhaOptions all;  // every patch sees every patch
   all.kind = config_.attention;
   all.fused = config_.fused_attention;

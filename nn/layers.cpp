@@ -46,7 +46,8 @@ Tensor Embedding::forward(const Tensor& ids) const {
   auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(ids.dtype() == DType::Int64, "Embedding(", num_, ", ", dim_, "): ids must be int64, got ",
             dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
-  const int64_t* p = ids.data<int64_t>();
+  Tensor host = ids.to(Device::cpu());  // ids on a device are checked through a copy (itself on the CPU)
+  const int64_t* p = host.data<int64_t>();
   for (int64_t i = 0, n = ids.numel(); i < n; ++i)
     QKV_CHECK(p[i] >= 0 && p[i] < num_, "Embedding(", num_, ", ", dim_, "): id ", p[i], " out of range [0, ", num_,
               ")");

@@ -20,7 +20,9 @@ Tensor token_and_position(const char* who, const Embedding& tok, const Embedding
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, who, ": ids must be int64 [B, T], got ",
             dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   QKV_CHECK(ids.size(1) <= context, who, ": sequence of ", ids.size(1), " tokens exceeds the context of ", context);
-  return add(tok.forward(ids), pos.forward(Tensor::arange(static_cast<double>(ids.size(1)), DType::Int64)));
+  // Positions are made on the host and go where the ids are (the model's device).
+  Tensor positions = Tensor::arange(static_cast<double>(ids.size(1)), DType::Int64).to(ids.device());
+  return add(tok.forward(ids), pos.forward(positions));
 }
 
 std::shared_ptr<ModuleList<TransformerBlock>> block_stack(int64_t layers, const BlockConfig& block, Generator* gen) {
@@ -58,7 +60,7 @@ Tensor GPT::forward(const Tensor& ids, std::vector<Tensor>* weights) const {
 
 KVCache GPT::make_cache(int64_t batch) const {
   return KVCache(config_.layers, batch, config_.context, config_.heads, config_.width / config_.heads,
-                 tok_emb->weight.dtype());
+                 tok_emb->weight.dtype(), tok_emb->weight.device());
 }
 
 Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
@@ -69,9 +71,8 @@ Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
   int64_t pos = cache.length, t = ids.size(1);
   QKV_CHECK(pos + t <= config_.context && pos + t <= cache.capacity(), "GPT: generation reached the context of ",
             config_.context, " tokens (", pos, " cached + ", t, " new)");
-  Tensor x =
-      add(tok_emb->forward(ids),
-          pos_emb->forward(Tensor::arange(static_cast<double>(pos), static_cast<double>(pos + t), 1, DType::Int64)));
+  Tensor positions = Tensor::arange(static_cast<double>(pos), static_cast<double>(pos + t), 1, DType::Int64);
+  Tensor x = add(tok_emb->forward(ids), pos_emb->forward(positions.to(ids.device())));
   MhaOptions causal;
   causal.causal = true;
   causal.kind = config_.attention;
@@ -82,10 +83,11 @@ Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
   return tied_head(ln_f->forward(x), *tok_emb);
 }
 
-KVCache::KVCache(int64_t layers, int64_t batch, int64_t context, int64_t heads, int64_t head_dim, DType dtype) {
+KVCache::KVCache(int64_t layers, int64_t batch, int64_t context, int64_t heads, int64_t head_dim, DType dtype,
+                 Device device) {
   for (int64_t i = 0; i < layers; ++i) {
-    keys.push_back(Tensor::zeros({batch, context, heads, head_dim}, dtype));
-    values.push_back(Tensor::zeros({batch, context, heads, head_dim}, dtype));
+    keys.push_back(Tensor::zeros({batch, context, heads, head_dim}, dtype, device));
+    values.push_back(Tensor::zeros({batch, context, heads, head_dim}, dtype, device));
   }
 }
 
@@ -107,7 +109,7 @@ Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_length
   QKV_CHECK(static_cast<int64_t>(src_lengths.size()) == src.size(0), "Seq2Seq: ", src_lengths.size(),
             " source lengths for a batch of ", src.size(0));
   MhaOptions padding;
-  padding.key_padding_mask = key_padding_mask(src_lengths, src.size(1));
+  padding.key_padding_mask = key_padding_mask(src_lengths, src.size(1)).to(src.device());
   padding.kind = config_.attention;
   padding.fused = config_.fused_attention;
   x = run_blocks(*encoder, x, padding, config_.checkpoint_activations, gen_, weights);
@@ -121,7 +123,7 @@ Tensor Seq2Seq::decode(const Tensor& tgt, const Tensor& memory, const std::vecto
   causal.causal = true;
   causal.kind = config_.attention;
   causal.fused = cross.fused = config_.fused_attention;
-  cross.key_padding_mask = key_padding_mask(src_lengths, memory.size(1));
+  cross.key_padding_mask = key_padding_mask(src_lengths, memory.size(1)).to(memory.device());
   for (const auto& block : *decoder)
     x = config_.checkpoint_activations && !weights && grad_enabled()
             ? recompute([block, causal,

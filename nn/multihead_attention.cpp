@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/ops/attention.h"
+#include "autograd/ops/device_kernels.h"
 #include "autograd/ops/matmul.h"
 #include "autograd/ops/shape.h"
 
@@ -130,7 +131,8 @@ AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& key, c
     // broadcastable to the scores [B, heads, n_q, n_k].
     Tensor mask = mask3;
     if (options.key_padding_mask.defined()) mask = merge_masks(mask, reshape(options.key_padding_mask, {B, 1, 1, nk}));
-    mask = merge_masks(mask, masks.position_mask(nq, nk));  // causal and window, as the kernels read them
+    Tensor position = masks.position_mask(nq, nk);  // causal and window, as the kernels read them
+    if (position.defined()) mask = merge_masks(mask, position.to(q.device()));
     auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };  // -> [B, heads, n, head_dim]
     AttentionResult r = scaled_dot_product_attention(heads(q), heads(k), heads(v), mask, p, gen_);
     Tensor merged = reshape(permute(r.output, {0, 2, 1, 3}), {B, nq, d_model_});
@@ -153,17 +155,23 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, const Tensor& keys, c
   QKV_CHECK(pos >= 0 && pos + t <= keys.size(1), where(), "positions ", pos, "..", pos + t, " exceed its ",
             keys.size(1));
   QKV_CHECK(options.kind.type != AttentionKind::Linear, where(), "linear attention keeps no keys and values to cache");
+  common_device("MultiHeadAttention cache", {x, keys, values});  // the cache lives with the model
   QKV_CHECK(kdim_ == d_model_ && vdim_ == d_model_, where(), "self-attention needs kdim and vdim equal to d_model");
   Tensor q = reshape(q_proj->forward(x), {B, t, heads_, hd});
   Tensor k = k_proj->forward(x), v = v_proj->forward(x);  // [B, t, C]: rows of the cache at pos
   int64_t C = d_model_, cap = keys.size(1);
-  dispatch_floating(x.dtype(), "forward_cached", [&](auto zero) {
-    using T = decltype(zero);
-    for (int64_t b = 0; b < B; ++b) {
-      std::copy(k.data<T>() + b * t * C, k.data<T>() + (b + 1) * t * C, keys.data<T>() + (b * cap + pos) * C);
-      std::copy(v.data<T>() + b * t * C, v.data<T>() + (b + 1) * t * C, values.data<T>() + (b * cap + pos) * C);
-    }
-  });
+  if (!x.device().is_cpu()) {
+    device::copy_rows(k, t, 0, keys, cap, pos, B, t, C);
+    device::copy_rows(v, t, 0, values, cap, pos, B, t, C);
+  } else {
+    dispatch_floating(x.dtype(), "forward_cached", [&](auto zero) {
+      using T = decltype(zero);
+      for (int64_t b = 0; b < B; ++b) {
+        std::copy(k.data<T>() + b * t * C, k.data<T>() + (b + 1) * t * C, keys.data<T>() + (b * cap + pos) * C);
+        std::copy(v.data<T>() + b * t * C, v.data<T>() + (b + 1) * t * C, values.data<T>() + (b * cap + pos) * C);
+      }
+    });
+  }
   int64_t n = pos + t;
   // New query i sits at position pos + i among the keys: causal (and windowed) from there.
   AttentionMasks masks;

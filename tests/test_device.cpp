@@ -13,6 +13,8 @@
 #include <iterator>
 
 #include "autograd/autograd.h"
+#include "device_checks.h"
+#include "host_memory_stand_in.h"
 #include "io/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/gradcheck_cases.h"
@@ -23,33 +25,6 @@ using namespace qkv;
 using Catch::Matchers::Contains;
 
 namespace {
-
-// Two "CUDA devices" in host memory; counts what it holds so a test can see
-// every block given back.
-class HostMemoryStandIn final : public DeviceBackend {
- public:
-  int count() override { return 2; }
-  void* allocate(std::size_t bytes, int) override {
-    in_use += bytes;
-    ++blocks;
-    return std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
-  }
-  void release(void* p, std::size_t bytes, int) override {
-    in_use -= bytes;
-    --blocks;
-    std::free(p);
-  }
-  void copy_from_host(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
-  void copy_to_host(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
-  void copy_within(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
-  void fill_zero(void* p, std::size_t n, int) override { std::memset(p, 0, n); }
-  void synchronize(int) override {}
-  DeviceMemory memory(int) override { return {in_use, in_use, 0}; }
-  void reset_peak(int) override {}
-  std::string describe(int) override { return "host memory standing in for a GPU"; }
-  std::size_t in_use = 0;
-  int blocks = 0;
-};
 
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -211,101 +186,28 @@ TEST_CASE("a module moves to a device, saves from it and loads onto it", "[devic
   CHECK(fresh.weight.to_vector() == weight.to_vector());
 }
 
-namespace {
-std::vector<Tensor> on_device(const std::vector<Tensor>& xs, Device d) {
-  std::vector<Tensor> out;
-  for (const Tensor& x : xs) out.push_back(x.defined() ? x.to(d) : x);
-  return out;
-}
-}  // namespace
-
 // The device kernels (autograd/ops/*.cu) compile as C++ here and run as host
-// loops over the stand-in: every case's value and float64 gradients with its
-// ops on the "GPU", as tests/cuda checks them on a real one.
+// loops over the stand-in: tests/device_checks.h holds the checks, which
+// tests/cuda/ runs on a real GPU.
 TEST_CASE("every registry case runs on the stand-in device: CPU values to 1e-12 and float64 gradients",
           "[device][registry]") {
   SKIP_IN_CUDA_BUILDS();
-  static const bool registered = (nn::register_gradcheck_cases(), true);
-  REQUIRE(registered);
   HostMemoryStandIn stand_in;
   StandInCudaForTests guard(stand_in);
-  const Device gpu = Device::cuda(0);
-  int checked = 0;
-  for (const GradcheckCase& c : gradcheck_registry()) {
-    INFO(c.op << " (" << c.label << ")");
-    Generator gen(1);
-    std::vector<Tensor> inputs = c.make_inputs(gen);
-    try {
-      Generator::State seed = default_generator().state();  // dropout draws the same mask for both
-      Tensor want = c.fn(inputs);
-      default_generator().set_state(seed);
-      Tensor got = c.fn(on_device(inputs, gpu));
-      CHECK(got.device() == (c.op == "to_device" ? Device::cpu() : gpu));  // to_device's cases end on the CPU
-      std::vector<double> a = want.to_vector(), b = got.to_vector();
-      REQUIRE(a.size() == b.size());
-      for (size_t i = 0; i < a.size(); ++i)
-        if (!(std::isnan(a[i]) && std::isnan(b[i]))) CHECK(std::abs(a[i] - b[i]) <= 1e-12 * (1 + std::abs(a[i])));
-      TensorFn there = [&c, gpu](const std::vector<Tensor>& xs) { return c.fn(on_device(xs, gpu)).to(Device::cpu()); };
-      GradcheckResult result = gradcheck(there, inputs, c.options);
-      INFO(result.summary());
-      CHECK(result.ok);
-      ++checked;
-    } catch (const Error& e) {
-      FAIL_CHECK(e.what());  // an op without a device kernel says so here
-    }
-  }
-  CHECK(checked == static_cast<int>(gradcheck_registry().size()));
+  device_checks::registry_matches_cpu(Device::cuda(0));
 }
 
 TEST_CASE("optimizers and clip_grad_norm step a device's parameters as they step the CPU's", "[device][optim]") {
   SKIP_IN_CUDA_BUILDS();
   HostMemoryStandIn stand_in;
   StandInCudaForTests guard(stand_in);
-  using Make = std::function<std::unique_ptr<optim::Optimizer>(io::NamedTensors)>;
-  std::vector<std::pair<std::string, Make>> optimizers = {
-      {"SGD", [](io::NamedTensors p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{0.1}); }},
-      {"SGD momentum nesterov",
-       [](io::NamedTensors p) {
-         return std::make_unique<optim::SGD>(p, optim::SGDOptions{0.1, 0.9, 0, 0.01, true});
-       }},
-      {"Adam",
-       [](io::NamedTensors p) {
-         return std::make_unique<optim::Adam>(p, optim::AdamOptions{0.01, 0.9, 0.99, 1e-8, 0.1});
-       }},
-      {"AdamW",
-       [](io::NamedTensors p) {
-         return std::make_unique<optim::AdamW>(p, optim::AdamOptions{0.01, 0.9, 0.99, 1e-8, 0.1});
-       }},
-  };
-  for (DType dtype : {DType::Float64, DType::Float32}) {
-    for (auto& [label, make] : optimizers) {
-      INFO(label << " " << dtype_name(dtype));
-      Generator gen(4);
-      Tensor w0 = Tensor::randn({3, 4}, dtype, &gen), b0 = Tensor::randn({4}, dtype, &gen);
-      Tensor c = Tensor::randn({3, 4}, dtype, &gen);
-      auto run = [&](Device d) {
-        Tensor w = w0.clone().to(d).requires_grad_(), b = b0.clone().to(d).requires_grad_();  // steps update in place
-        io::NamedTensors params{{"w", w}, {"b", b}};
-        auto opt = make(params);
-        double norm = 0;
-        for (int step = 0; step < 3; ++step) {
-          opt->zero_grad();
-          Tensor loss = sum(add(mul(mul(w, w), c.to(d)), mul(b, 3.0)));  // dw = 2wc, db = 3
-          loss.backward();
-          norm = optim::clip_grad_norm(params, 2.0);  // clips: the gradients' norm is above 2
-          opt->step();
-        }
-        CHECK(w.device() == d);
-        for (const auto& [name, buffer] : opt->state()) CHECK(buffer.device() == d);
-        return std::make_tuple(w.to_vector(), b.to_vector(), norm);
-      };
-      auto [w_cpu, b_cpu, n_cpu] = run(Device::cpu());
-      auto [w_dev, b_dev, n_dev] = run(Device::cuda(1));
-      double tol = dtype == DType::Float64 ? 1e-12 : 1e-5;  // float32: the CPU's vector lanes round differently
-      CHECK(std::abs(n_cpu - n_dev) <= tol * n_cpu);
-      CHECK(n_cpu > 2);
-      for (size_t i = 0; i < w_cpu.size(); ++i) CHECK(std::abs(w_cpu[i] - w_dev[i]) <= tol * (1 + std::abs(w_cpu[i])));
-      for (size_t i = 0; i < b_cpu.size(); ++i) CHECK(std::abs(b_cpu[i] - b_dev[i]) <= tol * (1 + std::abs(b_cpu[i])));
-    }
-  }
+  device_checks::optimizers_match_cpu(Device::cuda(1));
+}
+
+TEST_CASE("every model kind's loss and gradients on the stand-in device equal the CPU's, and a cache generates there",
+          "[device][models]") {
+  SKIP_IN_CUDA_BUILDS();
+  HostMemoryStandIn stand_in;
+  StandInCudaForTests guard(stand_in);
+  device_checks::models_match_cpu(Device::cuda(0));
 }

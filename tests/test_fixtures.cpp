@@ -5,13 +5,20 @@
 // Every case in a file must be run here: a fixture case nobody checks, or a
 // missing fixture file, fails the test. Where qkv deliberately differs from
 // PyTorch, the test asserts the documented difference.
+//
+// QKV_FIXTURE_DEVICE runs every case with its inputs, modules and ops on a
+// device: "stand-in" (host memory, the device kernels as C++ loops; builds
+// without CUDA) or "cuda" (cuda:0; exits 77, skipped, without a GPU).
+// ctest runs both passes (tests/CMakeLists.txt).
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <set>
 
+#include "host_memory_stand_in.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
@@ -42,6 +49,33 @@ double max_abs(const Tensor& t) {
 }
 
 double tolerance(DType dtype) { return dtype == DType::Float64 ? 1e-10 : 1e-5; }
+
+/// Where the cases run (QKV_FIXTURE_DEVICE; the CPU when unset).
+Device fixture_device() {
+  static const Device device = [] {
+    const char* env = std::getenv("QKV_FIXTURE_DEVICE");
+    std::string name = env ? env : "cpu";
+    if (name == "cpu") return Device::cpu();
+    if (name == "stand-in") {
+      if (cuda_built()) {
+        std::printf("QKV_FIXTURE_DEVICE=stand-in needs a build without CUDA\n");
+        std::exit(2);
+      }
+      static HostMemoryStandIn stand_in;
+      static StandInCudaForTests guard(stand_in);
+      return Device::cuda(0);
+    }
+    if (name == "cuda" && cuda_device_count() == 0) {
+      std::printf("no CUDA device visible: the fixtures' CUDA pass is skipped\n");
+      std::exit(77);
+    }
+    return Device::parse(name);
+  }();
+  return device;
+}
+
+/// A fixture's tensor on the device the cases run on.
+Tensor here(const Tensor& t) { return t.to(fixture_device()); }
 
 /// One fixture file; get() fails the test on a missing tensor, and the file
 /// remembers which cases were run so unrun cases can be reported.
@@ -109,19 +143,25 @@ void run_case(Fixture& fx, const std::string& name, DType dtype, const CaseFn& f
   std::vector<Tensor> inputs;
   for (int i = 0; fx.has(cat(name, ":in.", i)); ++i) {
     Tensor t = fx.get(cat(name, ":in.", i));
-    if (is_floating(t.dtype())) t = t.to(dtype).requires_grad_();
+    if (is_floating(t.dtype())) t = t.to(dtype);
+    t = here(t);
+    if (is_floating(t.dtype())) t.requires_grad_();
     inputs.push_back(t);
   }
   if (module) {
+    module->to(Device::cpu());  // a module used before comes back to be loaded
     module->to(dtype);
     for (auto& [pname, p] : module->named_parameters()) p.assign_(fx.get(cat(name, ":param.", pname)).to(dtype));
+    module->to(fixture_device());
     module->zero_grad();
   }
   std::vector<Tensor> outs = fn(inputs);
-  for (size_t j = 0; j < outs.size(); ++j)
+  for (size_t j = 0; j < outs.size(); ++j) {
+    CHECK(outs[j].device() == fixture_device());
     expect_close(cat(where, " out.", j), outs[j], fx.get(cat(name, ":out.", j)), dtype);
+  }
   REQUIRE_FALSE(fx.has(cat(name, ":out.", outs.size())));  // every output PyTorch gave is compared
-  Tensor cot = fx.get(name + ":cot").to(dtype);
+  Tensor cot = here(fx.get(name + ":cot").to(dtype));
   if (!outs[0].requires_grad()) {
     // Only a case with nothing to differentiate may stop here: PyTorch recorded no gradient for it.
     INFO(where << ": the output records no graph, but PyTorch gave gradients");
@@ -134,6 +174,7 @@ void run_case(Fixture& fx, const std::string& name, DType dtype, const CaseFn& f
     if (fx.has(cat(name, ":grad.", i))) {
       Tensor want = fx.get(cat(name, ":grad.", i));
       Tensor got = inputs[i].grad().defined() ? inputs[i].grad() : Tensor::zeros(want.shape(), dtype);
+      if (inputs[i].grad().defined()) CHECK(got.device() == fixture_device());
       expect_close(cat(where, " grad.", i), got, want, dtype);
     }
   if (!module) return;
@@ -283,7 +324,7 @@ TEST_CASE("fixtures: scaled dot-product attention with causal, padding, float an
   auto sdpa = [](const Tensor& mask) {
     return [mask](In x) {
       AttentionResult r = scaled_dot_product_attention(x[0], x[1], x[2],
-                                                       mask.defined() ? mask
+                                                       mask.defined() ? here(mask)
                                                        : x.size() > 3 ? x[3]
                                                                       : Tensor());
       return std::vector<Tensor>{r.output, r.weights};
@@ -305,8 +346,10 @@ TEST_CASE("fixtures: scaled dot-product attention with causal, padding, float an
   // output and zero, finite gradients. The other batch matches PyTorch.
   fx.ran("sdpa_fully_masked_rows");
   CHECK_THAT(fx.note("sdpa_fully_masked_rows"), Catch::Matchers::Contains("NaN"));
-  Tensor q = fx.get("sdpa_fully_masked_rows:in.0").requires_grad_(), k = fx.get("sdpa_fully_masked_rows:in.1"),
-         v = fx.get("sdpa_fully_masked_rows:in.2").requires_grad_(), mask = fx.get("sdpa_fully_masked_rows:in.3");
+  Tensor q = here(fx.get("sdpa_fully_masked_rows:in.0")).requires_grad_(),
+         k = here(fx.get("sdpa_fully_masked_rows:in.1")),
+         v = here(fx.get("sdpa_fully_masked_rows:in.2")).requires_grad_(),
+         mask = here(fx.get("sdpa_fully_masked_rows:in.3"));
   AttentionResult r = scaled_dot_product_attention(q, k, v, mask);
   Tensor torch_out = fx.get("sdpa_fully_masked_rows:out.0");
   std::vector<double> ours = r.output.to_vector(), theirs = torch_out.to_vector();
@@ -319,7 +362,7 @@ TEST_CASE("fixtures: scaled dot-product attention with causal, padding, float an
       CHECK(ours[i] == 0);
     }
   }
-  sum(mul(r.output, fx.get("sdpa_fully_masked_rows:cot"))).backward();
+  sum(mul(r.output, here(fx.get("sdpa_fully_masked_rows:cot")))).backward();
   bool torch_grad_nan = false;
   for (double g : fx.get("sdpa_fully_masked_rows:grad.0").to_vector()) torch_grad_nan |= std::isnan(g);
   CHECK(torch_grad_nan);
@@ -410,7 +453,8 @@ TEST_CASE(
   // Softmax attention's key bias gets an exactly zero gradient in qkv (see run_case).
   const std::set<std::string> key_biases{"blocks.0.attn.k_proj.bias", "blocks.1.attn.k_proj.bias"};
   auto lengths_of = [](const Tensor& t) {
-    return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+    Tensor host = t.to(Device::cpu());
+    return std::vector<int64_t>(host.data<int64_t>(), host.data<int64_t>() + host.numel());
   };
   for (bool fused : {true, false})
     for (DType dtype : {DType::Float64, DType::Float32}) {
@@ -446,7 +490,8 @@ TEST_CASE("fixtures: AdamW and Adam steps with weight decay and clipping match t
   Fixture fx("optim");
   for (std::string name : {"adamw", "adam"})
     for (DType dtype : {DType::Float64, DType::Float32}) {
-      Tensor w = fx.get("start:weight").to(dtype).requires_grad_(), b = fx.get("start:bias").to(dtype).requires_grad_();
+      Tensor w = here(fx.get("start:weight").to(dtype)).requires_grad_(),
+             b = here(fx.get("start:bias").to(dtype)).requires_grad_();
       optim::NamedTensors params{{"weight", w}, {"bias", b}};
       optim::AdamOptions o;
       o.lr = 0.05, o.beta1 = 0.9, o.beta2 = 0.95, o.eps = 1e-8, o.weight_decay = 0.1;
@@ -459,8 +504,8 @@ TEST_CASE("fixtures: AdamW and Adam steps with weight decay and clipping match t
       for (int t = 0; t < 3; ++t) {
         // Gradients as the fixture gives them: a loss whose gradient they are.
         opt->zero_grad();
-        sum(mul(w, fx.get(cat("grad.", t, ":weight")).to(dtype))).backward();
-        sum(mul(b, fx.get(cat("grad.", t, ":bias")).to(dtype))).backward();
+        sum(mul(w, here(fx.get(cat("grad.", t, ":weight")).to(dtype)))).backward();
+        sum(mul(b, here(fx.get(cat("grad.", t, ":bias")).to(dtype)))).backward();
         norms.push_back(optim::clip_grad_norm(params, 0.5));
         opt->step();
         std::string where = cat(name, " step ", t, dtype == DType::Float64 ? " (float64)" : " (float32)");

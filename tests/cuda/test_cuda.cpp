@@ -1,65 +1,31 @@
 // The ops on a CUDA device against the CPU: the whole gradcheck registry in
-// float64 with every case's ops on the GPU (inputs cross over with the
-// differentiable to(Device), so central differences perturb them on the
-// host), products through cuBLAS, memory and the same-device rule.
+// float64 with every case's ops on the GPU, the optimizers, every model kind,
+// products through cuBLAS, memory and the same-device rule.
 #include <catch2/catch.hpp>
 
+#include "../device_checks.h"
 #include "autograd/autograd.h"
-#include "nn/gradcheck_cases.h"
 
 using namespace qkv;
 using Catch::Matchers::Contains;
 
 namespace {
-const bool nn_cases_registered = (nn::register_gradcheck_cases(), true);
 const Device kGpu = Device::cuda(0);
-
-std::vector<Tensor> to_device(const std::vector<Tensor>& xs, Device d) {
-  std::vector<Tensor> out;
-  for (const Tensor& x : xs) out.push_back(x.defined() ? x.to(d) : x);
-  return out;
-}
 }  // namespace
 
-TEST_CASE("every registry case passes gradcheck in float64 with its ops on the GPU", "[cuda][registry]") {
-  REQUIRE(nn_cases_registered);
-  int checked = 0;
-  for (const GradcheckCase& c : gradcheck_registry()) {
-    Generator gen(1);
-    TensorFn on_gpu = [&c](const std::vector<Tensor>& inputs) {
-      return c.fn(to_device(inputs, kGpu)).to(Device::cpu());
-    };
-    INFO(c.op << " (" << c.label << ")");
-    GradcheckResult result;
-    try {
-      result = gradcheck(on_gpu, c.make_inputs(gen), c.options);
-    } catch (const Error& e) {
-      FAIL_CHECK(e.what());  // an op without a CUDA kernel says so here
-      continue;
-    }
-    INFO(result.summary());
-    CHECK(result.ok);
-    ++checked;
-  }
-  CHECK(checked == static_cast<int>(gradcheck_registry().size()));
+// The checks tests/test_device.cpp runs on the stand-in (tests/device_checks.h).
+TEST_CASE("every registry case gives the CPU's value on the GPU and passes gradcheck in float64 there",
+          "[cuda][registry]") {
+  device_checks::registry_matches_cpu(kGpu);
 }
 
-TEST_CASE("every registry case gives the CPU's value on the GPU, within 1e-12 in float64", "[cuda][registry]") {
-  for (const GradcheckCase& c : gradcheck_registry()) {
-    Generator gen(2);
-    std::vector<Tensor> inputs = c.make_inputs(gen);
-    INFO(c.op << " (" << c.label << ")");
-    try {
-      Tensor cpu = c.fn(inputs);
-      Tensor gpu = c.fn(to_device(inputs, kGpu));
-      CHECK(gpu.device() == kGpu);
-      std::vector<double> a = cpu.to_vector(), b = gpu.to_vector();
-      REQUIRE(a.size() == b.size());
-      for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-12 * (1 + std::abs(a[i])));
-    } catch (const Error& e) {
-      FAIL_CHECK(e.what());
-    }
-  }
+TEST_CASE("optimizers and clip_grad_norm step the GPU's parameters as they step the CPU's", "[cuda][optim]") {
+  device_checks::optimizers_match_cpu(kGpu);
+}
+
+TEST_CASE("every model kind's loss and gradients on the GPU equal the CPU's, and a cache generates there",
+          "[cuda][models]") {
+  device_checks::models_match_cpu(kGpu);
 }
 
 TEST_CASE("cuBLAS products equal the CPU's, batched, broadcast and transposed", "[cuda][matmul]") {

@@ -1,0 +1,244 @@
+// Checks that a device computes what the CPU computes, written once for two
+// runners: tests/test_device.cpp runs them on the stand-in device (host
+// memory, the .cu kernels compiled as C++ loops) in every CPU build, and
+// tests/cuda/test_cuda.cpp runs them on a real GPU. Each compares values
+// within 1e-12 in float64 (1e-5 relative in float32) and, where it says so,
+// passes the float64 gradient check with the ops on the device.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "nn/gradcheck_cases.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
+
+namespace qkv::device_checks {
+
+inline std::vector<Tensor> on_device(const std::vector<Tensor>& xs, Device d) {
+  std::vector<Tensor> out;
+  for (const Tensor& x : xs) out.push_back(x.defined() ? x.to(d) : x);
+  return out;
+}
+
+/// max|got − want| <= tol · max(1, max|want|): the error relative to the value's scale.
+inline void expect_close(const std::string& what, const Tensor& got, const Tensor& want, double tol) {
+  REQUIRE(got.defined());
+  REQUIRE(got.shape() == want.shape());
+  std::vector<double> a = want.to_vector(), b = got.to_vector();
+  double worst = 0, scale = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    double d = std::abs(a[i] - b[i]);
+    worst = d > worst || std::isnan(d) ? d : worst;
+    scale = std::max(scale, std::abs(a[i]));
+  }
+  INFO(what << ": worst difference " << worst << ", scale " << scale << ", tolerance " << tol);
+  CHECK(worst <= tol * scale);
+}
+
+/// Every gradcheck registry case with its ops on `d`: the CPU's value to
+/// 1e-12, and the float64 gradient check (inputs cross over with the
+/// differentiable to(Device), so central differences perturb them on the host).
+inline void registry_matches_cpu(Device d) {
+  static const bool registered = (nn::register_gradcheck_cases(), true);
+  REQUIRE(registered);
+  int checked = 0;
+  for (const GradcheckCase& c : gradcheck_registry()) {
+    INFO(c.op << " (" << c.label << ")");
+    Generator gen(1);
+    std::vector<Tensor> inputs = c.make_inputs(gen);
+    try {
+      Generator::State seed = default_generator().state();  // dropout draws the same mask for both
+      Tensor want = c.fn(inputs);
+      default_generator().set_state(seed);
+      Tensor got = c.fn(on_device(inputs, d));
+      CHECK(got.device() == (c.op == "to_device" ? Device::cpu() : d));  // to_device's cases end on the CPU
+      std::vector<double> a = want.to_vector(), b = got.to_vector();
+      REQUIRE(a.size() == b.size());
+      for (size_t i = 0; i < a.size(); ++i)
+        if (!(std::isnan(a[i]) && std::isnan(b[i]))) CHECK(std::abs(a[i] - b[i]) <= 1e-12 * (1 + std::abs(a[i])));
+      TensorFn there = [&c, d](const std::vector<Tensor>& xs) { return c.fn(on_device(xs, d)).to(Device::cpu()); };
+      GradcheckResult result = gradcheck(there, inputs, c.options);
+      INFO(result.summary());
+      CHECK(result.ok);
+      ++checked;
+    } catch (const Error& e) {
+      FAIL_CHECK(e.what());  // an op without a device kernel says so here
+    }
+  }
+  CHECK(checked == static_cast<int>(gradcheck_registry().size()));
+}
+
+/// SGD (plain; momentum, Nesterov and weight decay), Adam and AdamW, three
+/// steps each with clip_grad_norm clipping: parameters, norms and state.
+inline void optimizers_match_cpu(Device d) {
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(io::NamedTensors)>;
+  std::vector<std::pair<std::string, Make>> optimizers = {
+      {"SGD", [](io::NamedTensors p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{0.1}); }},
+      {"SGD momentum nesterov",
+       [](io::NamedTensors p) {
+         return std::make_unique<optim::SGD>(p, optim::SGDOptions{0.1, 0.9, 0, 0.01, true});
+       }},
+      {"Adam",
+       [](io::NamedTensors p) {
+         return std::make_unique<optim::Adam>(p, optim::AdamOptions{0.01, 0.9, 0.99, 1e-8, 0.1});
+       }},
+      {"AdamW",
+       [](io::NamedTensors p) {
+         return std::make_unique<optim::AdamW>(p, optim::AdamOptions{0.01, 0.9, 0.99, 1e-8, 0.1});
+       }},
+  };
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    for (auto& [label, make] : optimizers) {
+      INFO(label << " " << dtype_name(dtype));
+      Generator gen(4);
+      Tensor w0 = Tensor::randn({3, 4}, dtype, &gen), b0 = Tensor::randn({4}, dtype, &gen);
+      Tensor c = Tensor::randn({3, 4}, dtype, &gen);
+      auto run = [&](Device where) {
+        Tensor w = w0.clone().to(where).requires_grad_(), b = b0.clone().to(where).requires_grad_();
+        io::NamedTensors params{{"w", w}, {"b", b}};
+        auto opt = make(params);
+        double norm = 0;
+        for (int step = 0; step < 3; ++step) {
+          opt->zero_grad();
+          Tensor loss = sum(add(mul(mul(w, w), c.to(where)), mul(b, 3.0)));  // dw = 2wc, db = 3
+          loss.backward();
+          norm = optim::clip_grad_norm(params, 2.0);  // clips: the gradients' norm is above 2
+          opt->step();
+        }
+        CHECK(w.device() == where);
+        for (const auto& [name, buffer] : opt->state()) CHECK(buffer.device() == where);
+        return std::make_tuple(w, b, norm);
+      };
+      auto [w_cpu, b_cpu, n_cpu] = run(Device::cpu());
+      auto [w_dev, b_dev, n_dev] = run(d);
+      double tol = dtype == DType::Float64 ? 1e-12 : 1e-5;  // float32: the CPU's vector lanes round differently
+      CHECK(std::abs(n_cpu - n_dev) <= tol * n_cpu);
+      CHECK(n_cpu > 2);
+      expect_close("w", w_dev, w_cpu, tol);
+      expect_close("b", b_dev, b_cpu, tol);
+    }
+  }
+}
+
+/// One model kind on a batch: its loss, for the CPU and the device to compare.
+struct ModelCase {
+  std::string name;
+  std::function<std::unique_ptr<nn::Module>(Generator* gen)> build;
+  /// The loss of `model` on the case's batch, its inputs made on `d`.
+  std::function<Tensor(nn::Module& model, Device d)> loss;
+};
+
+inline std::vector<ModelCase> model_cases() {
+  std::vector<ModelCase> cases;
+  auto ids = [](std::vector<int64_t> v, Shape s, Device d) { return Tensor::from_vector(v, s).to(d); };
+  for (std::string kind : {"full", "window:2", "linear"}) {
+    for (bool fused : {true, false}) {
+      if (kind == "linear" && !fused) continue;  // one path only
+      nn::GPTConfig c;
+      c.vocab = 11, c.context = 8, c.width = 8, c.heads = 2, c.layers = 2, c.dropout = 0.1;
+      c.attention = nn::AttentionKind::parse(kind), c.fused_attention = fused;
+      cases.push_back(
+          {"GPT " + kind + (fused ? " fused" : " composed"),
+           [c](Generator* gen) { return std::make_unique<nn::GPT>(c, gen); },
+           [ids](nn::Module& m, Device d) {
+             Tensor logits = static_cast<nn::GPT&>(m).forward(ids({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 2}, {2, 6}, d));
+             return nn::cross_entropy(logits, ids({2, 3, 4, 5, 6, -100, 8, 9, 10, 1, 2, 3}, {2, 6}, d));
+           }});
+    }
+  }
+  nn::Seq2SeqConfig s;
+  s.vocab = 9, s.context = 6, s.width = 8, s.heads = 2, s.dropout = 0.1;
+  cases.push_back({"Seq2Seq", [s](Generator* gen) { return std::make_unique<nn::Seq2Seq>(s, gen); },
+                   [ids](nn::Module& m, Device d) {
+                     auto& model = static_cast<nn::Seq2Seq&>(m);
+                     Tensor logits = model.forward(ids({1, 2, 3, 4, 5, 6, 0, 0}, {2, 4}, d), {4, 2},
+                                                   ids({7, 1, 2, 7, 3, 0}, {2, 3}, d));
+                     return nn::cross_entropy(logits, ids({1, 2, 8, 3, 8, -100}, {2, 3}, d));
+                   }});
+  for (nn::Pooling pooling : {nn::Pooling::Cls, nn::Pooling::Mean}) {
+    nn::EncoderConfig e;
+    e.vocab = 7, e.context = 6, e.width = 8, e.heads = 2, e.classes = 3, e.pooling = pooling, e.dropout = 0.1;
+    cases.push_back({std::string("EncoderClassifier ") + nn::pooling_name(pooling),
+                     [e](Generator* gen) { return std::make_unique<nn::EncoderClassifier>(e, gen); },
+                     [ids](nn::Module& m, Device d) {
+                       Tensor logits = static_cast<nn::EncoderClassifier&>(m).forward(
+                           ids({1, 2, 3, 4, 5, 6, 1, 0, 0, 0}, {2, 5}, d), {5, 2});
+                       return nn::cross_entropy(logits, ids({2, 0}, {2}, d));
+                     }});
+  }
+  nn::ViTConfig v;
+  v.image = 4, v.patch = 2, v.width = 8, v.heads = 2, v.classes = 3, v.dropout = 0.1;
+  cases.push_back({"ViT", [v](Generator* gen) { return std::make_unique<nn::ViT>(v, gen); },
+                   [ids](nn::Module& m, Device d) {
+                     Generator pixels(5);
+                     Tensor images = Tensor::rand({2, 1, 4, 4}, m.parameters()[0].dtype(), &pixels).to(d);
+                     return nn::cross_entropy(static_cast<nn::ViT&>(m).forward(images), ids({1, 2}, {2}, d));
+                   }});
+  nn::RecommenderConfig r;
+  r.items = 6, r.context = 5, r.width = 8, r.heads = 2, r.dropout = 0.1;
+  cases.push_back({"Recommender", [r](Generator* gen) { return std::make_unique<nn::Recommender>(r, gen); },
+                   [ids](nn::Module& m, Device d) {
+                     Tensor scores = static_cast<nn::Recommender&>(m).forward(ids({1, 2, 3, 4, 5, 6, 0, 0}, {2, 4}, d));
+                     return nn::cross_entropy(scores, ids({2, 3, 4, 5, 1, -100, -100, -100}, {2, 4}, d));
+                   }});
+  return cases;
+}
+
+/// Every model kind (the GPT with each attention kind, fused and composed;
+/// Seq2Seq; both classifier poolings; the ViT; the recommender), in training
+/// mode with dropout: the loss and every parameter's gradient on `d` equal
+/// the CPU's (1e-12 in float64, 1e-5 relative in float32). Then a GPT's
+/// cached generation: two steps of logits through a key/value cache on `d`.
+inline void models_match_cpu(Device d) {
+  for (const ModelCase& c : model_cases()) {
+    for (DType dtype : {DType::Float64, DType::Float32}) {
+      INFO(c.name << " " << dtype_name(dtype));
+      const double tol = dtype == DType::Float64 ? 1e-12 : 1e-5;
+      Generator gen_a(11), gen_b(11);
+      std::unique_ptr<nn::Module> cpu = c.build(&gen_a), there = c.build(&gen_b);
+      cpu->to(dtype), there->to(dtype), there->to(d);
+      manual_seed(3);  // dropout draws its masks on the host: the same for both
+      Tensor loss_cpu = c.loss(*cpu, Device::cpu());
+      manual_seed(3);
+      Tensor loss_dev = c.loss(*there, d);
+      CHECK(loss_dev.device() == d);
+      expect_close("loss", loss_dev, loss_cpu, tol);
+      loss_cpu.backward();
+      loss_dev.backward();
+      auto want = cpu->named_parameters(), got = there->named_parameters();
+      REQUIRE(want.size() == got.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        INFO(want[i].first);
+        REQUIRE(want[i].second.grad().defined() == got[i].second.grad().defined());
+        if (!want[i].second.grad().defined()) continue;
+        CHECK(got[i].second.grad().device() == d);
+        expect_close("grad " + want[i].first, got[i].second.grad(), want[i].second.grad(), tol);
+      }
+    }
+  }
+  // Generation: the prefix, then one token, through a cache on the device.
+  nn::GPTConfig c;
+  c.vocab = 11, c.context = 8, c.width = 8, c.heads = 2, c.layers = 2;
+  Generator gen_a(12), gen_b(12);
+  nn::GPT cpu(c, &gen_a), there(c, &gen_b);
+  there.to(d);
+  cpu.eval(), there.eval();
+  NoGradGuard no_grad;
+  nn::KVCache cache_cpu = cpu.make_cache(1), cache_dev = there.make_cache(1);
+  CHECK(cache_dev.keys[0].device() == d);
+  for (const std::vector<int64_t>& step : {std::vector<int64_t>{1, 2, 3}, std::vector<int64_t>{4}}) {
+    Tensor ids = Tensor::from_vector(step, {1, static_cast<int64_t>(step.size())});
+    expect_close("cached logits", there.forward_cached(ids.to(d), cache_dev), cpu.forward_cached(ids, cache_cpu), 1e-5);
+  }
+}
+
+}  // namespace qkv::device_checks

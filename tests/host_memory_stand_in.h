@@ -1,0 +1,45 @@
+// A stand-in for CUDA devices whose "device memory" is host memory, for
+// machines without a GPU: installed with StandInCudaForTests, it serves
+// cuda:0 and cuda:1, and in a build without CUDA the ops run their device
+// kernels (autograd/ops/*.cu compiled as C++) on it as host loops. Used by
+// tests/test_device.cpp and by the qkv program's stand-in build
+// (tests/cli/stand_in_main.cpp).
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "autograd/device.h"
+
+namespace qkv {
+
+// Two "CUDA devices" in host memory; counts what it holds so a test can see
+// every block given back.
+class HostMemoryStandIn final : public DeviceBackend {
+ public:
+  int count() override { return 2; }
+  void* allocate(std::size_t bytes, int) override {
+    in_use += bytes;
+    peak = in_use > peak ? in_use : peak;
+    ++blocks;
+    return std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+  }
+  void release(void* p, std::size_t bytes, int) override {
+    in_use -= bytes;
+    --blocks;
+    std::free(p);
+  }
+  void copy_from_host(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
+  void copy_to_host(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
+  void copy_within(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
+  void fill_zero(void* p, std::size_t n, int) override { std::memset(p, 0, n); }
+  void synchronize(int) override {}
+  DeviceMemory memory(int) override { return {in_use, peak, 0}; }
+  void reset_peak(int) override { peak = in_use; }
+  std::string describe(int) override { return "host memory standing in for a GPU"; }
+  std::size_t in_use = 0, peak = 0;
+  int blocks = 0;
+};
+
+}  // namespace qkv
