@@ -39,13 +39,11 @@ void set_threads_option(int n) {
 
 Device set_device_option(const std::string& name) {
   Device device = Device::parse(name);
-  if (device.is_cpu()) return device;
-  // The library's tensors, copies and products run on a GPU (tests/cuda/);
-  // the models' other ops get their kernels next, and the program moves then.
-  const char* for_now = "the qkv program runs its models on the CPU only for now (its CUDA kernels are not complete)";
-  QKV_CHECK(cuda_built(), "--device ", device.str(), ": this build of qkv has no CUDA, and ", for_now);
-  device_backend(device);  // no GPU, or no such GPU: each its own one-line error
-  throw Error(cat("--device ", device.str(), ": ", for_now));
+  // A build without CUDA, no GPU, or no such GPU: each its own one-line error, before any work.
+  if (!device.is_cpu()) device_backend(device);
+  QKV_CHECK(device.is_cpu() || dist::world_size() == 1, "--device ", device.str(),
+            ": under mpirun the ranks train on the CPU (data parallel on GPUs is not built yet)");
+  return device;
 }
 
 // Parses argv; prints help and returns false when --help was asked.
@@ -186,11 +184,12 @@ int eval(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
-  set_device_option(args["device"].as<std::string>());
+  const Device device = set_device_option(args["device"].as<std::string>());
   std::string path = required(args, "checkpoint");
   int64_t count = args["examples"].as<int64_t>();
   check_range("examples", count, 1, kMaxExamples);
   auto runner = load_runner(path);
+  runner->to(device);
   use_data_flag(*runner, args, path);
   Generator gen(args["seed"].as<uint64_t>() ^ 0xe7a1ULL);
   if (runner->label_task()) {
@@ -229,7 +228,7 @@ int sample(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
-  set_device_option(args["device"].as<std::string>());
+  const Device device = set_device_option(args["device"].as<std::string>());
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
   double temperature = args["temperature"].as<double>();
   int64_t top_k = args["top-k"].as<int64_t>(), max_new = args["max-new"].as<int64_t>();
@@ -238,6 +237,7 @@ int sample(int argc, char** argv) {
   QKV_CHECK(!args.count("top-k") || temperature > 0, "--top-k limits sampling: it needs --temperature above 0");
   QKV_CHECK(max_new >= 0 && max_new <= 100000, "--max-new must be in [0, 100000]");
   auto runner = load_runner(path);
+  runner->to(device);
   runner->set_use_cache(!args.count("no-cache"));
   Generator gen(args["seed"].as<uint64_t>());
   if (runner->label_task()) {
@@ -320,9 +320,11 @@ int gradcheck(int argc, char** argv) {
       "data",
       "with a text --checkpoint: the text its batch comes from (default: the bundled text, for models "
       "trained on it)",
-      cxxopts::value<std::string>(), "FILE");
+      cxxopts::value<std::string>(),
+      "FILE")("device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
+  const Device device = set_device_option(args["device"].as<std::string>());
   manual_seed(args["seed"].as<uint64_t>());
   Generator gen(args["seed"].as<uint64_t>());
   std::string path = args.count("checkpoint") ? args["checkpoint"].as<std::string>() : "",
@@ -349,14 +351,16 @@ int gradcheck(int argc, char** argv) {
       runner = std::make_unique<Runner>(spec);
     }
     runner->module().to(DType::Float64);
+    runner->to(device);
     runner->module().train();  // dropout on; gradcheck replays its masks
     loss = runner->fixed_batch_loss(runner->task() ? 3 : 2, gen);
   } else {
     mha = std::make_unique<nn::MultiHeadAttention>(8, 2, 0.1);
     mha->to(DType::Float64);
-    x = Tensor::randn({2, 5, 8}, DType::Float64, &gen);
+    mha->to(device);
+    x = Tensor::randn({2, 5, 8}, DType::Float64, &gen).to(device);
     mha_options.causal = true;
-    mha_options.key_padding_mask = nn::key_padding_mask({5, 3}, 5);
+    mha_options.key_padding_mask = nn::key_padding_mask({5, 3}, 5).to(device);
     loss = [&] { return mha->forward(x, mha_options).output; };
   }
   auto params = runner ? runner->module().named_parameters() : mha->named_parameters();
@@ -365,8 +369,9 @@ int gradcheck(int argc, char** argv) {
   for (const InputReport& in : r.inputs)
     std::printf("%-40s %-12s %12.3e %12.3e  %s\n", in.name.c_str(), shape_str(in.shape).c_str(), in.max_abs_error,
                 in.max_rel_error, in.ok ? "ok" : "FAILED");
-  std::printf("%s: %zu parameters, float64, dropout on (masks replayed), %s entries each, atol %g rtol %g: %s\n",
+  std::printf("%s: %zu parameters, float64%s, dropout on (masks replayed), %s entries each, atol %g rtol %g: %s\n",
               printable(path.empty() ? kind : path).c_str(), r.inputs.size(),
+              device.is_cpu() ? "" : (" on " + device.str()).c_str(),
               go.max_entries ? std::to_string(go.max_entries).c_str() : "all", go.atol, go.rtol,
               r.ok ? "all ok" : "FAILED");
   return r.ok ? 0 : 1;
@@ -559,6 +564,7 @@ struct BenchSetup {
   std::string name, kernel;
   nn::GPTConfig c;
   int64_t B = 0, warmup = 0, steps = 0;
+  Device device;  // where the model, its batches and its optimizer live
 };
 
 // What timing one configuration measured.
@@ -618,6 +624,7 @@ template <class Step> std::vector<double> time_steps(const BenchSetup& b, Step&&
   for (int64_t i = 0; i < b.warmup + b.steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     step();
+    device_backend(b.device).synchronize(b.device.index);  // a device's work is queued: wait for it
     if (i >= b.warmup)
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -629,9 +636,11 @@ BenchTiming time_attention(const BenchSetup& b, Generator& gen) {
   const nn::GPTConfig& c = b.c;
   BenchTiming t;
   int64_t hd = c.width / c.heads;
-  auto leaf = [&] { return Tensor::randn({b.B, c.context, c.heads, hd}, DType::Float32, &gen).requires_grad_(); };
+  auto leaf = [&] {
+    return Tensor::randn({b.B, c.context, c.heads, hd}, DType::Float32, &gen).to(b.device).requires_grad_();
+  };
   Tensor q = leaf(), k = leaf(), v = leaf();
-  Tensor causal = nn::causal_mask(c.context, c.context);
+  Tensor causal = nn::causal_mask(c.context, c.context).to(b.device);
   t.ms = time_steps(b, [&] {
     for (Tensor* x : {&q, &k, &v}) x->zero_grad();
     if (b.kernel == "fused") {
@@ -652,12 +661,13 @@ BenchTiming time_layer(const BenchSetup& b, Generator& gen) {
   const nn::GPTConfig& c = b.c;
   BenchTiming t;
   nn::MultiHeadAttention mha(c.width, c.heads);
+  mha.to(b.device);
   t.parameters = mha.num_parameters();
   nn::MhaOptions options;
   options.causal = true;
   options.kind = c.attention;
   options.fused = c.fused_attention;
-  Tensor x = Tensor::randn({b.B, c.context, c.width}, DType::Float32, &gen).requires_grad_();
+  Tensor x = Tensor::randn({b.B, c.context, c.width}, DType::Float32, &gen).to(b.device).requires_grad_();
   t.ms = time_steps(b, [&] {
     mha.zero_grad();
     x.zero_grad();
@@ -676,6 +686,7 @@ BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
   const int ranks = dist::world_size();
   BenchTiming t;
   nn::GPT gpt(c);
+  gpt.to(b.device);
   t.parameters = gpt.num_parameters();
   optim::AdamOptions o;
   o.lr = 1e-4;
@@ -688,11 +699,12 @@ BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
   train::Trainer trainer(gpt.named_parameters(), opt, constant,
                          {.steps = b.warmup + b.steps, .eval_every = b.warmup + b.steps, .clip = 1.0});
   trainer.loss = [&](int64_t) {
-    Tensor ids = Tensor::randint(0, 256, {slice, c.context}, &gen),
-           targets = Tensor::randint(0, 256, {slice, c.context}, &gen);
+    Tensor ids = Tensor::randint(0, 256, {slice, c.context}, &gen).to(b.device),
+           targets = Tensor::randint(0, 256, {slice, c.context}, &gen).to(b.device);
     return train::StepLoss{nn::cross_entropy(gpt.forward(ids), targets), 1.0 / ranks, slice * c.context};
   };
   auto last = std::chrono::steady_clock::now();
+  // Each step reads its loss and gradient norm back, so a device has finished the step by then.
   trainer.on_step = [&](const train::Progress& p) {  // rank 0: the time since the previous step ended
     auto now = std::chrono::steady_clock::now();
     if (p.step > b.warmup) t.ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
@@ -726,6 +738,11 @@ void report_bench(const BenchSetup& b, BenchTiming& t) {
         "  %d ranks (MPI) x %d thread%s, B/%d = %lld examples each; %.2f MB of gradients all-reduced per step\n", ranks,
         get_num_threads(), get_num_threads() == 1 ? "" : "s", ranks, static_cast<long long>(b.B / ranks),
         t.allreduced_bytes / 1e6);
+  } else if (!b.device.is_cpu()) {
+    DeviceBackend& backend = device_backend(b.device);
+    std::printf("  %.1f GFLOP/s in the step on %s (%s)\n", step_gflops, b.device.str().c_str(),
+                backend.describe(b.device.index).c_str());
+    std::printf("  peak device memory %.1f MiB\n", backend.memory(b.device.index).peak / 1048576.0);
   } else {
     // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T];
     // for one layer, a projection [B·T, C]·[C, C]).
@@ -764,8 +781,10 @@ int bench(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   set_threads_option(args["threads"].as<int>());
-  set_device_option(args["device"].as<std::string>());
+  const Device device = set_device_option(args["device"].as<std::string>());
   BenchSetup b = bench_setup(args, dist::world_size());
+  b.device = device;
+  if (!device.is_cpu()) device_backend(device).reset_peak(device.index);
   manual_seed(1);
   Generator gen(7);
   BenchTiming t = b.name == "attention" ? time_attention(b, gen)

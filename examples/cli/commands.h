@@ -31,10 +31,14 @@ Tensor input_loss(Runner& runner, const std::string& text, std::string* what = n
 /// (all of them on a quiet machine; fewer beside a busy process).
 void set_threads_option(int n);
 
-/// --device: the CPU; a CUDA device is a one-line error that says what is
-/// missing (CUDA in this build, a GPU, the kernels).
+/// --device: the CPU, or a CUDA device this build and machine have; any
+/// other is a one-line error that says what is missing (CUDA in this build,
+/// a GPU, that GPU).
 Device set_device_option(const std::string& name);
-inline constexpr const char* kDeviceHelp = "cpu (CUDA devices: not yet; see the README's \"Devices\")";
+inline constexpr const char* kDeviceHelp = "cpu, cuda or cuda:N (CUDA builds; see the README's \"Devices\")";
+
+/// The whole program: the command in argv[1] with its flags; returns the exit status.
+int program(int argc, char** argv);
 
 int train(int argc, char** argv);
 int eval(int argc, char** argv);

@@ -10,6 +10,11 @@ namespace {
 
 auto first_of_batch(const Tensor& w) { return squeeze(w, 0); }  // [1, heads, rows, cols] -> [heads, rows, cols]
 
+// Token ids and targets, made on the host, on the model's device.
+Tensor ids_for(const nn::Module& model, const std::vector<int64_t>& ids, const Shape& shape) {
+  return Tensor::from_vector(ids, shape).to(model.device());
+}
+
 // What every driver does the same way with its typed model: own it, and pass
 // the switches the models share on to it.
 template <class Model> class TypedDriver : public ModelDriver {
@@ -44,8 +49,8 @@ class GptDriver : public TypedDriver<nn::GPT> {
         if (t + 1 > batch[b].input.size()) y[b * T + t] = seq[t + 1];
       }
     }
-    Tensor logits = model_->forward(Tensor::from_vector(x, {B, T}), weights);
-    return nn::cross_entropy(logits, Tensor::from_vector(y, {B, T}));
+    Tensor logits = model_->forward(ids_for(*model_, x, {B, T}), weights);
+    return nn::cross_entropy(logits, ids_for(*model_, y, {B, T}));
   }
   Tensor text_logits(const Tensor& ids, std::vector<Tensor>* weights) override { return model_->forward(ids, weights); }
   bool keeps_cache() const override { return true; }
@@ -81,7 +86,7 @@ class GptDriver : public TypedDriver<nn::GPT> {
     QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, "prompt of ", ids.size(), " tokens exceeds the context of ",
               context);
     std::vector<Tensor> weights;
-    model_->forward(Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), &weights);
+    model_->forward(ids_for(*model_, ids, {1, static_cast<int64_t>(ids.size())}), &weights);
     std::vector<AttentionMap> maps = label(runner, ids, split, weights);
     for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
     return maps;
@@ -98,9 +103,9 @@ class GptDriver : public TypedDriver<nn::GPT> {
       return loss;
     }
     const int64_t T = static_cast<int64_t>(e.input.size());
-    Tensor logits = model_->forward(Tensor::from_vector(e.input, {1, T}), &weights);
+    Tensor logits = model_->forward(ids_for(*model_, e.input, {1, T}), &weights);
     maps = label(runner, e.input, -1, weights);
-    return nn::cross_entropy(logits, Tensor::from_vector(e.answer, {1, T}));
+    return nn::cross_entropy(logits, ids_for(*model_, e.answer, {1, T}));
   }
 
  private:
@@ -156,9 +161,9 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
       }
       tout[b * T + e.answer.size()] = kEos;
     }
-    Tensor memory = model_->encode(Tensor::from_vector(src, {B, S}), lengths, enc);
-    Tensor logits = model_->decode(Tensor::from_vector(tin, {B, T}), memory, lengths, dec);
-    return nn::cross_entropy(logits, Tensor::from_vector(tout, {B, T}));
+    Tensor memory = model_->encode(ids_for(*model_, src, {B, S}), lengths, enc);
+    Tensor logits = model_->decode(ids_for(*model_, tin, {B, T}), memory, lengths, dec);
+    return nn::cross_entropy(logits, ids_for(*model_, tout, {B, T}));
   }
   Tensor text_logits(const Tensor&, std::vector<Tensor>*) override {
     throw Error("a Seq2Seq model reads no text (the text task trains a GPT)");
@@ -172,7 +177,7 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
     int64_t B = static_cast<int64_t>(inputs.size()), L = static_cast<int64_t>(inputs.front().size());
     std::vector<int64_t> src, lengths(B, L);
     for (const auto& input : inputs) src.insert(src.end(), input.begin(), input.end());
-    Tensor memory = model_->encode(Tensor::from_vector(src, {B, L}), lengths);
+    Tensor memory = model_->encode(ids_for(*model_, src, {B, L}), lengths);
     return [this, memory, lengths](const Tensor& ids) { return model_->decode(ids, memory, lengths); };
   }
 
@@ -190,8 +195,8 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
     if (static_cast<int64_t>(tgt.size()) > context) tgt.resize(context);  // an answer that never ended
     std::vector<int64_t> lengths{static_cast<int64_t>(src.size())};
     std::vector<Tensor> enc, dec;
-    Tensor memory = model_->encode(Tensor::from_vector(src, {1, static_cast<int64_t>(src.size())}), lengths, &enc);
-    model_->decode(Tensor::from_vector(tgt, {1, static_cast<int64_t>(tgt.size())}), memory, lengths, &dec);
+    Tensor memory = model_->encode(ids_for(*model_, src, {1, static_cast<int64_t>(src.size())}), lengths, &enc);
+    model_->decode(ids_for(*model_, tgt, {1, static_cast<int64_t>(tgt.size())}), memory, lengths, &dec);
     std::vector<AttentionMap> maps = label(runner, src, tgt, enc, dec);
     for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
     return maps;
@@ -218,8 +223,8 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
   }
 };
 
-// Token ids right-padded with 0 into [B, T] (T the longest), and each row's length.
-Tensor padded_inputs(const std::vector<Example>& batch, std::vector<int64_t>& lengths) {
+// Token ids right-padded with 0 into [B, T] (T the longest) on the model's device, and each row's length.
+Tensor padded_inputs(const nn::Module& model, const std::vector<Example>& batch, std::vector<int64_t>& lengths) {
   int64_t B = static_cast<int64_t>(batch.size()), T = 0;
   for (const Example& e : batch) T = std::max<int64_t>(T, e.input.size());
   std::vector<int64_t> ids(B * T, 0);
@@ -228,17 +233,17 @@ Tensor padded_inputs(const std::vector<Example>& batch, std::vector<int64_t>& le
     std::copy(batch[b].input.begin(), batch[b].input.end(), ids.begin() + b * T);
     lengths[b] = static_cast<int64_t>(batch[b].input.size());
   }
-  return Tensor::from_vector(ids, {B, T});
+  return ids_for(model, ids, {B, T});
 }
 
-// Each example's one label, [B].
-Tensor class_labels(const std::vector<Example>& batch) {
+// Each example's one label, [B], on the model's device.
+Tensor class_labels(const nn::Module& model, const std::vector<Example>& batch) {
   std::vector<int64_t> y;
   for (const Example& e : batch) {
     QKV_CHECK(e.answer.size() == 1, "an example of a classification task has one label, got ", e.answer.size());
     y.push_back(e.answer[0]);
   }
-  return Tensor::from_vector(y, {static_cast<int64_t>(y.size())});
+  return ids_for(model, y, {static_cast<int64_t>(y.size())});
 }
 
 std::vector<std::string> token_labels(const LabelTask& task, const std::vector<int64_t>& ids, bool cls) {
@@ -294,7 +299,7 @@ class EncoderDriver : public LabelDriver<nn::EncoderClassifier> {
  public:
   using LabelDriver::LabelDriver;
   Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
-    return nn::cross_entropy(logits(batch, weights), class_labels(batch));
+    return nn::cross_entropy(logits(batch, weights), class_labels(*model_, batch));
   }
   Tensor label_scores(const std::vector<Example>& batch) override { return logits(batch, nullptr); }
   int64_t loss_positions(const Example&) const override { return 1; }
@@ -315,7 +320,7 @@ class EncoderDriver : public LabelDriver<nn::EncoderClassifier> {
   }
   Tensor logits(const std::vector<Example>& batch, std::vector<Tensor>* weights) {
     std::vector<int64_t> lengths;
-    Tensor ids = padded_inputs(batch, lengths);
+    Tensor ids = padded_inputs(*model_, batch, lengths);
     return model_->forward(ids, lengths, weights);
   }
 };
@@ -325,7 +330,7 @@ class ViTDriver : public LabelDriver<nn::ViT> {
  public:
   using LabelDriver::LabelDriver;
   Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
-    return nn::cross_entropy(model_->forward(images(batch), weights), class_labels(batch));
+    return nn::cross_entropy(model_->forward(images(batch), weights), class_labels(*model_, batch));
   }
   Tensor label_scores(const std::vector<Example>& batch) override { return model_->forward(images(batch)); }
   int64_t loss_positions(const Example&) const override { return 1; }
@@ -355,7 +360,7 @@ class ViTDriver : public LabelDriver<nn::ViT> {
       for (int64_t v : e.input) pixels.push_back(static_cast<float>(v) / 16.0f);
     }
     Tensor x = Tensor::from_vector(pixels, {B, 1, side, side});
-    return x.to(model_->cls_token.dtype());
+    return x.to(model_->cls_token.dtype()).to(model_->cls_token.device());
   }
 };
 
@@ -366,7 +371,7 @@ class RecommenderDriver : public LabelDriver<nn::Recommender> {
   using LabelDriver::LabelDriver;
   Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
     std::vector<int64_t> lengths;
-    Tensor ids = padded_inputs(batch, lengths);
+    Tensor ids = padded_inputs(*model_, batch, lengths);
     const int64_t B = ids.size(0), T = ids.size(1);
     std::vector<int64_t> y(B * T, -100);
     for (int64_t b = 0; b < B; ++b) {
@@ -374,22 +379,22 @@ class RecommenderDriver : public LabelDriver<nn::Recommender> {
                 " items needs as many next items, got ", batch[b].answer.size());
       std::copy(batch[b].answer.begin(), batch[b].answer.end(), y.begin() + b * T);
     }
-    return nn::cross_entropy(model_->forward(ids, weights), Tensor::from_vector(y, {B, T}));
+    return nn::cross_entropy(model_->forward(ids, weights), ids_for(*model_, y, {B, T}));
   }
   Tensor label_scores(const std::vector<Example>& batch) override {
     std::vector<int64_t> lengths, last;
-    Tensor ids = padded_inputs(batch, lengths);
+    Tensor ids = padded_inputs(*model_, batch, lengths);
     const int64_t B = ids.size(0), T = ids.size(1);
     for (int64_t b = 0; b < B; ++b) last.push_back(b * T + lengths[b] - 1);
     Tensor scores = model_->forward(ids);
-    return index_select(reshape(scores, {B * T, scores.size(2)}), 0, Tensor::from_vector(last, {B}));
+    return index_select(reshape(scores, {B * T, scores.size(2)}), 0, ids_for(*model_, last, {B}));
   }
   int64_t loss_positions(const Example& e) const override { return static_cast<int64_t>(e.answer.size()); }
 
  private:
   void forward_maps(const Example& e, std::vector<Tensor>& weights) override {
     std::vector<int64_t> lengths;
-    model_->forward(padded_inputs({e}, lengths), &weights);
+    model_->forward(padded_inputs(*model_, {e}, lengths), &weights);
   }
   // One causal map per layer over the history's items (for study(): all but its last, each predicting the next).
   std::vector<AttentionMap> label(const Runner& runner, const Example& e,

@@ -9,13 +9,19 @@
 namespace qkv::cli {
 
 namespace {
-// logits[b, t, :] of a [B, T, V] tensor.
+// logits[b, t, :] of a [B, T, V] tensor; from a device, that row alone is copied over.
 std::vector<double> row(const Tensor& logits, int64_t b, int64_t t) {
+  if (!logits.device().is_cpu()) return row(narrow(narrow(logits, 0, b, 1), 1, t, 1).to(Device::cpu()), 0, 0);
   int64_t T = logits.size(1), V = logits.size(2);
   std::vector<double> out(V);
   const float* p = logits.data<float>() + (b * T + t) * V;
   for (int64_t v = 0; v < V; ++v) out[v] = p[v];
   return out;
+}
+
+// Token ids, made on the host, on the model's device.
+Tensor ids_on(nn::Module& model, const std::vector<int64_t>& ids, const Shape& shape) {
+  return Tensor::from_vector(ids, shape).to(model.device());
 }
 
 }  // namespace
@@ -162,6 +168,8 @@ bool Runner::uses_cache() const {
 
 nn::Module& Runner::module() { return driver_->module(); }
 
+void Runner::to(Device device) { module().to(device); }
+
 Tensor Runner::forward_gpt(const Tensor& ids, std::vector<Tensor>* weights) const {
   return driver_->text_logits(ids, weights);
 }
@@ -196,8 +204,8 @@ Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen
     }
   }
   std::vector<Tensor> weights;
-  Tensor logits = driver_->text_logits(Tensor::from_vector(x, {count, T}), entropy_weight_ != 0 ? &weights : nullptr);
-  return with_entropy(nn::cross_entropy(logits, Tensor::from_vector(y, {count, T})), weights);
+  Tensor logits = driver_->text_logits(ids_on(module(), x, {count, T}), entropy_weight_ != 0 ? &weights : nullptr);
+  return with_entropy(nn::cross_entropy(logits, ids_on(module(), y, {count, T})), weights);
 }
 
 Example Runner::draw(Generator& gen) const {
@@ -260,7 +268,7 @@ std::vector<std::vector<int64_t>> Runner::answer(const std::vector<std::vector<i
       int64_t fed = cache ? cache->length : 0;  // tokens the model has already seen
       std::vector<int64_t> flat;
       for (const auto& s : seqs) flat.insert(flat.end(), s.begin() + fed, s.end());
-      Tensor ids = Tensor::from_vector(flat, {B, T - fed});
+      Tensor ids = ids_on(module(), flat, {B, T - fed});
       Tensor logits = decode(ids);
       T -= fed;  // the logits cover the new tokens only
       bool all_done = true;
@@ -328,7 +336,7 @@ LabelMetrics Runner::evaluate_labels(int64_t count, Generator& gen) {
   int64_t right = 0;
   for (size_t first = 0; first < held.size(); first += 256) {  // bounded memory whatever the count
     std::vector<Example> chunk(held.begin() + first, held.begin() + std::min(held.size(), first + 256));
-    Tensor scores = driver_->label_scores(chunk).to(DType::Float64);
+    Tensor scores = driver_->label_scores(chunk).to(Device::cpu()).to(DType::Float64);
     const int64_t L = scores.size(1);
     const double* p = scores.data<double>();
     for (size_t i = 0; i < chunk.size(); ++i) {
@@ -394,12 +402,12 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
     if (cache && n <= spec_.context) {
       std::vector<int64_t> fresh(ids.begin() + cache->length, ids.end());
       T = static_cast<int64_t>(fresh.size());
-      logits = driver_->cached_logits(Tensor::from_vector(fresh, {1, T}), *cache);
+      logits = driver_->cached_logits(ids_on(module(), fresh, {1, T}), *cache);
     } else {
       int64_t start = std::max<int64_t>(0, n - spec_.context);
       std::vector<int64_t> window(ids.begin() + start, ids.end());
       T = static_cast<int64_t>(window.size());
-      logits = driver_->text_logits(Tensor::from_vector(window, {1, T}), nullptr);
+      logits = driver_->text_logits(ids_on(module(), window, {1, T}), nullptr);
     }
     int64_t next = pick(row(logits, 0, T - 1), temperature, top_k, &gen);
     ids.push_back(next);

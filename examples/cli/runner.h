@@ -87,6 +87,10 @@ class Runner {
   void use_data(const std::string& path);
   const ModelSpec& spec() const { return spec_; }
   nn::Module& module();
+  /// Moves the model to `device`; batches are then made there (its
+  /// checkpoints are the same files whichever device wrote them).
+  void to(Device device);
+  Device device() const { return driver_->module().device(); }
   /// The sequence task (copy, reverse, sort, add), or null.
   const SequenceTask* task() const { return task_.get(); }
   /// The label task (brackets, digits, sessions), or null.

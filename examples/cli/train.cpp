@@ -77,7 +77,8 @@ bool check_gradients(Runner& runner, Generator& data, const char* when) {
   copy.module().to(DType::Float64);
   auto target = copy.module().named_parameters();
   auto source = runner.module().named_parameters();
-  for (size_t i = 0; i < target.size(); ++i) target[i].second.assign_(source[i].second.to(DType::Float64));
+  for (size_t i = 0; i < target.size(); ++i)
+    target[i].second.assign_(source[i].second.to(Device::cpu()).to(DType::Float64));  // checked on the CPU
   copy.module().train();
   GradcheckOptions options;
   options.max_entries = 8;
@@ -584,6 +585,8 @@ void print_banner(const Runner& runner, const Run& run, const optim::Optimizer& 
                       .c_str()
                 : "");
   std::printf("  %s\n", cpu::describe_kernels().c_str());
+  if (Device d = runner.device(); !d.is_cpu())
+    std::printf("  the model trains on %s: %s\n", d.str().c_str(), device_backend(d).describe(d.index).c_str());
   std::fflush(stdout);  // the banner shows at once in a pipe or a file, before the first step's seconds
 }
 
@@ -625,12 +628,13 @@ int train(int argc, char** argv) {
             " is the global batch: it needs at least one example for each of the ", ranks, " ranks");
   const dist::Slice mine = dist::slice_of(run.batch, me, ranks);
   set_threads_option(args.count("threads") ? args["threads"].as<int>() : 0);
-  set_device_option(args.count("device") ? args["device"].as<std::string>() : "cpu");
+  const Device device = set_device_option(args.count("device") ? args["device"].as<std::string>() : "cpu");
   const std::string log_path = args.count("log") ? args["log"].as<std::string>() : "";
   const std::string save = check_outputs(args, run, log_path);
 
   manual_seed(run.seed);
   Runner runner(run.spec);
+  runner.to(device);  // before the optimizer: its state is made where the parameters are
   check_fits_in_memory(training_bytes(runner.spec(), mine.count),
                        cat("training this model on --batch ", run.batch, ranks > 1 ? " (this rank's share)" : "",
                            " (parameters, gradients, optimizer state, activations)"),

@@ -63,7 +63,7 @@ expect_error "not a device (eval)" eval --checkpoint reverse.safetensors --devic
 expect_error "a CUDA device qkv cannot use" sample --checkpoint reverse.safetensors --prompt 12 --device cuda:7
 grep -qE "this build of qkv has no CUDA|no CUDA device is visible|this machine has [0-9]+ CUDA device" err.txt \
   || { echo "FAIL --device cuda:7 did not say what is missing: $(cat err.txt)"; failures=$((failures + 1)); }
-expect_error "a CUDA device for bench" bench --device cuda --steps 1
+expect_error "a CUDA device for bench" bench --device cuda:7 --steps 1
 expect_error "seq2seq attention: a prompt longer than the model reads" attention --checkpoint sort.safetensors --prompt 1234567890123 --out maps
 expect_error "grads: an input outside the task alphabet" grads --checkpoint reverse.safetensors --text hello --out g.safetensors
 expect_error "a valid safetensors file that is no qkv model" eval --checkpoint plain.safetensors

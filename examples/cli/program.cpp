@@ -1,0 +1,158 @@
+// qkv: train, evaluate, sample and inspect small attention models. The
+// program itself; main.cpp calls it (and the tests' stand-in build calls it
+// with a stand-in GPU installed).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include <cxxopts.hpp>
+
+#include "autograd/cpu.h"
+#include "autograd/error.h"
+#include "autograd/simd.h"
+#include "commands.h"
+#include "dist/dist.h"
+
+namespace {
+// The commands, once: the usage text, the dispatch and the unknown-command
+// message are all read from this table.
+struct Command {
+  const char* name;
+  int (*run)(int argc, char** argv);
+  const char* summary;
+};
+const Command kCommands[] = {
+    {"train", qkv::cli::train, "train a model on a task (reverse by default) and save a checkpoint"},
+    {"eval", qkv::cli::eval, "exact-match accuracy (tasks) or held-out loss (text) of a checkpoint"},
+    {"sample", qkv::cli::sample, "answer a prompt, or continue text, with a checkpoint"},
+    {"attention", qkv::cli::attention, "draw every layer's and head's attention for a prompt (SVG)"},
+    {"gradcheck", qkv::cli::gradcheck, "compare every parameter's gradient with finite differences"},
+    {"grads", qkv::cli::grads, "a checkpoint's gradient norms (per head) on one input, and a safetensors file of them"},
+    {"explore", qkv::cli::explore,
+     "one offline HTML page to study a model on a prompt: attention with dL/dP, the graph, the curves"},
+    {"graph", qkv::cli::graph, "draw the autograd graph of one forward and backward (Graphviz DOT and SVG)"},
+    {"info", qkv::cli::info, "what a checkpoint holds: model, task, training settings, step (--system: this machine)"},
+    {"plot", qkv::cli::plot, "a --log file as an HTML page of charts"},
+    {"bench", qkv::cli::bench, "time full training steps of a standard configuration"},
+};
+
+std::string usage() {
+  std::string text =
+      "usage: qkv <command> [options]     (qkv <command> --help for its options; qkv --version)\n\ncommands:\n";
+  for (const Command& c : kCommands) {
+    std::string name = c.name;
+    text += "  " + name + std::string(12 - name.size(), ' ') + c.summary + "\n";
+  }
+  return text;
+}
+
+// cxxopts names the value it could not parse (‘abc’), not its flag: find the
+// flag in argv (--lr abc, or --lr=abc) and name it first.
+std::string with_flag(const std::string& message, int argc, char** argv) {
+  const std::string open = "\u2018", close = "\u2019";
+  size_t a = message.find(open), b = message.find(close);
+  if (a == std::string::npos || b == std::string::npos || b < a) return message;
+  std::string value = message.substr(a + open.size(), b - a - open.size());
+  for (int i = 2; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == value && i > 2 && argv[i - 1][0] == '-') return std::string(argv[i - 1]) + ": " + message;
+    size_t eq = word.find('=');
+    if (word.rfind("--", 0) == 0 && eq != std::string::npos && word.substr(eq + 1) == value)
+      return word.substr(0, eq) + ": " + message;
+  }
+  return message;
+}
+
+std::string command_names() {
+  std::string names;
+  for (const Command& c : kCommands) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  return names;
+}
+
+// Runs one command; an error on one rank of several ends the whole job.
+int run(const std::string& command, int argc, char** argv) {
+  const std::string name = qkv::printable(command, 40);  // argv[1] is the user's: shown escaped
+  const int ranks = qkv::dist::world_size();
+  auto failed = [&](int code) {
+    if (ranks > 1) qkv::dist::abort(code);  // the other ranks would wait for this one forever
+    return code;
+  };
+  const std::string who = ranks > 1 ? " (rank " + std::to_string(qkv::dist::rank()) + ")" : "";
+  // MPI starts only for train and bench; any other command under a launcher
+  // would run N times side by side: each rank refuses, rank 0 says why.
+  if (command != "train" && command != "bench" && qkv::dist::launched_ranks() > 1) {
+    if (qkv::dist::launched_rank() == 0)
+      std::fprintf(stderr,
+                   "qkv %s: runs in one process: start it without mpirun (only train and bench run on several)\n",
+                   name.c_str());
+    return 2;
+  }
+  try {
+    qkv::simd::active_isa();  // a bad QKV_SIMD is a one-line error before any work
+    for (const Command& c : kCommands)
+      if (command == c.name) return c.run(argc - 1, argv + 1);
+    std::fprintf(stderr, "qkv: unknown command '%s' (%s; see qkv --help)\n", name.c_str(), command_names().c_str());
+    return 2;
+  } catch (const cxxopts::exceptions::exception& e) {
+    // cxxopts quotes the user's own words: they pass through the one printer too.
+    std::fprintf(stderr, "qkv %s%s: %s (see qkv %s --help)\n", name.c_str(), who.c_str(),
+                 qkv::one_line(with_flag(e.what(), argc, argv)).c_str(), name.c_str());
+    return failed(2);
+  } catch (const qkv::Error& e) {
+    std::fprintf(stderr, "qkv %s%s: error: %s\n", name.c_str(), who.c_str(), qkv::one_line(e.what()).c_str());
+    return failed(1);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qkv %s%s: unexpected error: %s\n", name.c_str(), who.c_str(),
+                 qkv::one_line(e.what()).c_str());
+    return failed(1);
+  }
+}
+}  // namespace
+
+int qkv::cli::program(int argc, char** argv) {
+  // OpenMP threads spin for a while before they sleep (libgomp: 300,000
+  // turns), which made a busy machine crawl: with one other busy process,
+  // `train` ran 7-20x slower than with --threads 1. Sleeping at once
+  // (passive) costs a futex wake-up per parallel loop: token-by-token
+  // sampling ran 5x slower. A short spin (about 30-100 us) keeps both fast,
+  // and --threads 0 starts only as many threads as there are idle cores.
+  // libgomp reads these once, when it loads: set and start again, once
+  // only, and never over the user's own choice.
+  bool restart =
+      !std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") && setenv("GOMP_SPINCOUNT", "30000", 1) == 0;
+  // OpenBLAS picks its kernels from the CPU models it knows, and runs SSE3
+  // kernels on a newer CPU (4x slower on a 2023 Xeon). It reads
+  // OPENBLAS_CORETYPE when it loads too: name the kernels the CPU's feature
+  // flags allow, and start again (autograd/cpu.h).
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    std::string core = qkv::cpu::blas_core(), better = qkv::cpu::better_blas_core(core, qkv::cpu::features());
+    if (!better.empty() && setenv("OPENBLAS_CORETYPE", better.c_str(), 1) == 0 &&
+        setenv(qkv::cpu::kReplacedCoreVariable, core.c_str(), 1) == 0)
+      restart = true;
+  }
+  if (restart) execv("/proc/self/exe", argv);
+  if (argc >= 2 && !std::strcmp(argv[1], "--version")) {
+    std::printf("qkv %s (%s MPI)\n", QKV_VERSION, qkv::dist::built_with_mpi() ? "with" : "without");
+    return 0;
+  }
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(usage().c_str(), argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  // Under mpirun, train and bench run data parallel (dist/dist.h).
+  if (command == "train" || command == "bench") qkv::dist::init(&argc, &argv);
+  int code = run(command, argc, argv);
+  // A full disk or a closed pipe must not end in exit 0.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "qkv %s: cannot write the output: %s\n", command.c_str(), std::strerror(errno));
+    code = code == 0 ? 1 : code;
+  }
+  qkv::dist::finalize();
+  return code;
+}
