@@ -11,6 +11,7 @@
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
 #include "nn/device_kernels.h"
+#include "nn/normalization_math.h"
 
 namespace qkv::nn {
 
@@ -52,18 +53,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
             simd::layer_norm_row(px + r * C, static_cast<float>(mu), static_cast<float>(rstd), pw, pb, py + r * C, C);
             continue;
           }
-          const T* row = px + r * C;
-          double mu = 0, var = 0;
-          for (int64_t c = 0; c < C; ++c) mu += row[c];
-          mu /= C;
-          for (int64_t c = 0; c < C; ++c) var += (row[c] - mu) * (row[c] - mu);
-          double rstd = 1.0 / std::sqrt(var / C + eps);
-          (*stats)[2 * r] = mu;
-          (*stats)[2 * r + 1] = rstd;
-          for (int64_t c = 0; c < C; ++c) {
-            T v = static_cast<T>((row[c] - mu) * rstd);
-            py[r * C + c] = (pw ? v * pw[c] : v) + (pb ? pb[c] : T(0));
-          }
+          math::LayerNormRow<T>{px, pw, pb, py, stats->data(), C, eps}(r);  // the device kernels' row
         }
       });
     });
@@ -92,43 +82,31 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                                                    static_cast<float>((*stats)[2 * r + 1]), pgx + r * C, C);
                      continue;
                    }
-                   double mu = (*stats)[2 * r], rstd = (*stats)[2 * r + 1], mean_d = 0, mean_dx = 0;
-                   for (int64_t c = 0; c < C; ++c) {
-                     double d = pg[r * C + c] * (pw ? pw[c] : T(1));
-                     mean_d += d;
-                     mean_dx += d * (px[r * C + c] - mu) * rstd;
-                   }
-                   mean_d /= C;
-                   mean_dx /= C;
-                   for (int64_t c = 0; c < C; ++c) {
-                     double d = pg[r * C + c] * (pw ? pw[c] : T(1));
-                     double xhat = (px[r * C + c] - mu) * rstd;
-                     pgx[r * C + c] = static_cast<T>(rstd * (d - mean_d - xhat * mean_dx));
-                   }
+                   math::LayerNormBackwardRow<T>{px, pw, stats->data(), pg, pgx, C}(r);  // the device kernels' row
                  }
                });
                // Column sums: threads split the columns and each walks every row
                // in order, so the result is the same for any thread count.
                T* pgw = gw.defined() ? gw.data<T>() : nullptr;
                T* pgb = gb.defined() ? gb.data<T>() : nullptr;
-               constexpr int64_t kCols = 64;
-               if (pgw || pgb)
+               if (!pgw && !pgb) return;
+               if constexpr (std::is_same_v<T, float>) {
+                 // Blocks of columns, each walking the rows through the vector kernels.
+                 constexpr int64_t kCols = 64;
                  parallel_for((C + kCols - 1) / kCols, 2 * kCols * rows, [&](int64_t begin, int64_t end) {
                    int64_t c0 = begin * kCols, c1 = std::min(C, end * kCols);
                    for (int64_t r = 0; r < rows; ++r) {
-                     T mu = static_cast<T>((*stats)[2 * r]), rstd = static_cast<T>((*stats)[2 * r + 1]);
-                     const T *xr = px + r * C, *gr = pg + r * C;
-                     if constexpr (std::is_same_v<T, float>) {
-                       simd::layer_norm_param_grads(xr + c0, gr + c0, mu, rstd, pgw ? pgw + c0 : nullptr,
-                                                    pgb ? pgb + c0 : nullptr, c1 - c0);
-                       continue;
-                     }
-                     for (int64_t c = c0; c < c1; ++c) {
-                       if (pgw) pgw[c] += gr[c] * (xr[c] - mu) * rstd;
-                       if (pgb) pgb[c] += gr[c];
-                     }
+                     float mu = static_cast<float>((*stats)[2 * r]), rstd = static_cast<float>((*stats)[2 * r + 1]);
+                     simd::layer_norm_param_grads(px + r * C + c0, pg + r * C + c0, mu, rstd, pgw ? pgw + c0 : nullptr,
+                                                  pgb ? pgb + c0 : nullptr, c1 - c0);
                    }
                  });
+               } else {
+                 parallel_for(C, 2 * rows, [&](int64_t begin, int64_t end) {  // the device kernels' columns
+                   for (int64_t c = begin; c < end; ++c)
+                     math::LayerNormParamsColumn<T>{px, stats->data(), pg, pgw, pgb, rows, C}(c);
+                 });
+               }
              });
              return {gx, gw, gb};
            });

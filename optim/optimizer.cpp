@@ -11,6 +11,7 @@
 #include "autograd/simd.h"
 #include "io/metadata.h"
 #include "optim/device_kernels.h"
+#include "optim/optimizer_math.h"
 
 namespace qkv::optim {
 
@@ -97,25 +98,13 @@ std::map<std::string, std::string> SGD::hyperparameters() const {
 void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
   bool first = !has_buffer(index, "momentum_buffer");
   Tensor* buf = o_.momentum > 0 ? &buffer(index, "momentum_buffer") : nullptr;
-  if (!param.device().is_cpu())
-    return device::sgd_step({lr(), o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov, first}, param, grad,
-                            buf ? *buf : Tensor());
+  const math::SGDStep step{lr(), o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov, first};
+  if (!param.device().is_cpu()) return device::sgd_step(step, param, grad, buf ? *buf : Tensor());
   dispatch_floating(param.dtype(), "SGD", [&](auto zero) {
     using T = decltype(zero);
-    T* p = param.data<T>();
-    const T* g = grad.data<T>();
-    T* b = buf ? buf->data<T>() : nullptr;
-    const double lr = this->lr(), mu = o_.momentum, tau = o_.dampening, wd = o_.weight_decay;
-    const bool nesterov = o_.nesterov;
+    const math::SGDItem<T> update{step, param.data<T>(), grad.data<T>(), buf ? buf->data<T>() : nullptr};
     parallel_for(param.numel(), 4, [&](int64_t begin, int64_t end) {  // elementwise: any split gives the same result
-      for (int64_t i = begin; i < end; ++i) {
-        double d = g[i] + wd * p[i];
-        if (b) {
-          b[i] = static_cast<T>(first ? d : mu * b[i] + (1 - tau) * d);
-          d = nesterov ? d + mu * b[i] : b[i];
-        }
-        p[i] = static_cast<T>(p[i] - lr * d);
-      }
+      for (int64_t i = begin; i < end; ++i) update(i);
     });
   });
 }
@@ -147,7 +136,8 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
   const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
   const double l2 = decoupled_ ? 0.0 : o_.weight_decay;
   const double shrink = decoupled_ && decays_[index] ? 1 - lr * o_.weight_decay : 1.0, eps = o_.eps;
-  if (!param.device().is_cpu()) return device::adam_step({lr, b1, b2, eps, l2, shrink, bc1, bc2}, param, grad, m, v);
+  const math::AdamStep step{lr, b1, b2, eps, l2, shrink, bc1, bc2};
+  if (!param.device().is_cpu()) return device::adam_step(step, param, grad, m, v);
   dispatch_floating(param.dtype(), "Adam", [&](auto zero) {
     using T = decltype(zero);
     T* p = param.data<T>();
@@ -161,14 +151,9 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
       });
       return;
     }
+    const math::AdamItem<T> update{step, p, g, pm, pv};
     parallel_for(param.numel(), 8, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        double d = g[i] + l2 * p[i];
-        pm[i] = static_cast<T>(b1 * pm[i] + (1 - b1) * d);
-        pv[i] = static_cast<T>(b2 * pv[i] + (1 - b2) * d * d);
-        double step = (pm[i] / bc1) / (std::sqrt(pv[i] / bc2) + eps);
-        p[i] = static_cast<T>(p[i] * shrink - lr * step);
-      }
+      for (int64_t i = begin; i < end; ++i) update(i);
     });
   });
 }
@@ -194,13 +179,10 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
       parallel_for(blocks, 2 * kBlock, [&](int64_t begin, int64_t end) {
         for (int64_t k = begin; k < end; ++k) {
           int64_t lo = k * kBlock, len = std::min(kBlock, n - lo);
-          if constexpr (std::is_same_v<T, float>) {
+          if constexpr (std::is_same_v<T, float>)
             partial[k] = simd::dot(pg + lo, pg + lo, len);
-          } else {
-            double s = 0;
-            for (int64_t i = lo; i < lo + len; ++i) s += static_cast<double>(pg[i]) * pg[i];
-            partial[k] = s;
-          }
+          else
+            math::SquaresBlock<T>{pg, partial.data(), n, kBlock}(k);
         }
       });
     });
@@ -218,9 +200,9 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
       }
       dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
         using T = decltype(zero);
-        T* pg = g.data<T>();
+        const math::ScaleItem<T> scale{g.data<T>(), factor};
         parallel_for(g.numel(), 1, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i) pg[i] = static_cast<T>(pg[i] * factor);
+          for (int64_t i = begin; i < end; ++i) scale(i);
         });
       });
     }

@@ -10,6 +10,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops/device_kernels.h"
 #include "autograd/ops/elementwise.h"
+#include "autograd/ops/reduce_math.h"
 #include "autograd/ops/shape.h"
 #include "autograd/parallel.h"
 
@@ -106,19 +107,9 @@ Tensor max_block(const Tensor& x, int64_t first, int64_t last) {
       using T = decltype(zero);
       const T* px = x.data<T>();
       T* po = out.data<T>();
+      const math::MaxColumn<T> column{px, po, argmax->data(), b.reduced, b.inner};  // as the device kernel
       parallel_for(b.outer * b.inner, b.reduced, [&](int64_t begin, int64_t end) {
-        for (int64_t item = begin; item < end; ++item) {
-          int64_t o = item / b.inner, i = item % b.inner;
-          const T* col = px + o * b.reduced * b.inner + i;
-          T best = col[0];
-          int64_t arg = 0;
-          for (int64_t r = 1; r < b.reduced && !std::isnan(best); ++r) {
-            T v = col[r * b.inner];
-            if (v > best || std::isnan(v)) best = v, arg = r;
-          }
-          po[item] = best;
-          (*argmax)[item] = arg;
-        }
+        for (int64_t item = begin; item < end; ++item) column(item);
       });
     });
   }
@@ -134,10 +125,8 @@ Tensor max_block(const Tensor& x, int64_t first, int64_t last) {
         using T = decltype(zero);
         const T* pg = g.data<T>();
         T* pgx = gx.data<T>();
-        for (int64_t item = 0; item < b.outer * b.inner; ++item) {
-          int64_t o = item / b.inner, i = item % b.inner;
-          pgx[(o * b.reduced + (*argmax)[item]) * b.inner + i] = pg[item];
-        }
+        const math::MaxBackwardItem<T> route{pg, argmax->data(), pgx, b.reduced, b.inner};
+        for (int64_t item = 0; item < b.outer * b.inner; ++item) route(item);
       });
       return {gx};
     });
@@ -217,11 +206,8 @@ Tensor masked_mean(const Tensor& x, const Tensor& lengths) {
       using F = decltype(zero);
       const F* px = x.data<F>();
       F* po = out.data<F>();
-      for (int64_t b = 0; b < B; ++b) {
-        for (int64_t t = 0; t < n[b]; ++t)
-          for (int64_t k = 0; k < inner; ++k) po[b * inner + k] += px[(b * T + t) * inner + k];
-        for (int64_t k = 0; k < inner; ++k) po[b * inner + k] /= static_cast<F>(n[b]);
-      }
+      const math::MaskedMeanItem<F> mean_of{px, n.data(), po, T, inner};  // as the device kernel
+      for (int64_t item = 0; item < B * inner; ++item) mean_of(item);
     });
   if (needs_grad({x}))
     record("masked_mean", out, {x},
@@ -236,10 +222,8 @@ Tensor masked_mean(const Tensor& x, const Tensor& lengths) {
                using F = decltype(zero);
                const F* pg = g.data<F>();
                F* pgx = gx.data<F>();
-               for (size_t b = 0; b < n.size(); ++b)
-                 for (int64_t t = 0; t < n[b]; ++t)
-                   for (int64_t k = 0; k < inner; ++k)
-                     pgx[(b * T + t) * inner + k] = pg[b * inner + k] / static_cast<F>(n[b]);
+               const math::MaskedMeanBackwardItem<F> spread{pg, n.data(), pgx, T, inner};
+               for (int64_t item = 0, count = gx.numel(); item < count; ++item) spread(item);
              });
              return {gx};
            });

@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops/device_kernels.h"
+#include "autograd/ops/softmax_math.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
 
@@ -36,13 +37,10 @@ Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
   return r;
 }
 
-// Calls fn(T* row_in, T* row_out, stride) for every row along the softmax dim.
-template <class T, class Fn> void for_each_row(const Rows& r, Fn&& fn) {
+// Runs row(item) for every row along the softmax dim, threaded over rows.
+template <class Row> void for_each_row(const Rows& r, const Row& row) {
   parallel_for(r.outer * r.inner, r.size * 4, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t o = item / r.inner, i = item % r.inner;
-      fn(o * r.size * r.inner + i, r.inner);
-    }
+    for (int64_t item = begin; item < end; ++item) row(item);
   });
 }
 
@@ -68,32 +66,11 @@ template <bool Log> Tensor softmax_forward(const char* op, const Tensor& x, cons
     using T = decltype(zero);
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    for_each_row<T>(r, [&](int64_t start, int64_t stride) {
-      const T* in = px + start;
-      T* out = py + start;
-      if constexpr (std::is_same_v<T, float>)
-        if (stride == 1 && !Log) return softmax_row_f32(in, out, r.size);
-      T top = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < r.size; ++j)  // a NaN becomes the max, so it propagates (as in torch)
-        if (std::isnan(in[j * stride]) || in[j * stride] > top) top = in[j * stride];
-      if (top == -std::numeric_limits<T>::infinity()) {  // fully masked row
-        for (int64_t j = 0; j < r.size; ++j) out[j * stride] = Log ? top : T(0);
-        return;
-      }
-      double total = 0;
-      for (int64_t j = 0; j < r.size; ++j) {
-        T e = std::exp(in[j * stride] - top);
-        total += e;
-        if (!Log) out[j * stride] = e;
-      }
-      if (Log) {
-        T shift = top + static_cast<T>(std::log(total));
-        for (int64_t j = 0; j < r.size; ++j) out[j * stride] = in[j * stride] - shift;
-      } else {
-        T scale = static_cast<T>(1.0 / total);
-        for (int64_t j = 0; j < r.size; ++j) out[j * stride] *= scale;
-      }
-    });
+    const math::RowWalk walk{r.size, r.inner};
+    if constexpr (std::is_same_v<T, float>)
+      if (r.inner == 1 && !Log)  // contiguous float32 rows: the vector kernels
+        return for_each_row(r, [&](int64_t item) { softmax_row_f32(px + item * r.size, py + item * r.size, r.size); });
+    for_each_row(r, math::SoftmaxRow<T, Log>{px, py, walk});  // the scalar rows the device kernels run too
   });
   return y;
 }
@@ -115,16 +92,13 @@ Tensor softmax(const Tensor& x, int64_t dim) {
         using T = decltype(zero);
         const T *py = y.data<T>(), *pg = g.data<T>();
         T* pgx = gx.data<T>();
-        for_each_row<T>(r, [&](int64_t start, int64_t stride) {
-          if constexpr (std::is_same_v<T, float>)
-            if (stride == 1) return simd::softmax_backward_row(py + start, pg + start, pgx + start, r.size);
-          double dot = 0;
-          for (int64_t j = 0; j < r.size; ++j) dot += pg[start + j * stride] * py[start + j * stride];
-          for (int64_t j = 0; j < r.size; ++j) {
-            int64_t at = start + j * stride;
-            pgx[at] = py[at] * static_cast<T>(pg[at] - dot);  // in double: g and Σ g⊙y nearly cancel where y ≈ 1
-          }
-        });
+        if constexpr (std::is_same_v<T, float>)
+          if (r.inner == 1)
+            return for_each_row(r, [&](int64_t item) {
+              int64_t at = item * r.size;
+              simd::softmax_backward_row(py + at, pg + at, pgx + at, r.size);
+            });
+        for_each_row(r, math::SoftmaxBackwardRow<T, false>{py, pg, pgx, {r.size, r.inner}});
       });
       return {gx};
     });
@@ -146,14 +120,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
         using T = decltype(zero);
         const T *py = y.data<T>(), *pg = g.data<T>();
         T* pgx = gx.data<T>();
-        for_each_row<T>(r, [&](int64_t start, int64_t stride) {
-          double total = 0;
-          for (int64_t j = 0; j < r.size; ++j) total += pg[start + j * stride];
-          for (int64_t j = 0; j < r.size; ++j) {
-            int64_t at = start + j * stride;
-            pgx[at] = pg[at] - std::exp(py[at]) * static_cast<T>(total);
-          }
-        });
+        for_each_row(r, math::SoftmaxBackwardRow<T, true>{py, pg, pgx, {r.size, r.inner}});
       });
       return {gx};
     });
