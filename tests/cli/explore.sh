@@ -15,9 +15,12 @@ train() {  # train NAME FLAGS...: a short run with a log beside its checkpoint
   local name=$1; shift
   "$qkv" train "$@" --threads 1 --save "$name.safetensors" --log "$name.csv" >"$name.txt" 2>&1 || { cat "$name.txt"; fail "training $name"; }
 }
-train reverse --steps 150
+# Under the sanitizers these runs took 62 of the test's 64 s: the pages need a
+# checkpoint and its log, not a trained model, so they train 20 steps there.
+steps=(150 100); [ -n "$sanitized" ] && steps=(20 20)
+train reverse --steps "${steps[0]}"
 train text --task text --steps 20 --eval-every 10
-train seq2seq --model seq2seq --task sort --max-len 12 --steps 100
+train seq2seq --model seq2seq --task sort --max-len 12 --steps "${steps[1]}"
 # The text prompt could end the page's script if anything were left unescaped.
 for run in "reverse 1234" "text the </script><!-- cat sat" "seq2seq 3142"; do
   name=${run%% *} prompt=${run#* }
