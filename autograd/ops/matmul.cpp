@@ -151,10 +151,10 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   Tensor out = Tensor::empty(shape, a.dtype(), a.device());
   dispatch_floating(a.dtype(), "matmul", [&](auto zero) {
     using T = decltype(zero);
-    bool on_cpu = a.device().is_cpu();
-    const T* pa = on_cpu ? a.data<T>() : a.device_data<T>();
-    const T* pb = on_cpu ? b.data<T>() : b.device_data<T>();
-    T* pc = on_cpu ? out.data<T>() : out.device_data<T>();
+    // a, b and out share a device (common_device); product() reads their memory there.
+    const T* pa = a.device_data<T>();
+    const T* pb = b.device_data<T>();
+    T* pc = out.device_data<T>();
     if (b_batch.empty() && !ta)  // [..., n, k] @ [k, m]: fold a's batch into rows, one gemm
       return product<T>(a.device(), false, tb, a.numel() / ac, m, k, pa, ac, pb, bc, pc, m, T(0));
     // One gemm per batch entry; operand offsets follow broadcasting (stride 0).
@@ -179,7 +179,8 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       a_off[i] = oa;
       b_off[i] = ob;
     }
-    if (!on_cpu) {  // one strided-batched call when the offsets step evenly (always, unless broadcasting mixes)
+    if (!a.device()
+             .is_cpu()) {  // one strided-batched call when the offsets step evenly (always, unless broadcasting mixes)
       int64_t step_a = count > 1 ? a_off[1] : 0, step_b = count > 1 ? b_off[1] : 0;
       bool even = true;
       for (int64_t i = 0; i < count && even; ++i) even = a_off[i] == i * step_a && b_off[i] == i * step_b;
@@ -306,7 +307,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
              dispatch_floating(x.dtype(), "linear", [&](auto zero) {
                using T = decltype(zero);
                Device device = g.device();
-               const T* pg = device.is_cpu() ? g.data<T>() : g.device_data<T>();
+               const T* pg = g.device_data<T>();  // on the inputs' device, as the engine checks
                if (rx && gemm_x)
                  product<T>(device, false, false, rows, in, out_features, pg, out_features, w.device_data<T>(), in,
                             gx.device_data<T>(), in, T(0));

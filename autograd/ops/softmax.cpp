@@ -66,11 +66,10 @@ template <bool Log> Tensor softmax_forward(const char* op, const Tensor& x, cons
     using T = decltype(zero);
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    const math::RowWalk walk{r.size, r.inner};
     if constexpr (std::is_same_v<T, float>)
       if (r.inner == 1 && !Log)  // contiguous float32 rows: the vector kernels
         return for_each_row(r, [&](int64_t item) { softmax_row_f32(px + item * r.size, py + item * r.size, r.size); });
-    for_each_row(r, math::SoftmaxRow<T, Log>{px, py, walk});  // the scalar rows the device kernels run too
+    for_each_row(r, math::SoftmaxRow<T, Log>{px, py, {r.size, r.inner}});  // the scalar rows the device kernels run too
   });
   return y;
 }
