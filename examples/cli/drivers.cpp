@@ -10,11 +10,6 @@ namespace {
 
 auto first_of_batch(const Tensor& w) { return squeeze(w, 0); }  // [1, heads, rows, cols] -> [heads, rows, cols]
 
-// Token ids and targets, made on the host, on the model's device.
-Tensor ids_for(const nn::Module& model, const std::vector<int64_t>& ids, const Shape& shape) {
-  return Tensor::from_vector(ids, shape).to(model.device());
-}
-
 // What every driver does the same way with its typed model: own it, and pass
 // the switches the models share on to it.
 template <class Model> class TypedDriver : public ModelDriver {
@@ -456,6 +451,10 @@ std::string default_kind(const std::string& task) {
   for (const DriverKind& d : kDrivers)
     if (learns(d, task)) return d.name;  // the table lists gpt first: the sequence tasks' default
   throw Error(cat("unknown task '", printable(task), "' (copy, reverse, sort, add, text, brackets, digits, sessions)"));
+}
+
+Tensor ids_for(const nn::Module& model, const std::vector<int64_t>& ids, const Shape& shape) {
+  return Tensor::from_vector(ids, shape).to(model.device());
 }
 
 const DriverKind& driver_kind(const std::string& kind) {

@@ -70,6 +70,9 @@ struct DriverKind {
   std::unique_ptr<ModelDriver> (*make)(std::unique_ptr<nn::Module> model);
 };
 
+/// Token ids or targets, made on the host, as an int64 tensor of `shape` on the model's device.
+Tensor ids_for(const nn::Module& model, const std::vector<int64_t>& ids, const Shape& shape);
+
 /// The row of `kind`; throws for a kind the program has no driver for.
 const DriverKind& driver_kind(const std::string& kind);
 /// Whether `kind` learns `task` (its row's list).

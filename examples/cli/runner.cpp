@@ -19,11 +19,6 @@ std::vector<double> row(const Tensor& logits, int64_t b, int64_t t) {
   return out;
 }
 
-// Token ids, made on the host, on the model's device.
-Tensor ids_on(nn::Module& model, const std::vector<int64_t>& ids, const Shape& shape) {
-  return Tensor::from_vector(ids, shape).to(model.device());
-}
-
 }  // namespace
 
 std::map<std::string, std::string> ModelSpec::metadata() const {
@@ -204,8 +199,8 @@ Tensor Runner::text_loss(const std::string& split, int64_t batch, Generator& gen
     }
   }
   std::vector<Tensor> weights;
-  Tensor logits = driver_->text_logits(ids_on(module(), x, {count, T}), entropy_weight_ != 0 ? &weights : nullptr);
-  return with_entropy(nn::cross_entropy(logits, ids_on(module(), y, {count, T})), weights);
+  Tensor logits = driver_->text_logits(ids_for(module(), x, {count, T}), entropy_weight_ != 0 ? &weights : nullptr);
+  return with_entropy(nn::cross_entropy(logits, ids_for(module(), y, {count, T})), weights);
 }
 
 Example Runner::draw(Generator& gen) const {
@@ -268,7 +263,7 @@ std::vector<std::vector<int64_t>> Runner::answer(const std::vector<std::vector<i
       int64_t fed = cache ? cache->length : 0;  // tokens the model has already seen
       std::vector<int64_t> flat;
       for (const auto& s : seqs) flat.insert(flat.end(), s.begin() + fed, s.end());
-      Tensor ids = ids_on(module(), flat, {B, T - fed});
+      Tensor ids = ids_for(module(), flat, {B, T - fed});
       Tensor logits = decode(ids);
       T -= fed;  // the logits cover the new tokens only
       bool all_done = true;
@@ -402,12 +397,12 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
     if (cache && n <= spec_.context) {
       std::vector<int64_t> fresh(ids.begin() + cache->length, ids.end());
       T = static_cast<int64_t>(fresh.size());
-      logits = driver_->cached_logits(ids_on(module(), fresh, {1, T}), *cache);
+      logits = driver_->cached_logits(ids_for(module(), fresh, {1, T}), *cache);
     } else {
       int64_t start = std::max<int64_t>(0, n - spec_.context);
       std::vector<int64_t> window(ids.begin() + start, ids.end());
       T = static_cast<int64_t>(window.size());
-      logits = driver_->text_logits(ids_on(module(), window, {1, T}), nullptr);
+      logits = driver_->text_logits(ids_for(module(), window, {1, T}), nullptr);
     }
     int64_t next = pick(row(logits, 0, T - 1), temperature, top_k, &gen);
     ids.push_back(next);
