@@ -69,7 +69,12 @@ case "$command" in
     build build/release -DCMAKE_BUILD_TYPE=Release
     run_tests build/release
     if [ "${QKV_SANITIZE:-1}" != 0 ]; then
-      build build/sanitize -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON
+      # A unity build (CMake joins each target's files, 8 to a translation
+      # unit): the headers' templates are instrumented once per batch instead
+      # of once per file, which halved this build (276 -> ~140 s on 2 cores).
+      # The Release build stays one file at a time, so each file is still
+      # checked to compile on its own includes.
+      build build/sanitize -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON -DCMAKE_UNITY_BUILD=ON
       run_tests build/sanitize
     fi
     ;;

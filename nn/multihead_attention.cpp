@@ -161,8 +161,8 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, const Tensor& keys, c
   Tensor k = k_proj->forward(x), v = v_proj->forward(x);  // [B, t, C]: rows of the cache at pos
   int64_t C = d_model_, cap = keys.size(1);
   if (!x.device().is_cpu()) {
-    device::copy_rows(k, t, 0, keys, cap, pos, B, t, C);
-    device::copy_rows(v, t, 0, values, cap, pos, B, t, C);
+    qkv::device::copy_rows(k, t, 0, keys, cap, pos, B, t, C);
+    qkv::device::copy_rows(v, t, 0, values, cap, pos, B, t, C);
   } else {
     dispatch_floating(x.dtype(), "forward_cached", [&](auto zero) {
       using T = decltype(zero);

@@ -8,22 +8,17 @@
 
 #include "compare.h"
 #include "nn/nn.h"
+#include "test_helpers.h"
 
 using namespace qkv;
 using namespace qkv::nn;
 using Catch::Matchers::Contains;
+using testing::check_module;
+using testing::inf;
+using testing::leaf64;
 
 namespace {
-const double inf = std::numeric_limits<double>::infinity();
-Tensor leaf64(const Shape& s) { return Tensor::randn(s, DType::Float64).requires_grad_(); }
 Tensor bools(std::vector<bool> v, Shape s) { return Tensor::from_vector(v, s); }
-
-GradcheckResult check_module(const Module& m, std::vector<std::pair<std::string, Tensor>> extra,
-                             const std::function<Tensor()>& f) {
-  auto leaves = m.named_parameters();
-  leaves.insert(leaves.end(), extra.begin(), extra.end());
-  return gradcheck_leaves(f, leaves);
-}
 
 void check_all_close(const Tensor& a, const Tensor& b, double tol = 1e-12) {
   REQUIRE(a.shape() == b.shape());

@@ -5,13 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include "nn/nn.h"
+#include "test_helpers.h"
 
 using namespace qkv;
 using namespace qkv::nn;
 using Catch::Matchers::Contains;
 
 namespace {
-Tensor ids(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s); }
+using testing::ids;
 
 std::vector<std::string> names_of(const Module& m) {
   std::vector<std::string> names;

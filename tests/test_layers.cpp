@@ -5,10 +5,13 @@
 #include <cmath>
 
 #include "nn/nn.h"
+#include "test_helpers.h"
 
 using namespace qkv;
 using namespace qkv::nn;
 using Catch::Matchers::Contains;
+using testing::check_module;
+using testing::leaf64;
 
 namespace {
 class Pair : public Module {
@@ -22,16 +25,6 @@ class Pair : public Module {
   std::shared_ptr<Dropout> drop;
   Tensor scale;
 };
-
-// Gradient check of a module's parameters (and extra leaves) in float64.
-GradcheckResult check_module(const Module& m, std::vector<std::pair<std::string, Tensor>> extra,
-                             const std::function<Tensor()>& f) {
-  auto leaves = m.named_parameters();
-  leaves.insert(leaves.end(), extra.begin(), extra.end());
-  return gradcheck_leaves(f, leaves);
-}
-
-Tensor leaf64(const Shape& s) { return Tensor::randn(s, DType::Float64).requires_grad_(); }
 }  // namespace
 
 TEST_CASE("modules name parameters with dots and propagate train/eval", "[module]") {

@@ -3,14 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include "nn/nn.h"
+#include "test_helpers.h"
 
 using namespace qkv;
 using namespace qkv::nn;
 using Catch::Matchers::Contains;
-
-namespace {
-Tensor ids(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s); }
-}  // namespace
+using testing::ids;
 
 TEST_CASE("GPT names its parameters as ARCHITECTURE.md lists them", "[models][gpt]") {
   GPTConfig config;

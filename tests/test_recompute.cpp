@@ -6,12 +6,13 @@
 #include <cmath>
 
 #include "nn/nn.h"
+#include "test_helpers.h"
 
 using namespace qkv;
 using namespace qkv::nn;
 
 namespace {
-Tensor ids(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s); }
+using testing::ids;
 
 // Loss and every parameter gradient of one training step from a fixed generator state.
 std::vector<std::vector<double>> step(const Module& model, const std::function<Tensor()>& loss,

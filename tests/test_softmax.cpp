@@ -5,13 +5,11 @@
 #include <limits>
 
 #include "autograd/autograd.h"
+#include "test_helpers.h"
 
 using namespace qkv;
 using Catch::Matchers::Contains;
-
-namespace {
-const double inf = std::numeric_limits<double>::infinity();
-}
+using testing::inf;
 
 TEST_CASE("softmax rows sum to one along any dim", "[softmax]") {
   Tensor x = Tensor::randn({3, 4, 5}, DType::Float64);
