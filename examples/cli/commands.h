@@ -50,9 +50,11 @@ int grads(int argc, char** argv);
 int graph(int argc, char** argv);
 /// qkv explore (examples/cli/explore.cpp): one page to study a trained model on a prompt.
 int explore(int argc, char** argv);
+/// qkv info (examples/cli/info.cpp): what a checkpoint holds, or (--system) this machine.
 int info(int argc, char** argv);
 /// qkv plot (examples/cli/plot.cpp): a --log file as HTML charts.
 int plot(int argc, char** argv);
+/// qkv bench (examples/cli/bench.cpp): tokens/s of training steps on the CPU or a device.
 int bench(int argc, char** argv);
 
 }  // namespace qkv::cli

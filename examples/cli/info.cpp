@@ -1,0 +1,111 @@
+// qkv info: what a checkpoint holds (model, task, settings, step, sizes),
+// read and validated without building the model; --system: this machine's
+// CPU, the kernels qkv and OpenBLAS run on it, threads and CUDA devices.
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <cxxopts.hpp>
+
+#include "autograd/cpu.h"
+#include "commands.h"
+#include "io/metadata.h"
+#include "runner.h"
+
+namespace qkv::cli {
+
+namespace {
+// The CPU's marketing name, from /proc/cpuinfo ("unknown" elsewhere).
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  for (int i = 0; i < 200 && std::getline(in, line); ++i)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
+      return printable(line.substr(line.find(':') + 2), 80);
+  return "unknown";
+}
+// "not in this build", "no device visible", or one line per device.
+std::string describe_cuda() {
+  if (!cuda_built()) return "not in this build (the CUDA toolkit was not found, or QKV_CUDA=OFF)";
+  int count = cuda_device_count();
+  if (count == 0) return "built in; no CUDA device visible";
+  std::string out;
+  for (int i = 0; i < count; ++i)
+    out += cat(i ? "\n             " : "", "cuda:", i, " ", device_backend(Device::cuda(i)).describe(i));
+  return out;
+}
+}  // namespace
+
+int info(int argc, char** argv) {
+  cxxopts::Options options("qkv info", "What a checkpoint holds: model, task, training settings, step, parameters.");
+  options.add_options()("checkpoint", "checkpoint file", cxxopts::value<std::string>(), "FILE")(
+      "system",
+      "this machine instead (or as well): CPU, the kernels qkv and OpenBLAS run on it, threads, CUDA devices");
+  options.parse_positional({"checkpoint"});
+  options.positional_help("FILE");
+  cxxopts::ParseResult args;
+  if (!parse(options, argc, argv, args)) return 0;
+  if (args.count("system")) {
+    std::printf("system\n  cpu        %s, %u cores (%d thread%s by default)\n  kernels    %s\n",
+                cpu_model_name().c_str(), std::thread::hardware_concurrency(), get_num_threads(),
+                get_num_threads() == 1 ? "" : "s", cpu::describe_kernels().c_str());
+    if (std::string w = cpu::blas_warning(); !w.empty()) std::printf("  warning    %s\n", w.c_str());
+    std::printf("  cuda       %s\n", describe_cuda().c_str());
+    if (!args.count("checkpoint")) return 0;
+  }
+  std::string path = required(args, "checkpoint");
+  io::TensorFile file = io::load_safetensors(path);
+  ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
+  spec.check_tensors(file, path);  // the model is described, never built
+  auto meta = [&](const char* key) {
+    return file.metadata.count(key) ? printable(file.metadata.at(key)) : std::string("-");
+  };
+  std::printf("%s\n", printable(path).c_str());
+  std::printf(
+      "  model      %s, %lld parameters: width %lld, %lld layers%s, %lld heads, context %lld, vocab %lld, %s "
+      "attention%s, dropout %g\n",
+      spec.model.c_str(), static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
+      static_cast<long long>(spec.layers), driver_kind(spec.model).layers_are, static_cast<long long>(spec.heads),
+      static_cast<long long>(spec.context), static_cast<long long>(spec.vocab), spec.attention.c_str(),
+      spec.post_ln ? ", post-LN" : "", spec.dropout);
+  if (spec.task == "text")
+    std::printf("  task       text, trained on %s\n",
+                spec.data.empty() ? "the bundled text" : ("'" + printable(spec.data) + "'").c_str());
+  else if (spec.task == "add")
+    std::printf("  task       add, %lld-digit operands\n", static_cast<long long>(spec.digits));
+  else if (spec.task == "digits")
+    std::printf("  task       digits, %lld x %lld images in %lld x %lld patches, %lld classes, trained on %s\n",
+                static_cast<long long>(spec.image), static_cast<long long>(spec.image),
+                static_cast<long long>(spec.patch), static_cast<long long>(spec.patch),
+                static_cast<long long>(spec.classes),
+                spec.data.empty() ? "the bundled digits" : ("'" + printable(spec.data) + "'").c_str());
+  else if (spec.task == "brackets")
+    std::printf("  task       brackets, up to %lld brackets, %s pooling\n", static_cast<long long>(spec.max_len),
+                spec.pooling.c_str());
+  else if (spec.task == "sessions")
+    std::printf("  task       sessions, histories of up to %lld items\n", static_cast<long long>(spec.max_len));
+  else
+    std::printf("  task       %s, inputs up to %lld digits\n", spec.task.c_str(), static_cast<long long>(spec.max_len));
+  std::printf("  step       %s\n  optimizer  %s %s\n", meta("qkv.step").c_str(), meta("qkv.optimizer").c_str(),
+              meta("qkv.optimizer.hyperparameters").c_str());
+  if (file.metadata.count("qkv.train")) {
+    std::string settings;
+    // As the flags that give them: a switch appears only when on (train takes no value for it).
+    for (const auto& [k, v] : io::parse_json_object(file.metadata.at("qkv.train"))) {
+      if (k == "checkpoint-activations" && v == "0") continue;
+      settings +=
+          (settings.empty() ? "" : " ") + ("--" + k + (k == "checkpoint-activations" ? "" : " " + printable(v)));
+    }
+    std::printf("  settings   %s\n", settings.c_str());
+  } else {
+    std::printf("  settings   not recorded (a checkpoint from before qkv.train)\n");
+  }
+  int64_t tensors = 0, bytes = 0;
+  for (const auto& [name, t] : file.tensors)
+    ++tensors, bytes += t.numel() * static_cast<int64_t>(element_size(t.dtype()));
+  std::printf("  file       %lld tensors, %.2f MB of data (parameters and optimizer state)\n",
+              static_cast<long long>(tensors), bytes / 1e6);
+  return 0;
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,37 @@
+// qkv train's flags and the run they resolve to (examples/cli/train_flags.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <cxxopts.hpp>
+
+#include "io/safetensors.h"
+#include "runner.h"
+
+namespace qkv::cli {
+
+/// A run resolved from its flags, else the resumed checkpoint's settings, else the defaults.
+struct Run {
+  bool resuming = false;
+  std::string resume;      // the checkpoint resumed ("" for a new run)
+  io::TensorFile resumed;  // its contents, read once
+  ModelSpec spec;
+  std::map<std::string, std::string> settings;  // recorded in the checkpoint (qkv.train)
+  int64_t batch = 0, eval_every = 0, total = 0, save_every = 0, warmup = 0;
+  double lr = 0, weight_decay = 0, clip = 0, target = 0, entropy_weight = 0;
+  std::string optimizer, schedule;
+  uint64_t seed = 1;
+  bool checkpoint_activations = false;
+};
+
+/// qkv train's flags, grouped as --help shows them.
+cxxopts::Options train_options();
+
+/// The run the parsed flags give: on --resume the checkpoint (read once, into
+/// Run::resumed) holds the model, the task and the training settings, and
+/// only the run's own flags may change. Every value is range-checked.
+Run resolve(const cxxopts::ParseResult& args);
+
+}  // namespace qkv::cli
