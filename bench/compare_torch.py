@@ -17,6 +17,13 @@ count.
 
     /usr/bin/python3 bench/compare_torch.py [--qkv build/release/examples/cli/qkv]
         [--configs tiny,small,mini] [--rounds 5] [--steps 10] [--threads 1,2,4,8,16]
+        [--device cpu|cuda] [--context N]
+
+--device cuda runs both on the GPU (a qkv built with -DQKV_CUDA=ON), in
+float32 with TF32 off on both sides, each step waited for before it is
+timed. The config `attention` times causal attention alone, forward and
+backward of q, k, v [B, n, heads, d] (qkv's fused kernel; PyTorch's SDPA);
+--context sets its n (or any config's context).
 
 Set OPENBLAS_CORETYPE (e.g. Haswell) in the environment to pin both systems'
 BLAS kernels: qkv's OpenBLAS reads it, and so does PyTorch's (Debian's torch
@@ -37,6 +44,8 @@ CONFIGS = {  # T, L, H, C, B — as in `qkv bench`
     "small": (256, 4, 8, 256, 8),
     "mini": (128, 6, 6, 384, 4),
     "long": (1024, 2, 4, 128, 2),
+    "deep": (512, 6, 6, 384, 4),
+    "attention": (256, 1, 8, 256, 8),
 }
 
 
@@ -48,18 +57,12 @@ def torch_model(torch, T, L, H, C, sdpa):
             super().__init__()
             self.q_proj, self.k_proj = nn.Linear(C, C), nn.Linear(C, C)
             self.v_proj, self.out_proj = nn.Linear(C, C), nn.Linear(C, C)
-            self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)))
 
         def forward(self, x):
             B, n, _ = x.shape
             split = lambda t: t.view(B, n, H, C // H).transpose(1, 2)
             q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
-            if sdpa:
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            else:
-                s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
-                s = s.masked_fill(~self.mask[:n, :n], float("-inf"))
-                y = F.softmax(s, dim=-1) @ v
+            y = attention(torch, q, k, v, sdpa)
             return self.out_proj(y.transpose(1, 2).contiguous().view(B, n, C))
 
     class Block(nn.Module):
@@ -80,7 +83,7 @@ def torch_model(torch, T, L, H, C, sdpa):
             self.ln_f = nn.LayerNorm(C)
 
         def forward(self, ids):
-            x = self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1]))
+            x = self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1], device=ids.device))
             for b in self.blocks:
                 x = b(x)
             return self.ln_f(x) @ self.tok_emb.weight.t()
@@ -88,13 +91,13 @@ def torch_model(torch, T, L, H, C, sdpa):
     return GPT()
 
 
-def best_eager_path(torch):
-    """(sdpa, fused AdamW): what this PyTorch has for CPU training."""
+def best_eager_path(torch, device):
+    """(sdpa, fused AdamW): what this PyTorch has for training on the device."""
     sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention")
     fused = False
     try:
-        p = torch.nn.Parameter(torch.zeros(2))
-        p.grad = torch.zeros(2)
+        p = torch.nn.Parameter(torch.zeros(2, device=device))
+        p.grad = torch.zeros(2, device=device)
         torch.optim.AdamW([p], fused=True).step()  # CPU support arrived in PyTorch 2.4
         fused = True
     except (TypeError, RuntimeError, ValueError):
@@ -102,11 +105,51 @@ def best_eager_path(torch):
     return sdpa, fused
 
 
-def torch_tokens_per_s(torch, state, config, steps, warmup, path):
+def shape(config, context):
     T, L, H, C, B = CONFIGS[config]
+    return (context or T), L, H, C, B
+
+
+def attention(torch, q, k, v, sdpa):
+    """Causal attention of [B, H, n, d] heads: SDPA, or written out where PyTorch lacks it (1.13)."""
+    if sdpa:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    n = q.shape[-2]
+    s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    s = s.masked_fill(~torch.tril(torch.ones(n, n, dtype=torch.bool, device=q.device)), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def torch_attention_tokens_per_s(torch, config, context, steps, warmup, device, sdpa):
+    """Causal attention alone, forward and backward, as `qkv bench --config attention` times it."""
+    T, _, H, C, B = shape(config, context)
+    gen = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(B, H, T, C // H, generator=gen).to(device).requires_grad_() for _ in range(3))
+    times = []
+    for i in range(warmup + steps):
+        sync(torch, device)
+        t0 = time.perf_counter()
+        for x in (q, k, v):
+            x.grad = None
+        attention(torch, q, k, v, sdpa).sum().backward()
+        sync(torch, device)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return B * T / statistics.median(times)
+
+
+def sync(torch, device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def torch_tokens_per_s(torch, state, config, context, steps, warmup, path, device):
+    if config == "attention":
+        return torch_attention_tokens_per_s(torch, config, context, steps, warmup, device, path[0])
+    T, L, H, C, B = shape(config, context)
     if config not in state:
         torch.manual_seed(1)
-        model = torch_model(torch, T, L, H, C, path[0])
+        model = torch_model(torch, T, L, H, C, path[0]).to(device)
         decay = [p for p in model.parameters() if p.dim() >= 2]
         rest = [p for p in model.parameters() if p.dim() < 2]
         groups = [{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}]
@@ -117,20 +160,25 @@ def torch_tokens_per_s(torch, state, config, steps, warmup, path):
     for i in range(warmup + steps):
         ids = torch.randint(0, 256, (B, T), generator=gen)
         targets = torch.randint(0, 256, (B, T), generator=gen)
+        sync(torch, device)
         t0 = time.perf_counter()
+        # qkv's step draws its batch on the host and copies it over, likewise timed
+        ids, targets = ids.to(device), targets.to(device)
         opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.cross_entropy(model(ids).view(-1, 256), targets.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        sync(torch, device)
         if i >= warmup:
             times.append(time.perf_counter() - t0)
     return B * T / statistics.median(times)
 
 
-def qkv_tokens_per_s(binary, config, steps, warmup, threads):
+def qkv_tokens_per_s(binary, config, context, steps, warmup, threads, device):
     out = subprocess.run([binary, "bench", "--config", config, "--steps", str(steps), "--warmup", str(warmup),
-                          "--threads", str(threads)], check=True, capture_output=True, text=True).stdout
+                          "--threads", str(threads), "--context", str(context), "--device", device],
+                         check=True, capture_output=True, text=True).stdout
     match = re.search(r"([0-9.]+) tokens/s", out)
     if not match:
         sys.exit(f"compare_torch: no 'tokens/s' in qkv bench's output:\n{out}")
@@ -145,6 +193,8 @@ def main():
     parser.add_argument("--steps", type=int, default=10, help="timed steps per round and system")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each timing")
     parser.add_argument("--threads", default="2", help="thread counts for both systems, comma-separated (1,2,4,8,16)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where both train")
+    parser.add_argument("--context", type=int, default=0, help="sequence length (0: each config's)")
     args = parser.parse_args()
     try:
         import torch
@@ -158,12 +208,19 @@ def main():
         thread_counts = [int(t) for t in args.threads.split(",")]
     except ValueError:
         sys.exit(f"compare_torch: --threads takes counts like 1,2,4, got '{args.threads}'")
-    path = best_eager_path(torch)
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("compare_torch: --device cuda, but this PyTorch sees no GPU")
+        # float32 as float32 on both sides: qkv's cuBLAS calls use CUBLAS_COMPUTE_32F
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    path = best_eager_path(torch, args.device)
     kernels = subprocess.run([args.qkv, "info", "--system"], check=True, capture_output=True, text=True).stdout
     kernels = next((l.split(None, 1)[1] for l in kernels.splitlines() if l.strip().startswith("kernels")), "?")
     print(f"torch {torch.__version__} ({'SDPA' if path[0] else 'attention written out'}, "
           f"{'fused' if path[1] else 'default'} AdamW), qkv: {kernels}; "
-          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, {args.rounds} rounds x {args.steps} steps",
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, {args.rounds} rounds x {args.steps} steps"
+          f" on {args.device}" + (f" ({torch.cuda.get_device_name()}, TF32 off)" if args.device == "cuda" else ""),
           flush=True)
     results = {(c, n): ([], []) for n in thread_counts for c in configs}
     state = {}
@@ -171,8 +228,8 @@ def main():
         for n in thread_counts:
             torch.set_num_threads(n)
             for c in configs:
-                q = qkv_tokens_per_s(args.qkv, c, args.steps, args.warmup, n)
-                t = torch_tokens_per_s(torch, state, c, args.steps, args.warmup, path)
+                q = qkv_tokens_per_s(args.qkv, c, args.context, args.steps, args.warmup, n, args.device)
+                t = torch_tokens_per_s(torch, state, c, args.context, args.steps, args.warmup, path, args.device)
                 results[(c, n)][0].append(q)
                 results[(c, n)][1].append(t)
                 print(f"  round {r + 1}, {n} threads, {c}: qkv {q:,.0f} tok/s, torch {t:,.0f} tok/s, ratio {q / t:.2f}",
@@ -184,7 +241,7 @@ def main():
         for n in thread_counts:
             q, t = statistics.median(results[(c, n)][0]), statistics.median(results[(c, n)][1])
             ratios = [a / b for a, b in zip(*results[(c, n)])]
-            print(f"| {c} | {'/'.join(map(str, CONFIGS[c]))} | {n} | {q:,.0f} | {t:,.0f} | {q / t:.2f} "
+            print(f"| {c} | {'/'.join(map(str, shape(c, args.context)))} | {n} | {q:,.0f} | {t:,.0f} | {q / t:.2f} "
                   f"(rounds {min(ratios):.2f}-{max(ratios):.2f}) | {q / base:.2f} |")
 
 

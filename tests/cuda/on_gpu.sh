@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Issue 23's checks and figures on a machine with an NVIDIA GPU: the device
+# machine of DEVELOPERS.md (run ../shared/device/pack.sh here once, then the
+# device tool's run with carry [".device"]), or any Linux box with CUDA.
+# Each mode builds build/gpu (Release, -DQKV_CUDA=ON) first, so each device
+# call stands alone; logs go to $OUT when it is set (the device tool brings
+# them back), else to build/gpu/logs.
+#
+#   bash tests/cuda/on_gpu.sh test    ctest -L cuda; the rest of the suite in the
+#                                     CUDA build; compute-sanitizer memcheck and
+#                                     racecheck on the CUDA tests; qkv train --task
+#                                     reverse --device cuda to its target, and its
+#                                     checkpoint evaluated on the CPU and the GPU
+#   bash tests/cuda/on_gpu.sh bench   tokens/s against PyTorch eager on the same GPU
+#                                     (SDPA, fused AdamW, TF32 off on both sides) for
+#                                     tiny, small, mini and deep; the fused attention
+#                                     kernel alone at n = 1024, 4096 and 16384
+#
+# Without .device/ (a machine with Debian's packages) the build uses the system's.
+set -uo pipefail
+mode=${1:-test}
+root=$(pwd)
+logs=${OUT:-$root/build/gpu/logs}
+mkdir -p "$logs"
+exec > >(tee "$logs/on_gpu_$mode.log") 2>&1
+
+# Debian's build dependencies, brought in .device/ by pack.sh (as on-device.sh does).
+if [ -d .device/debs ]; then
+  for d in .device/debs/*.deb; do
+    case "$d" in
+      */libgfortran5_*|*/libxml2_*|*/libicu72_*) dpkg -x "$d" /opt/qkv-deps ;;
+      *) dpkg -x "$d" / ;;
+    esac
+  done
+  export LD_LIBRARY_PATH=/opt/qkv-deps/usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  ln -sf libopenblas.so.0 /usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so
+  ln -sf /opt/qkv-deps/usr/lib/x86_64-linux-gnu/libgfortran.so.5 /usr/lib/x86_64-linux-gnu/libgfortran.so.5 2>/dev/null || true
+fi
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+echo "on_gpu $mode: $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)," \
+  "$(nvcc --version | tail -1)"
+
+s=$SECONDS
+cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DQKV_CUDA=ON -DQKV_MPI=OFF -DGRAPHVIZ_DOT=/bin/false \
+  >"$logs/configure.log" 2>&1 || { tail -30 "$logs/configure.log"; exit 1; }
+cmake --build build/gpu -j "$(nproc)" >"$logs/build.log" 2>&1 || { grep -E 'error' "$logs/build.log" | head -40; exit 1; }
+echo "== built in $((SECONDS - s)) s"
+qkv=build/gpu/examples/cli/qkv
+failed=0
+step() { echo; echo "== $* ($((SECONDS)) s)"; }
+
+case "$mode" in
+  test)
+    step "the CUDA tests (label cuda)"
+    ctest --test-dir build/gpu -L cuda --output-on-failure || failed=1
+    step "the rest of the suite in the CUDA build"
+    ctest --test-dir build/gpu -LE cuda -E cli_graph -j 8 --output-on-failure 2>&1 |
+      grep -vE '^ +Start |Passed +[0-9.]+ sec$' || failed=1
+    sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    for tool in memcheck racecheck; do
+      # racecheck checks shared memory, which only the tiled kernels use; each
+      # tool gets every CUDA test case, bounded so that the call ends in time.
+      for part in matmul memory optim models registry; do
+        step "compute-sanitizer --tool $tool on [$part]"
+        timeout 150 "$sanitizer" --tool "$tool" --error-exitcode 3 build/gpu/tests/qkv_cuda_tests "[$part]" 2>&1 |
+          tail -4
+        rc=${PIPESTATUS[0]}
+        [ "$rc" = 124 ] && echo "(stopped at 150 s: not checked to the end)"
+        [ "$rc" = 0 ] || [ "$rc" = 124 ] || failed=1
+      done
+    done
+    step "qkv train --task reverse on the GPU, to its target; its checkpoint on the CPU"
+    work=build/gpu/reverse && rm -rf "$work" && mkdir -p "$work"
+    "$qkv" train --task reverse --device cuda --save "$work/reverse.safetensors" >"$work/train.txt" 2>&1 || failed=1
+    grep -E 'trains on|target|accuracy|stopped|saved' "$work/train.txt" | tail -8
+    for where in cpu cuda; do
+      "$qkv" eval --checkpoint "$work/reverse.safetensors" --device "$where" >"$work/eval_$where.txt" 2>&1 || failed=1
+      echo "eval on $where: $(tr '\n' ' ' <"$work/eval_$where.txt")"
+    done
+    cmp -s "$work/eval_cpu.txt" "$work/eval_cuda.txt" && echo "the two evaluations are identical" ||
+      echo "the two evaluations differ (see above)"
+    ;;
+  bench)
+    "$qkv" bench --config tiny --device cuda --steps 3 --warmup 1 | sed 's/^/  /'
+    step "GPT training steps, qkv against PyTorch eager"
+    PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --qkv "$qkv" --device cuda --configs tiny,small,mini,deep \
+      --rounds 3 --steps 10 --threads 4 || failed=1
+    for n in 1024 4096 16384; do
+      step "causal attention alone (B=8, 8 heads, d=32), forward and backward, n=$n"
+      PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --qkv "$qkv" --device cuda --configs attention --context "$n" \
+        --rounds 3 --steps 5 --warmup 2 --threads 4 || failed=1
+    done
+    ;;
+  *)
+    echo "usage: on_gpu.sh test | bench" >&2
+    exit 2
+    ;;
+esac
+echo; echo "== on_gpu $mode: $([ $failed = 0 ] && echo all passed || echo FAILED) in $SECONDS s"
+exit $failed
