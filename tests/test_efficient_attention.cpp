@@ -128,11 +128,12 @@ TEST_CASE("AttentionMasks: one set of position rules for the dense masks, the ke
     for (int64_t window : {0, 1, 3})
       for (int64_t offset : {0, 2, 5}) {
         if (offset > 0 && !causal) continue;  // an offset is for decoding after cached keys, which is causal
-        AttentionMasks rules;
-        rules.causal = causal, rules.window = window, rules.query_offset = offset;
+        AttentionMasks masks;
+        masks.causal = causal, masks.window = window, masks.query_offset = offset;
+        const PositionRules rules = masks.rules();
         const int64_t nq = 6, nk = 6 + offset;
         INFO("causal " << causal << " window " << window << " offset " << offset);
-        Tensor dense = rules.position_mask(nq, nk);
+        Tensor dense = masks.position_mask(nq, nk);
         for (int64_t i = 0; i < nq; ++i)
           for (int64_t j = 0; j < nk; ++j) {
             int64_t p = i + offset;  // the query's position among the keys
@@ -151,7 +152,7 @@ TEST_CASE("AttentionMasks: one set of position rules for the dense masks, the ke
                v = Tensor::randn({2, nk, 2, 3}, DType::Float64, &gen);
         AttentionMasks as_mask;
         as_mask.mask = dense;
-        CHECK(testing::worst_difference(fused_attention(q, k, v, rules, 0.5), fused_attention(q, k, v, as_mask, 0.5)) <
+        CHECK(testing::worst_difference(fused_attention(q, k, v, masks, 0.5), fused_attention(q, k, v, as_mask, 0.5)) <
               1e-14);
       }
 }

@@ -41,14 +41,9 @@ constexpr int64_t kBackwardKeys = 64, kBackwardQueries = 512;
 // own [B, n, H, d] tensor; 3·H·d for all three inside a packed [B, n, 3, H, d]).
 using AttentionDims = device::AttentionShape;
 
-// The masks, read in place: element strides of `mask` broadcast to [B, H, n_q, n_k].
-struct MaskView {
-  const void* mask = nullptr;
-  bool mask_is_bool = false;
-  int64_t sb = 0, sh = 0, si = 0, sj = 0;
-  const bool* padding = nullptr;  // [B, n_k]
+// The masks, read in place: the view the device kernels read, and n_k (the padding's row length).
+struct MaskView : device::AttentionMaskView {
   int64_t nk = 0;
-  AttentionMasks rules;  // its position rules (causal, window, offset): the tensors above are read in place
 };
 
 MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dtype) {
@@ -56,7 +51,7 @@ MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dty
   v.nk = dims.nk;
   QKV_CHECK(m.window >= 0, "fused_attention: window must be >= 0, got ", m.window);
   QKV_CHECK(m.query_offset >= 0, "fused_attention: query_offset must be >= 0, got ", m.query_offset);
-  v.rules.causal = m.causal, v.rules.window = m.window, v.rules.query_offset = m.query_offset;
+  v.rules = m.rules();
   if (m.key_padding.defined()) {
     QKV_CHECK(m.key_padding.dtype() == DType::Bool && (m.key_padding.shape() == Shape{dims.B, dims.nk}),
               "fused_attention: key_padding must be bool [", dims.B, ", ", dims.nk, "], got ",
@@ -88,11 +83,6 @@ MaskView mask_view(const AttentionMasks& m, const AttentionDims& dims, DType dty
   return v;
 }
 
-device::AttentionMaskView device_view(const MaskView& v) {
-  return {v.mask, v.mask_is_bool, v.sb,           v.sh,           v.si,
-          v.sj,   v.padding,      v.rules.causal, v.rules.window, v.rules.query_offset};
-}
-
 // S[r, c] (query i0 + r, key j0 + c) += masks; blocked -> -inf (S is already scaled).
 template <class T> void apply_masks(T* S, int64_t rows, int64_t cols, int64_t ld, const MaskView& mv, int64_t b,
                                     int64_t h, int64_t i0, int64_t j0) {
@@ -114,7 +104,7 @@ template <class T> void apply_masks(T* S, int64_t rows, int64_t cols, int64_t ld
     if (mv.padding)
       for (int64_t c = 0; c < cols; ++c)
         if (!mv.padding[b * mv.nk + j0 + c]) s[c] = kNegInf;
-    // The position rules (AttentionMasks::sees) as ranges: query i stands at p.
+    // The position rules (PositionRules::sees) as ranges: query i stands at p.
     const int64_t p = i + mv.rules.query_offset, window = mv.rules.window;
     if (mv.rules.causal)
       for (int64_t c = std::max<int64_t>(0, p - j0 + 1); c < cols; ++c) s[c] = kNegInf;
@@ -259,13 +249,13 @@ template <class T> void backward(const AttentionDims& D, const MaskView& mv, T s
 template <class T> void run_forward(Device device, const AttentionDims& D, const MaskView& mv, T scale, const T* q,
                                     const T* k, const T* v, T* o, double* lse) {
   if (device.is_cpu()) return forward<T>(D, mv, scale, q, k, v, o, lse);
-  device::attention_forward<T>(D, device_view(mv), scale, q, k, v, o, lse, device);
+  device::attention_forward<T>(D, mv, scale, q, k, v, o, lse, device);
 }
 template <class T> void run_backward(Device device, const AttentionDims& D, const MaskView& mv, T scale, const T* q,
                                      const T* k, const T* v, const T* o, const double* lse, const T* go, T* gq, T* gk,
                                      T* gv) {
   if (device.is_cpu()) return backward<T>(D, mv, scale, q, k, v, o, lse, go, gq, gk, gv);
-  device::attention_backward<T>(D, device_view(mv), scale, q, k, v, o, lse, go, gq, gk, gv, device);
+  device::attention_backward<T>(D, mv, scale, q, k, v, o, lse, go, gq, gk, gv, device);
 }
 
 }  // namespace
@@ -276,8 +266,9 @@ Tensor AttentionMasks::position_mask(int64_t nq, int64_t nk) const {
   if (!causal && window == 0) return Tensor();
   Tensor m = Tensor::empty({nq, nk}, DType::Bool);
   bool* p = m.data<bool>();
+  const PositionRules position = rules();
   for (int64_t i = 0; i < nq; ++i)
-    for (int64_t j = 0; j < nk; ++j) p[i * nk + j] = sees(i, j);
+    for (int64_t j = 0; j < nk; ++j) p[i * nk + j] = position.sees(i, j);
   return m;
 }
 

@@ -37,7 +37,7 @@ template <class T> struct Heads {
   // scale·q_i·k_j plus the masks; −∞ where blocked.
   QKV_HD T score(int64_t b, int64_t h, int64_t i, int64_t j, T scale) const {
     const T kNegInf = -std::numeric_limits<T>::infinity();
-    if (!masks.sees(i, j)) return kNegInf;
+    if (!masks.rules.sees(i, j)) return kNegInf;
     if (masks.padding && !masks.padding[b * D.nk + j]) return kNegInf;
     const T *qi = q_row(b, h, i), *kj = k_row(b, h, j);
     T s = 0;
@@ -67,7 +67,7 @@ template <class T> struct ForwardKernel {
     for (int64_t c = 0; c < D.dv; ++c) oi[c] = T(0);
     const double kNegInf = -std::numeric_limits<double>::infinity();
     double m = kNegInf, l = 0;
-    for (int64_t j = heads.masks.first_key(i), end = heads.masks.end_key(i, D.nk); j < end; ++j) {
+    for (int64_t j = heads.masks.rules.first_key(i), end = heads.masks.rules.end_key(i + 1, D.nk); j < end; ++j) {
       double s = heads.score(b, h, i, j, scale);
       if (s == kNegInf) continue;                                    // blocked: adds nothing
       double top = s != s || m != m ? s + m : (s > m ? s : m);       // a NaN poisons the row
@@ -133,7 +133,7 @@ template <class T> struct QueryGradKernel {
     const AttentionShape& D = P.heads.D;
     int64_t i = item % D.nq, h = item / D.nq % D.H, b = item / (D.nq * D.H);
     T* gqi = gq + (b * D.nq + i) * D.ldq + h * D.d;
-    for (int64_t j = P.heads.masks.first_key(i), end = P.heads.masks.end_key(i, D.nk); j < end; ++j) {
+    for (int64_t j = P.heads.masks.rules.first_key(i), end = P.heads.masks.rules.end_key(i + 1, D.nk); j < end; ++j) {
       T p, ds;
       if (!P.at(b, h, i, j, p, ds)) continue;
       const T* kj = P.heads.k_row(b, h, j);
@@ -152,7 +152,8 @@ template <class T> struct KeyGradKernel {
     int64_t j = item % D.nk, h = item / D.nk % D.H, b = item / (D.nk * D.H);
     T* gkj = gk + (b * D.nk + j) * D.ldk + h * D.d;
     T* gvj = gv + (b * D.nk + j) * D.ldv + h * D.dv;
-    for (int64_t i = P.heads.masks.first_query(j), end = P.heads.masks.end_query(j, D.nq); i < end; ++i) {
+    for (int64_t i = P.heads.masks.rules.first_query(j), end = P.heads.masks.rules.end_query(j + 1, D.nq); i < end;
+         ++i) {
       T p, ds;
       if (!P.at(b, h, i, j, p, ds)) continue;
       const T *goi = P.go + P.heads.o_at(b, h, i), *qi = P.heads.q_row(b, h, i);

@@ -2,12 +2,49 @@
 // in one op, tiled so no [n_q, n_k] matrix is ever kept.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
+#include "autograd/ops/host_device.h"
 #include "autograd/tensor.h"
 
 namespace qkv {
+
+/// The position rules of attention's masks (causal, a sliding window, and
+/// where the queries stand among the keys), written once for every reader:
+/// the dense masks of the composed path, the CPU kernel's blocks of rows and
+/// keys, and the device kernels' rows (QKV_HD: host and GPU).
+struct PositionRules {
+  bool causal = false;
+  int64_t window = 0;
+  int64_t query_offset = 0;
+
+  /// Whether query i may see key j: it stands at p = i + query_offset; causal
+  /// blocks keys after p, a window keys before p − window (and, not causal,
+  /// after p + window).
+  QKV_HD bool sees(int64_t i, int64_t j) const {
+    const int64_t p = i + query_offset;
+    if (causal && j > p) return false;
+    return window <= 0 || (j >= p - window && (causal || j <= p + window));
+  }
+  /// The keys that queries [i0, i1) may see: [first_key(i0), end_key(i1, n_k)), within [0, n_k).
+  QKV_HD int64_t first_key(int64_t i0) const {
+    return window > 0 && i0 + query_offset - window > 0 ? i0 + query_offset - window : 0;
+  }
+  QKV_HD int64_t end_key(int64_t i1, int64_t nk) const {
+    const int64_t end = causal ? i1 + query_offset : window > 0 ? i1 + query_offset + window : nk;
+    return end < nk ? end : nk;
+  }
+  /// The queries that may see keys [j0, j1): [first_query(j0), end_query(j1, n_q)), within [0, n_q).
+  QKV_HD int64_t first_query(int64_t j0) const {
+    const int64_t first = causal ? j0 - query_offset : window > 0 ? j0 - query_offset - window : 0;
+    return first > 0 ? first : 0;
+  }
+  QKV_HD int64_t end_query(int64_t j1, int64_t nq) const {
+    if (window <= 0) return nq;
+    const int64_t end = j1 - query_offset + window;
+    return end < 0 ? 0 : end < nq ? end : nq;
+  }
+};
 
 /// Which keys each query may see: the one place attention's masking rules
 /// live. The fused kernels' block bounds, the composed path's mask
@@ -28,26 +65,8 @@ struct AttentionMasks {
   /// with a cache, the new queries come after the cached keys.
   int64_t query_offset = 0;
 
-  /// The position rules (causal, window) for query i and key j.
-  bool sees(int64_t i, int64_t j) const {
-    const int64_t p = i + query_offset;
-    if (causal && j > p) return false;
-    return window <= 0 || (j >= p - window && (causal || j <= p + window));
-  }
-  /// The keys that queries [i0, i1) may see by position: [first, end), within [0, n_k).
-  int64_t first_key(int64_t i0) const { return window > 0 ? std::max<int64_t>(0, i0 + query_offset - window) : 0; }
-  int64_t end_key(int64_t i1, int64_t nk) const {
-    if (causal) return std::min(nk, i1 + query_offset);
-    return window > 0 ? std::min(nk, i1 + query_offset + window) : nk;
-  }
-  /// The queries that may see keys [j0, j1) by position: [first, end), within [0, n_q).
-  int64_t first_query(int64_t j0) const {
-    if (causal) return std::max<int64_t>(0, j0 - query_offset);
-    return window > 0 ? std::max<int64_t>(0, j0 - query_offset - window) : 0;
-  }
-  int64_t end_query(int64_t j1, int64_t nq) const {
-    return window > 0 ? std::min(nq, std::max<int64_t>(0, j1 - query_offset + window)) : nq;
-  }
+  /// Its position rules (causal, window, offset), as the kernels read them.
+  PositionRules rules() const { return {causal, window, query_offset}; }
   /// The position rules as a bool [n_q, n_k] mask (undefined when there are
   /// none): what the composed path merges with `mask` and `key_padding`.
   Tensor position_mask(int64_t nq, int64_t nk) const;

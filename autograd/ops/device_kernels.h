@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "autograd/ops/attention.h"
 #include "autograd/ops/elementwise_math.h"
 #include "autograd/ops/kernel.h"
 #include "autograd/tensor.h"
@@ -63,40 +64,15 @@ struct AttentionShape {
   int64_t B, nq, nk, H, d, dv;
   int64_t ldq, ldk, ldv;
 };
-/// The masks as kernels read them: a bool or float mask through strides
-/// broadcast to [B, H, n_q, n_k], key padding [B, n_k], and the position
-/// rules of AttentionMasks (sees, and the same key and query ranges).
+/// The masks as kernels read them, in place: a bool or float mask through
+/// element strides broadcast to [B, H, n_q, n_k], key padding [B, n_k] (true:
+/// a real key), and the position rules. The CPU kernel reads the same view.
 struct AttentionMaskView {
   const void* mask = nullptr;
   bool mask_is_bool = false;
   int64_t sb = 0, sh = 0, si = 0, sj = 0;
   const bool* padding = nullptr;
-  bool causal = false;
-  int64_t window = 0, query_offset = 0;
-
-  QKV_HD bool sees(int64_t i, int64_t j) const {
-    const int64_t p = i + query_offset;
-    if (causal && j > p) return false;
-    return window <= 0 || (j >= p - window && (causal || j <= p + window));
-  }
-  /// Keys query i may see by position: [first_key(i), end_key(i)).
-  QKV_HD int64_t first_key(int64_t i) const {
-    return window > 0 && i + query_offset - window > 0 ? i + query_offset - window : 0;
-  }
-  QKV_HD int64_t end_key(int64_t i, int64_t nk) const {
-    int64_t end = causal ? i + 1 + query_offset : window > 0 ? i + 1 + query_offset + window : nk;
-    return end < nk ? end : nk;
-  }
-  /// Queries that may see key j by position: [first_query(j), end_query(j)).
-  QKV_HD int64_t first_query(int64_t j) const {
-    int64_t first = causal ? j - query_offset : window > 0 ? j - query_offset - window : 0;
-    return first > 0 ? first : 0;
-  }
-  QKV_HD int64_t end_query(int64_t j, int64_t nq) const {
-    if (window <= 0) return nq;
-    int64_t end = j + 1 - query_offset + window;
-    return end < 0 ? 0 : end < nq ? end : nq;
-  }
+  PositionRules rules;
 };
 template <class T> void attention_forward(const AttentionShape& D, const AttentionMaskView& masks, T scale, const T* q,
                                           const T* k, const T* v, T* o, double* lse, Device device);

@@ -15,11 +15,9 @@
 #include "autograd/ops/strided_loop.h"
 #include "autograd/tensor.h"
 
+#include "autograd/ops/host_device.h"
 #if defined(__CUDACC__)
 #include "autograd/cuda/runtime.h"
-#define QKV_HD __host__ __device__
-#else
-#define QKV_HD
 #endif
 
 namespace qkv::kernel {
