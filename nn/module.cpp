@@ -51,9 +51,16 @@ void Module::to(DType dtype) {
     if (t.dtype() != dtype) t.assign_(t.to(dtype));
 }
 
+const Tensor* Module::first_parameter() const {
+  if (!parameters_.empty()) return &parameters_.front().second;
+  for (const auto& [name, child] : children_)
+    if (const Tensor* t = child->first_parameter()) return t;
+  return nullptr;
+}
+
 DType Module::dtype() const {
-  std::vector<Tensor> params = parameters();
-  return params.empty() ? DType::Float32 : params.front().dtype();
+  const Tensor* first = first_parameter();
+  return first ? first->dtype() : DType::Float32;
 }
 
 void Module::to(Device device) {
@@ -62,8 +69,8 @@ void Module::to(Device device) {
 }
 
 Device Module::device() const {
-  std::vector<Tensor> params = parameters();
-  return params.empty() ? Device::cpu() : params.front().device();
+  const Tensor* first = first_parameter();
+  return first ? first->device() : Device::cpu();
 }
 
 Module::~Module() {

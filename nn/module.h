@@ -68,6 +68,9 @@ class Module {
 
  private:
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+  // The first of named_parameters(), found without building that list of names
+  // (dtype() and device() are asked for every batch); null when there is none.
+  const Tensor* first_parameter() const;
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
