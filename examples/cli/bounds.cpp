@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -28,12 +29,25 @@ int64_t available_memory() {
   return -1;
 }
 
+namespace {
+// The address space this process has mapped so far (VmSize), 0 if unknown.
+double mapped_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  for (int i = 0; i < 100 && std::getline(in, line); ++i)
+    if (line.rfind("VmSize:", 0) == 0) return std::strtod(line.c_str() + 7, nullptr) * 1024;  // "VmSize: N kB"
+  return 0;
+}
+}  // namespace
+
 void check_fits_in_memory(double bytes, const std::string& what, const char* advice) {
   int64_t have = available_memory();
   struct rlimit limit;
-  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
-      (have < 0 || static_cast<int64_t>(limit.rlim_cur) < have))
-    have = static_cast<int64_t>(limit.rlim_cur);
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    // Under ulimit -v what is mapped already (the program, its libraries) is spent.
+    int64_t left = std::max<int64_t>(0, static_cast<int64_t>(limit.rlim_cur) - static_cast<int64_t>(mapped_bytes()));
+    if (have < 0 || left < have) have = left;
+  }
   if (have < 0) return;
   auto gb = [](double b) {
     char text[32];
@@ -53,14 +67,16 @@ void check_threads(int n) {
 void check_thread_buffers(int n) {
   // OpenBLAS maps a buffer of up to 128 MiB (address space, not memory) per
   // thread and retries forever when it cannot: under `ulimit -v` say so instead.
+  // What is mapped already counts (the program and its libraries: ~0.3 GB, and
+  // a CUDA build's cuBLAS ~0.6 GB more), and 256 MiB are left for the run.
   struct rlimit limit;
   if (n > 0 && ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    double need = (static_cast<double>(n) + 1) * 128 * 1048576.0 + 512 * 1048576.0;
-    QKV_CHECK(need <= static_cast<double>(limit.rlim_cur), "--threads ", n, " needs about ",
+    double need = (static_cast<double>(n) + 1) * 128 * 1048576.0 + 256 * 1048576.0, mapped = mapped_bytes();
+    QKV_CHECK(need + mapped <= static_cast<double>(limit.rlim_cur), "--threads ", n, " needs about ",
               static_cast<int64_t>(need / 1048576),
-              " MiB of address space for OpenBLAS's buffers; the limit here "
-              "(ulimit -v) is ",
-              static_cast<int64_t>(limit.rlim_cur / 1048576), " MiB: use fewer threads");
+              " MiB of address space for OpenBLAS's buffers and the run; the limit here (ulimit -v) is ",
+              static_cast<int64_t>(limit.rlim_cur / 1048576), " MiB, of which ", static_cast<int64_t>(mapped / 1048576),
+              " are mapped already: use fewer threads");
   }
 }
 

@@ -150,7 +150,7 @@ ok "write errors on stdout exit non-zero; a folder given as a file is named as o
 timed() {  # timed CMD...: runs qkv within 1 GB and 10 s; sets rc and ms
   local start
   start=$(date +%s%N)
-  ( [ -z "$sanitized" ] && ulimit -v 1048576; timeout 10 "$qkv" "$@" ) >/dev/null 2>err.txt
+  ( [ -z "$sanitized" ] && ulimit -v $((1048576 + $(cuda_libraries_kib "$qkv"))); timeout -k 5 10 "$qkv" "$@" ) >/dev/null 2>err.txt
   rc=$?
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
 }

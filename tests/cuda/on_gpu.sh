@@ -71,7 +71,8 @@ case "$mode" in
     done
     step "qkv train --task reverse on the GPU, to its target; its checkpoint on the CPU"
     work=build/gpu/reverse && rm -rf "$work" && mkdir -p "$work"
-    "$qkv" train --task reverse --device cuda --save "$work/reverse.safetensors" >"$work/train.txt" 2>&1 || failed=1
+    "$qkv" train --task reverse --device cuda --save "$work/reverse.safetensors" >"$work/train.txt" 2>&1 ||
+      { failed=1; tail -5 "$work/train.txt"; }
     grep -E 'trains on|target|accuracy|stopped|saved' "$work/train.txt" | tail -8
     for where in cpu cuda; do
       "$qkv" eval --checkpoint "$work/reverse.safetensors" --device "$where" >"$work/eval_$where.txt" 2>&1 || failed=1
