@@ -143,13 +143,24 @@ int cuda_device_count() {
   return cuda ? cuda->count() : 0;
 }
 
+std::string cuda_count_error() {
+#ifdef QKV_HAVE_CUDA
+  if (!stand_in_cuda()) {
+    std::string why = cuda::count_error();
+    if (!why.empty()) return "CUDA: " + why;
+  }
+#endif
+  return "is the driver loaded?";
+}
+
 DeviceBackend& device_backend(Device device) {
   if (device.is_cpu()) return cpu_backend();
   DeviceBackend* cuda = cuda_backend_or_null();
   QKV_CHECK(cuda != nullptr, "device ", device.str(),
             ": this build of qkv has no CUDA (build it where the CUDA toolkit is installed, with -DQKV_CUDA=ON)");
   int count = cuda->count();
-  QKV_CHECK(count > 0, "device ", device.str(), ": no CUDA device is visible to this process (is the driver loaded?)");
+  QKV_CHECK(count > 0, "device ", device.str(), ": no CUDA device is visible to this process (", cuda_count_error(),
+            ")");
   QKV_CHECK(device.index >= 0 && device.index < count, "device ", device.str(), ": this machine has ", count,
             " CUDA device", count == 1 ? "" : "s", " (cuda:0", count > 1 ? cat("..cuda:", count - 1) : "", ")");
   return *cuda;

@@ -70,6 +70,9 @@ DeviceBackend& device_backend(Device device);
 bool cuda_built();
 /// CUDA devices this process can use: 0 without the backend or without a GPU.
 int cuda_device_count();
+/// Why there are none, for a message: what the CUDA runtime said, where it
+/// said something ("CUDA: CUDA driver version is insufficient ...").
+std::string cuda_count_error();
 
 /// Tests only: makes `backend` (host memory standing in for device memory)
 /// serve CUDA devices while the guard lives, so the device plumbing (copies,

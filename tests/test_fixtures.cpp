@@ -66,7 +66,7 @@ Device fixture_device() {
       return Device::cuda(0);
     }
     if (name == "cuda" && cuda_device_count() == 0) {
-      std::printf("no CUDA device visible: the fixtures' CUDA pass is skipped\n");
+      std::printf("no CUDA device visible (%s): the fixtures' CUDA pass is skipped\n", cuda_count_error().c_str());
       std::exit(77);
     }
     return Device::parse(name);

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -30,26 +31,58 @@ DeviceGuard::~DeviceGuard() { cudaSetDevice(previous_); }
 
 namespace {
 
+// cudaFree on device `index`, for paths that must not throw (a tensor's
+// storage is freed in a destructor): errors are dropped, and cleared so that
+// the next call does not report them as its own.
+void free_on(int index, void* p) noexcept {
+  int previous = 0;
+  cudaGetDevice(&previous);
+  cudaSetDevice(index);
+  cudaFree(p);
+  cudaSetDevice(previous);
+  cudaGetLastError();
+}
+
 // Freed blocks wait, by rounded size, for the next request of that size: a
 // training step asks for the same shapes every step, and cudaMalloc and
 // cudaFree synchronise the whole device. All work runs on the legacy default
 // stream, so a block freed here is reused only by work queued after the work
 // that used it. When cudaMalloc fails, the cache is given back and it tries once more.
+// QKV_CUDA_NO_CACHE=1 allocates each block at its exact size and frees it at
+// once, so that compute-sanitizer's memcheck sees every overrun and every use
+// after free (as the CPU's cache is off under AddressSanitizer).
 class CudaBackend final : public DeviceBackend {
  public:
   int count() override {
     std::call_once(counted_, [&] {
       int n = 0;
-      count_ = cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+      cudaError_t status = cudaGetDeviceCount(&n);
+      count_ = status == cudaSuccess ? n : 0;
+      if (status != cudaSuccess) count_error_ = cudaGetErrorString(status);
       cudaGetLastError();  // no driver or no GPU is an answer (0), not an error
       pools_.resize(count_);
     });
     return count_;
   }
+  const std::string& count_error() {
+    count();
+    return count_error_;
+  }
 
   void* allocate(std::size_t bytes, int index) override {
-    std::size_t rounded = round(bytes);
     Pool& pool = pools_.at(index);
+    if (no_cache_) {
+      DeviceGuard on(index);
+      void* p = nullptr;
+      cudaError_t status = cudaMalloc(&p, std::max<std::size_t>(bytes, 1));
+      QKV_CHECK(status == cudaSuccess, "cuda:", index, ": cannot allocate ", bytes,
+                " bytes: ", cudaGetErrorString(status));
+      std::lock_guard<std::mutex> lock(mutex_);
+      pool.in_use += bytes;
+      pool.peak = std::max(pool.peak, pool.in_use);
+      return p;
+    }
+    std::size_t rounded = round(bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     void* p = nullptr;
     auto it = pool.free.find(rounded);
@@ -72,14 +105,13 @@ class CudaBackend final : public DeviceBackend {
     return p;
   }
 
-  void release(void* p, std::size_t bytes, int index) override {
-    std::size_t rounded = round(bytes);
+  void release(void* p, std::size_t bytes, int index) override {  // called by destructors: never throws
     Pool& pool = pools_.at(index);
+    std::size_t rounded = no_cache_ ? bytes : round(bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     pool.in_use -= rounded;
-    if (pool.cached + rounded > kMaxCached) {  // beyond the cap: back to the driver (cudaFree waits for the device)
-      DeviceGuard on(index);
-      cudaFree(p);
+    if (no_cache_ || pool.cached + rounded > kMaxCached) {  // back to the driver (cudaFree waits for the device)
+      free_on(index, p);
       return;
     }
     pool.free[rounded].push_back(p);
@@ -145,23 +177,33 @@ class CudaBackend final : public DeviceBackend {
     cudaDeviceSynchronize();
     for (auto& [size, blocks] : pool.free)
       for (void* p : blocks) cudaFree(p);
+    cudaGetLastError();  // dropped: the caller retries and reports its own
     pool.free.clear();
     pool.cached = 0;
   }
 
+  const bool no_cache_ = [] {
+    const char* v = std::getenv("QKV_CUDA_NO_CACHE");
+    return v && *v && std::string(v) != "0";
+  }();
   std::once_flag counted_;
   int count_ = 0;
+  std::string count_error_;
   std::mutex mutex_;
   std::vector<Pool> pools_;
 };
 
-}  // namespace
-
 // Never destroyed: tensors in static objects may outlive any destructor, and
 // the CUDA runtime may be torn down before them; the driver frees all at exit.
-DeviceBackend& backend() {
+CudaBackend& the_backend() {
   static CudaBackend* instance = new CudaBackend;
   return *instance;
 }
+
+}  // namespace
+
+DeviceBackend& backend() { return the_backend(); }
+
+std::string count_error() { return the_backend().count_error(); }
 
 }  // namespace qkv::cuda

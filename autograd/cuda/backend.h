@@ -3,6 +3,8 @@
 // includes no CUDA header, so C++ files may include it.
 #pragma once
 
+#include <string>
+
 #include "autograd/device.h"
 
 namespace qkv::cuda {
@@ -10,5 +12,10 @@ namespace qkv::cuda {
 /// The process's one CUDA backend (autograd/device.cpp reaches it through
 /// device_backend(Device::cuda(i))).
 DeviceBackend& backend();
+
+/// Why the CUDA runtime counts no device ("no CUDA-capable device is
+/// detected", "CUDA driver version is insufficient for CUDA runtime
+/// version", ...); empty when it counts them.
+std::string count_error();
 
 }  // namespace qkv::cuda

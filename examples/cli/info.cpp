@@ -28,7 +28,7 @@ std::string cpu_model_name() {
 std::string describe_cuda() {
   if (!cuda_built()) return "not in this build (the CUDA toolkit was not found, or QKV_CUDA=OFF)";
   int count = cuda_device_count();
-  if (count == 0) return "built in; no CUDA device visible";
+  if (count == 0) return cat("built in; no CUDA device visible (", cuda_count_error(), ")");
   std::string out;
   for (int i = 0; i < count; ++i)
     out += cat(i ? "\n             " : "", "cuda:", i, " ", device_backend(Device::cuda(i)).describe(i));

@@ -9,7 +9,7 @@
 
 int main(int argc, char** argv) {
   if (qkv::cuda_device_count() == 0) {
-    std::printf("no CUDA device visible: the CUDA tests are skipped\n");
+    std::printf("no CUDA device visible (%s): the CUDA tests are skipped\n", qkv::cuda_count_error().c_str());
     return 77;
   }
   std::printf("running on cuda:0, %s\n", qkv::device_backend(qkv::Device::cuda()).describe(0).c_str());
