@@ -24,39 +24,41 @@ std::atomic<bool> stop_flag{false};  // lock-free: set from a signal handler
 // A number for a log line: JSON has no NaN or infinity, so those are null.
 std::string log_number(double v) { return std::isfinite(v) ? io::exact_number(v) : "null"; }
 
-// Parameters grouped by block ("blocks.3", "encoder.0", ...; embeddings and
-// final norms are "other"), for per-layer gradient flow in the log.
-struct LayerGroups {
-  std::vector<std::string> names;  // in first-seen order
-  std::vector<size_t> of;          // group of each parameter
-  explicit LayerGroups(const optim::NamedTensors& params) {
-    for (const auto& [name, p] : params) {
-      std::string group = "other";
-      for (const char* prefix : {"blocks.", "encoder.", "decoder."})
-        if (name.rfind(prefix, 0) == 0) group = name.substr(0, name.find('.', std::strlen(prefix)));
-      auto it = std::find(names.begin(), names.end(), group);
-      of.push_back(static_cast<size_t>(it - names.begin()));
-      if (it == names.end()) names.push_back(group);
-    }
-  }
-  // Per group: sqrt of the summed squares of tensor(i) over its parameters.
-  template <class F> std::vector<double> norms(size_t count, F&& tensor) const {
-    std::vector<double> sq(names.size(), 0.0);
-    for (size_t i = 0; i < count; ++i) {
-      Tensor t = tensor(i);
-      if (!t.defined()) continue;
-      for (double v : t.to_vector()) sq[of[i]] += v * v;
-    }
-    for (double& v : sq) v = std::sqrt(v);
-    return sq;
-  }
-};
-
 }  // namespace
 
 // The per-step log: one row per step, each layer's gradient norm (before
 // clipping) and update ratio ||Δθ|| / ||θ|| after the common columns.
 struct Trainer::Log {
+  // Parameters grouped by block ("blocks.3", "encoder.0", ...; embeddings and
+  // final norms are "other"), for per-layer gradient flow in the log. A member
+  // type, not an unnamed-namespace one: the sanitizer pass's unity build
+  // includes this file, and GCC warns of such a field there (-Wsubobject-linkage).
+  struct LayerGroups {
+    std::vector<std::string> names;  // in first-seen order
+    std::vector<size_t> of;          // group of each parameter
+    explicit LayerGroups(const optim::NamedTensors& params) {
+      for (const auto& [name, p] : params) {
+        std::string group = "other";
+        for (const char* prefix : {"blocks.", "encoder.", "decoder."})
+          if (name.rfind(prefix, 0) == 0) group = name.substr(0, name.find('.', std::strlen(prefix)));
+        auto it = std::find(names.begin(), names.end(), group);
+        of.push_back(static_cast<size_t>(it - names.begin()));
+        if (it == names.end()) names.push_back(group);
+      }
+    }
+    // Per group: sqrt of the summed squares of tensor(i) over its parameters.
+    template <class F> std::vector<double> norms(size_t count, F&& tensor) const {
+      std::vector<double> sq(names.size(), 0.0);
+      for (size_t i = 0; i < count; ++i) {
+        Tensor t = tensor(i);
+        if (!t.defined()) continue;
+        for (double v : t.to_vector()) sq[of[i]] += v * v;
+      }
+      for (double& v : sq) v = std::sqrt(v);
+      return sq;
+    }
+  };
+
   std::ofstream file;
   std::string path;
   bool csv = false;
