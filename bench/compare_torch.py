@@ -110,14 +110,32 @@ def shape(config, context):
     return (context or T), L, H, C, B
 
 
+_blocked = {}  # (n, device) -> the [n, n] mask of keys after each query, made once
+
+
 def attention(torch, q, k, v, sdpa):
     """Causal attention of [B, H, n, d] heads: SDPA, or written out where PyTorch lacks it (1.13)."""
     if sdpa:
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     n = q.shape[-2]
+    if (n, q.device) not in _blocked:
+        _blocked[(n, q.device)] = ~torch.tril(torch.ones(n, n, dtype=torch.bool, device=q.device))
     s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
-    s = s.masked_fill(~torch.tril(torch.ones(n, n, dtype=torch.bool, device=q.device)), float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
+    return torch.softmax(s.masked_fill(_blocked[(n, q.device)], float("-inf")), dim=-1) @ v
+
+
+def median_seconds(torch, device, warmup, steps, prepare, step):
+    """The median time of step(*prepare()) over `steps` calls after `warmup`; prepare() is not timed."""
+    times = []
+    for i in range(warmup + steps):
+        args = prepare()
+        sync(torch, device)
+        t0 = time.perf_counter()
+        step(*args)
+        sync(torch, device)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def torch_attention_tokens_per_s(torch, config, context, steps, warmup, device, sdpa):
@@ -125,17 +143,13 @@ def torch_attention_tokens_per_s(torch, config, context, steps, warmup, device, 
     T, _, H, C, B = shape(config, context)
     gen = torch.Generator().manual_seed(7)
     q, k, v = (torch.randn(B, H, T, C // H, generator=gen).to(device).requires_grad_() for _ in range(3))
-    times = []
-    for i in range(warmup + steps):
-        sync(torch, device)
-        t0 = time.perf_counter()
+
+    def step():
         for x in (q, k, v):
             x.grad = None
         attention(torch, q, k, v, sdpa).sum().backward()
-        sync(torch, device)
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    return B * T / statistics.median(times)
+
+    return B * T / median_seconds(torch, device, warmup, steps, lambda: (), step)
 
 
 def sync(torch, device):
@@ -156,23 +170,20 @@ def torch_tokens_per_s(torch, state, config, context, steps, warmup, path, devic
         opt = torch.optim.AdamW(groups, lr=1e-4, fused=True) if path[1] else torch.optim.AdamW(groups, lr=1e-4)
         state[config] = (model, opt, torch.Generator().manual_seed(7))
     model, opt, gen = state[config]
-    times = []
-    for i in range(warmup + steps):
-        ids = torch.randint(0, 256, (B, T), generator=gen)
-        targets = torch.randint(0, 256, (B, T), generator=gen)
-        sync(torch, device)
-        t0 = time.perf_counter()
-        # qkv's step draws its batch on the host and copies it over, likewise timed
+
+    def batch():
+        return torch.randint(0, 256, (B, T), generator=gen), torch.randint(0, 256, (B, T), generator=gen)
+
+    def step(ids, targets):
+        # qkv's step copies its batch to the device inside the step: timed here too
         ids, targets = ids.to(device), targets.to(device)
         opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.cross_entropy(model(ids).view(-1, 256), targets.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        sync(torch, device)
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    return B * T / statistics.median(times)
+
+    return B * T / median_seconds(torch, device, warmup, steps, batch, step)
 
 
 def qkv_tokens_per_s(binary, config, context, steps, warmup, threads, device):

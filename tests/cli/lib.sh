@@ -26,18 +26,24 @@ bounded() {
   if [ -n "${sanitized:-}" ] || [[ " $* " == *" --device cuda"* ]]; then
     timeout -k 10 "$limit" "$@"
   else
-    (ulimit -v $((1048576 + $(cuda_libraries_kib "$1"))); exec timeout -k 10 "$limit" "$@")
+    cuda_libraries_kib "$1" >/dev/null  # measured here, in this shell, so it is remembered
+    (ulimit -v $((1048576 + ${cuda_kib_of[$1]})); exec timeout -k 10 "$limit" "$@")
   fi
 }
 # cuda_libraries_kib PROGRAM: the KiB that a CUDA build (-DQKV_CUDA=ON) maps
 # for the CUDA runtime and cuBLAS when it loads (~0.6 GB), 0 for a CPU build:
 # an address-space limit meant for qkv itself sits that much higher.
+# Measured once per program (ldd runs the loader) and remembered, unless called in $(...).
+declare -gA cuda_kib_of=()
 cuda_libraries_kib() {
-  local kib=0 lib
-  for lib in $(ldd "$1" 2>/dev/null | awk '/libcu(dart|blas|blasLt)\.so/ {print $3}'); do
-    kib=$((kib + $(stat -Lc %s "$lib") / 1024))
-  done
-  echo $kib
+  if [ -z "${cuda_kib_of[$1]:-}" ]; then
+    local kib=0 lib
+    for lib in $(ldd "$1" 2>/dev/null | awk '/libcu(dart|blas|blasLt)\.so/ {print $3}'); do
+      kib=$((kib + $(stat -Lc %s "$lib") / 1024))
+    done
+    cuda_kib_of[$1]=$kib
+  fi
+  echo "${cuda_kib_of[$1]}"
 }
 # refused LABEL CMD...: a non-zero exit, not a timeout, with a one-line error on stderr.
 refused() {
