@@ -102,6 +102,11 @@ Isa parse_isa(const std::string& name) {
   throw Error(cat("simd: unknown instruction set '", name, "' (sse2, avx2, avx512)"));
 }
 
+GemmKernel gemm_kernel() {
+  const Table* t = current();
+  return {t->gemm_mr, t->gemm_nr, t->gemm_tile, t->gemm_pack_a, t->gemm_pack_b};
+}
+
 void exp(const float* x, float* y, int64_t n) { current()->exp(x, y, n); }
 void tanh(const float* x, float* y, int64_t n) { current()->tanh(x, y, n); }
 void sigmoid(const float* x, float* y, int64_t n) { current()->sigmoid(x, y, n); }

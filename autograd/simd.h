@@ -74,4 +74,42 @@ struct AdamStep {
 };
 void adam(const AdamStep& s, float* p, const float* g, float* m, float* v, int64_t n);
 
+// ---- the float32 matrix product's micro-kernel (autograd/ops/sgemm.cpp drives it) ----
+/// One call: a tile of at most mr × nr of C from packed panels of A and B
+/// (autograd/simd/gemm_tile.h gives the math).
+struct GemmTileArgs {
+  int64_t kc;      // depth of this k-block
+  const float* a;  // packed A panel: kc groups of mr values, or (a_rows > 0) mr rows a_rows apart
+  int64_t a_rows;
+  const float* b;           // packed B panel: kc groups of nr values, 64-byte aligned
+  float* c;                 // the tile's first element in C (row-major, leading dimension ldc)
+  int64_t ldc, rows, cols;  // rows <= mr and cols <= nr of the tile are real
+  float alpha, beta;
+  bool first;  // the first k-block: c = alpha·acc + beta·c; later ones add alpha·acc
+};
+
+/// Packing panels [begin, end) of op(X) for the micro-kernel, at depth [p0, p0 + kc):
+/// A's row panels (mr rows from row `first` of the block) or B's column panels (nr columns).
+struct GemmPackArgs {
+  bool trans;      // op(X) = Xᵀ
+  const float* x;  // the stored operand, row-major, leading dimension ld
+  int64_t ld;
+  int64_t first, size;  // the block's rows of op(A) (or columns of op(B)): [first, first + size)
+  int64_t p0, kc;
+  int64_t begin, end;  // panels to pack; panel p goes to out + p·(mr or nr)·kc
+  float* out;
+};
+
+/// The active level's micro-kernel: tile rows mr and columns nr (mr = 0 where the
+/// level has none and BLAS computes the products: SSE2, which lacks FMA).
+/// pack_a lays A's panels out as tile() reads them (a_rows = 0 if trans, else kc),
+/// pack_b B's (k-major, zero past the last column).
+struct GemmKernel {
+  int mr = 0, nr = 0;
+  void (*tile)(const GemmTileArgs&) = nullptr;
+  void (*pack_a)(const GemmPackArgs&) = nullptr;
+  void (*pack_b)(const GemmPackArgs&) = nullptr;
+};
+GemmKernel gemm_kernel();
+
 }  // namespace qkv::simd

@@ -16,6 +16,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops/device_kernels.h"
 #include "autograd/ops/reduce.h"
+#include "autograd/ops/sgemm.h"
 #include "autograd/ops/shape.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
@@ -63,16 +64,30 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* 
 
 }  // namespace
 
-// Threads split the output into tiles, one single-threaded BLAS call each.
-// The tiling depends only on the shapes, so a product is bit-identical for
-// any thread count (OpenBLAS's own threading is not: on Zen its sgemm rounds
-// differently with 2 threads than with 1). About four tiles, split along the
-// rows (or along the columns of a wide, short output), so each call packs
-// its shared operand as few times as possible.
+// A product must be bit-identical for any thread count, and OpenBLAS's own
+// threading is not (its k-blocks depend on the thread count: on Zen its sgemm
+// rounds differently with 2 threads than with 1).
+//
+// Large float32 products run qkv's own kernel (autograd/ops/sgemm.h), whose
+// threads share each packed block and never split a sum: it scales past the
+// four tiles below. Each thread gets at least kBlasSerial multiply-adds.
+//
+// Everything else (float64, small products, one-row products that BLAS does
+// as a gemv, SSE2-only CPUs) splits the output
+// into tiles, one single-threaded BLAS call each. The tiling depends only on
+// the shapes. About four tiles, split along the rows (or along the columns of
+// a wide, short output), so each call packs its shared operand as few times
+// as possible; more tiles would pack it more often.
 template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b,
                              int64_t ldb, T* c, int64_t ldc, T beta, T alpha) {
+  constexpr int64_t kBlasSerial = 65536 * 4;  // smaller products stay on one thread: forking costs more
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t work = n * m * k;
+    int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(get_num_threads(), work / kBlasSerial));
+    if (work >= kBlasSerial && n > 1 && packed_sgemm(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, beta, alpha, threads))
+      return;
+  }
   constexpr int64_t kParts = 4, kMinRows = 32, kMinCols = 64;
-  constexpr int64_t kBlasSerial = 65536 * 4;     // smaller products stay on one thread: forking costs more
   auto part = [](int64_t size, int64_t least) {  // tile length: size / kParts rounded up to 16, at least `least`
     return std::max(least, ((size + kParts - 1) / kParts + 15) / 16 * 16);
   };

@@ -14,9 +14,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
+#include "autograd/simd/gemm_tile.h"
 #include "autograd/simd/table.h"
 
 #if XSIMD_WITH_AVX512F
@@ -297,8 +299,19 @@ template <class A> struct Kernels {
   }
 };
 
+// The micro-kernel's rows: as many as the vector registers hold beside the
+// two B vectors and a broadcast (2·MR accumulators): 12 of 32 zmm, 6 of 16 ymm.
+// Levels without FMA (SSE2) have none: BLAS computes their products.
+template <class A> constexpr int gemm_rows() {
+  if constexpr (std::is_same_v<A, xsimd::avx512f>) return 12;
+  if constexpr (std::is_same_v<A, xsimd::fma3<xsimd::avx2>>) return 6;
+  return 0;
+}
+
 template <class A> Table table_for(Isa isa) {
   using K = Kernels<A>;
+  constexpr int mr = gemm_rows<A>();
+  using G = GemmTile<A, mr == 0 ? 1 : mr>;
   return {isa,
           K::exp,
           K::tanh,
@@ -317,7 +330,12 @@ template <class A> Table table_for(Isa isa) {
           K::row_moments,
           K::layer_norm_backward_row,
           K::layer_norm_param_grads,
-          K::adam};
+          K::adam,
+          mr,
+          mr == 0 ? 0 : G::NR,
+          mr == 0 ? nullptr : G::tile,
+          mr == 0 ? nullptr : G::pack_a,
+          mr == 0 ? nullptr : G::pack_b};
 }
 
 }  // namespace

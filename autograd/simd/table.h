@@ -31,6 +31,11 @@ struct Table {
   void (*layer_norm_backward_row)(const float*, const float*, const float*, float, float, float*, int64_t);
   void (*layer_norm_param_grads)(const float*, const float*, float, float, float*, float*, int64_t);
   void (*adam)(const AdamStep&, float*, const float*, float*, float*, int64_t);
+  // The product's micro-kernel and its tile (gemm_mr = 0: this level has none, BLAS computes).
+  int gemm_mr, gemm_nr;
+  void (*gemm_tile)(const GemmTileArgs&);
+  void (*gemm_pack_a)(const GemmPackArgs&);
+  void (*gemm_pack_b)(const GemmPackArgs&);
 };
 
 /// The build's baseline (SSE2 on x86-64; the build's own vector unit elsewhere).

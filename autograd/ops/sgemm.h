@@ -1,0 +1,20 @@
+// qkv's own float32 matrix product, for the products large enough to share
+// among threads. Internal to the library: autograd/ops/matmul.cpp calls it.
+#pragma once
+
+#include <cstdint>
+
+namespace qkv {
+
+/// C[n, m] = alpha·op(A) op(B) + beta·C, row-major, op(X) = Xᵀ where trans_x,
+/// computed with the active vector level's micro-kernel (simd::gemm_kernel())
+/// on `threads` threads that share each packed block of A and B.
+///
+/// Every element of C is the same sum of the same products in the same order
+/// (k-blocks of a fixed depth, FMAs in k order within each) whichever thread
+/// computes it, so C is bit-identical for any thread count.
+/// Returns false, and computes nothing, where the level has no micro-kernel.
+bool packed_sgemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float* c, int64_t ldc, float beta, float alpha, int threads);
+
+}  // namespace qkv

@@ -1,0 +1,161 @@
+// The float32 matrix product's micro-kernel, written once over
+// xsimd::batch<float, A> and included by the per-level files (through
+// kernels.h). autograd/ops/sgemm.cpp packs the operands for it.
+//
+// One call computes a tile of at most MR rows and NR = 2 vectors of columns:
+//   acc[r][j] = Σ_k A(r, k) · b[k·NR + j]      (one FMA per k, k in order)
+// with the A panel k-major (A(r, k) = a[k·MR + r]) or row-major (a[r·a_rows + k]),
+// and writes it into C:
+//   first k-block:  c = alpha·acc + beta·c   (beta == 0: c = alpha·acc, C is not read)
+//   later blocks:   c = c + alpha·acc
+// A partial tile (rows < MR or cols < NR) runs the same loop over zero-padded
+// panels and the same multiplies and adds, one element at a time, so every
+// element of C is computed the same way wherever it lies. With FMAs in k
+// order, AVX2 and AVX-512 give the same bits.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include <xsimd/xsimd.hpp>
+
+#include "autograd/simd/table.h"
+
+namespace qkv::simd::detail {
+namespace {
+
+template <class A, int MR> struct GemmTile {
+  using B = xsimd::batch<float, A>;
+  static constexpr int W = static_cast<int>(B::size);
+  static constexpr int NR = 2 * W;
+
+  // A's row panels. Transposed A (stored [k, n]) packs k-major, a[kk·MR + r], in one pass along each
+  // stored row for all the panels; A stored [n, k] packs row-major, a[r·kc + kk], each row copied along k.
+  static void pack_a(const GemmPackArgs& g) {
+    if (g.trans) {
+      for (int64_t kk = 0; kk < g.kc; ++kk) {
+        const float* src = g.x + (g.p0 + kk) * g.ld + g.first;
+        for (int64_t p = g.begin; p < g.end; ++p) {
+          float* dst = g.out + p * MR * g.kc + kk * MR;
+          const int64_t count = std::min<int64_t>(MR, g.size - p * MR);
+          if (count == MR) {
+            for (int r = 0; r < MR; ++r) dst[r] = src[p * MR + r];
+          } else {
+            for (int64_t r = 0; r < MR; ++r) dst[r] = r < count ? src[p * MR + r] : 0.0f;
+          }
+        }
+      }
+      return;
+    }
+    for (int64_t p = g.begin; p < g.end; ++p) {
+      const int64_t count = std::min<int64_t>(MR, g.size - p * MR);
+      for (int64_t r = 0; r < MR; ++r) {
+        float* dst = g.out + p * MR * g.kc + r * g.kc;
+        if (r < count)
+          copy(g.x + (g.first + p * MR + r) * g.ld + g.p0, dst, g.kc);
+        else
+          std::fill(dst, dst + g.kc, 0.0f);
+      }
+    }
+  }
+
+  // B's column panels, k-major (b[kk·NR + j]). B stored [k, m] packs in one pass along each stored row for
+  // all the panels; transposed B (stored [m, k]) reads each stored row along k into one column of its panel.
+  static void pack_b(const GemmPackArgs& g) {
+    if (!g.trans) {
+      for (int64_t kk = 0; kk < g.kc; ++kk) {
+        const float* src = g.x + (g.p0 + kk) * g.ld + g.first;
+        for (int64_t q = g.begin; q < g.end; ++q) {
+          float* dst = g.out + q * NR * g.kc + kk * NR;
+          const int64_t count = std::min<int64_t>(NR, g.size - q * NR);
+          if (count == NR) {
+            B::load_unaligned(src + q * NR).store_aligned(dst);
+            B::load_unaligned(src + q * NR + W).store_aligned(dst + W);
+          } else {
+            for (int64_t j = 0; j < NR; ++j) dst[j] = j < count ? src[q * NR + j] : 0.0f;
+          }
+        }
+      }
+      return;
+    }
+    for (int64_t q = g.begin; q < g.end; ++q) {
+      const int64_t count = std::min<int64_t>(NR, g.size - q * NR);
+      float* panel = g.out + q * NR * g.kc;
+      for (int64_t j = 0; j < count; ++j) {
+        const float* src = g.x + (g.first + q * NR + j) * g.ld + g.p0;
+        for (int64_t kk = 0; kk < g.kc; ++kk) panel[kk * NR + j] = src[kk];
+      }
+      for (int64_t kk = 0; kk < g.kc; ++kk) std::fill(panel + kk * NR + count, panel + kk * NR + NR, 0.0f);
+    }
+  }
+
+  static void copy(const float* src, float* dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + W <= n; i += W) B::load_unaligned(src + i).store_unaligned(dst + i);
+    for (; i < n; ++i) dst[i] = src[i];
+  }
+
+  static void tile(const GemmTileArgs& t) {
+    B acc0[MR], acc1[MR];
+    for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = B(0.0f);
+    const float* b = t.b;
+    if (t.a_rows == 0) {  // A panel k-major: a[k·MR + r]
+      const float* a = t.a;
+      for (int64_t k = 0; k < t.kc; ++k, a += MR, b += NR) {
+        B b0 = B::load_aligned(b), b1 = B::load_aligned(b + W);
+        for (int r = 0; r < MR; ++r) {
+          B ar(a[r]);
+          acc0[r] = xsimd::fma(ar, b0, acc0[r]);
+          acc1[r] = xsimd::fma(ar, b1, acc1[r]);
+        }
+      }
+    } else {  // A panel row-major: a[r·a_rows + k]
+      const float* a = t.a;
+      const int64_t rs = t.a_rows;
+      for (int64_t k = 0; k < t.kc; ++k, ++a, b += NR) {
+        B b0 = B::load_aligned(b), b1 = B::load_aligned(b + W);
+        for (int r = 0; r < MR; ++r) {
+          B ar(a[r * rs]);
+          acc0[r] = xsimd::fma(ar, b0, acc0[r]);
+          acc1[r] = xsimd::fma(ar, b1, acc1[r]);
+        }
+      }
+    }
+    const B alpha(t.alpha), beta(t.beta);
+    if (t.rows == MR && t.cols == NR) {
+      for (int r = 0; r < MR; ++r) {
+        float* c = t.c + r * t.ldc;
+        B x0 = acc0[r] * alpha, x1 = acc1[r] * alpha;
+        if (!t.first) {
+          x0 = B::load_unaligned(c) + x0;
+          x1 = B::load_unaligned(c + W) + x1;
+        } else if (t.beta != 0.0f) {
+          x0 = x0 + beta * B::load_unaligned(c);
+          x1 = x1 + beta * B::load_unaligned(c + W);
+        }
+        x0.store_unaligned(c);
+        x1.store_unaligned(c + W);
+      }
+      return;
+    }
+    alignas(64) float out[MR * NR];
+    for (int r = 0; r < MR; ++r) {
+      acc0[r].store_aligned(out + r * NR);
+      acc1[r].store_aligned(out + r * NR + W);
+    }
+    for (int64_t r = 0; r < t.rows; ++r) {
+      float* c = t.c + r * t.ldc;
+      for (int64_t j = 0; j < t.cols; ++j) {
+        float x = out[r * NR + j] * t.alpha;
+        if (!t.first)
+          x = c[j] + x;
+        else if (t.beta != 0.0f)
+          x = x + t.beta * c[j];
+        c[j] = x;
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace qkv::simd::detail
