@@ -71,6 +71,8 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* 
 // Large float32 products run qkv's own kernel (autograd/ops/sgemm.h), whose
 // threads share each packed block and never split a sum: it scales past the
 // four tiles below. Each thread gets at least kBlasSerial multiply-adds.
+// Smaller products (the attention kernel's blocks among them, ≤ 4M) stay with
+// BLAS, whose small-matrix kernels skip the packing ours always does.
 //
 // Everything else (float64, small products, one-row products that BLAS does
 // as a gemv, SSE2-only CPUs) splits the output
@@ -81,10 +83,11 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* 
 template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b,
                              int64_t ldb, T* c, int64_t ldc, T beta, T alpha) {
   constexpr int64_t kBlasSerial = 65536 * 4;  // smaller products stay on one thread: forking costs more
+  constexpr int64_t kOwnKernel = int64_t{1} << 23;
   if constexpr (std::is_same_v<T, float>) {
     const int64_t work = n * m * k;
     int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(get_num_threads(), work / kBlasSerial));
-    if (work >= kBlasSerial && n > 1 && packed_sgemm(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, beta, alpha, threads))
+    if (work >= kOwnKernel && n > 1 && packed_sgemm(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, beta, alpha, threads))
       return;
   }
   constexpr int64_t kParts = 4, kMinRows = 32, kMinCols = 64;

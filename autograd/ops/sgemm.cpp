@@ -23,10 +23,10 @@ namespace qkv {
 
 namespace {
 
-constexpr int64_t kKc = 512;        // depth of a k-block: one packed B panel (kKc × nr) sits in L1/L2
-constexpr int64_t kMaxRows = 3072;  // rows packed at once (a multiple of every mr): ≤ 3 MiB of A
-constexpr int64_t kMaxCols = 4096;  // columns packed at once: ≤ 4 MiB of B
-constexpr int64_t kGroupRows = 4;   // row panels whose tiles are computed together, column panel by column panel
+constexpr int64_t kKc = 512;        // depth of a k-block: an A panel (mr × kKc, 24 KiB) sits in L1
+constexpr int64_t kMaxRows = 1536;  // rows packed at once (a multiple of every mr): ≤ 3 MiB of A
+constexpr int64_t kMaxCols = 2048;  // columns packed at once: ≤ 4 MiB of B
+constexpr int64_t kGroupCols = 8;   // column panels whose tiles are computed together, row panel by row panel
 
 // A calling thread's packing buffer, 64-byte aligned, grown as needed.
 float* packing_buffer(int64_t floats) {
@@ -47,8 +47,11 @@ bool packed_sgemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const float
   const int64_t block_rows = std::min(n, kMaxRows), block_cols = std::min(m, kMaxCols);
   const int64_t a_panels_max = (block_rows + mr - 1) / mr, b_panels_max = (block_cols + nr - 1) / nr;
   // Two sets of packed blocks: threads pack the next k-block into one while others still compute from the
-  // other, so one barrier a block suffices. Each part's size is a multiple of 16 floats: all 64-byte aligned.
-  const int64_t a_floats = a_panels_max * mr * kKc, set_floats = a_floats + b_panels_max * nr * kKc;
+  // other, so one barrier a block suffices. Each part is rounded to 16 floats: B's panels stay 64-byte aligned.
+  auto round16 = [](int64_t floats) { return (floats + 15) / 16 * 16; };
+  const int64_t depth = std::min(k, kKc);
+  const int64_t a_floats = round16(a_panels_max * mr * depth);
+  const int64_t set_floats = a_floats + round16(b_panels_max * nr * depth);
   float* const buffer = packing_buffer(2 * set_floats);
 
   // Every thread runs the same block loops and takes an equal share of each block's packing, then (after a
@@ -75,13 +78,14 @@ bool packed_sgemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const float
           share(b_panels, begin, end);
           if (begin < end) kernel.pack_b({tb, b, ldb, j0, cols, p0, kc, begin, end, packed_b});
 #pragma omp barrier
-          // Tiles in the order: groups of kGroupRows row panels, then every column panel, then the group's rows;
-          // a share is a run of that order (its A panels stay in cache while B's stream past).
+          // Tiles in the order: groups of kGroupCols column panels, then every row panel, then the group's
+          // columns; a share is a run of that order. A's panel (mr × kc) stays in L1 while the group's B panels
+          // (kGroupCols·nr × kc, 512 KiB at most) stream from L2, as in BLIS.
           share(a_panels * b_panels, begin, end);
           for (int64_t t = begin; t < end; ++t) {
-            const int64_t group = t / (kGroupRows * b_panels), first_p = group * kGroupRows;
-            const int64_t in_group = std::min(kGroupRows, a_panels - first_p);
-            const int64_t rest = t - first_p * b_panels, q = rest / in_group, p = first_p + rest % in_group;
+            const int64_t group = t / (kGroupCols * a_panels), first_q = group * kGroupCols;
+            const int64_t in_group = std::min(kGroupCols, b_panels - first_q);
+            const int64_t rest = t - first_q * a_panels, p = rest / in_group, q = first_q + rest % in_group;
             kernel.tile({kc, packed_a + p * mr * kc, ta ? 0 : kc, packed_b + q * nr * kc,
                          c + (i0 + p * mr) * ldc + j0 + q * nr, ldc, std::min<int64_t>(mr, rows - p * mr),
                          std::min<int64_t>(nr, cols - q * nr), alpha, beta, p0 == 0});

@@ -78,12 +78,16 @@ template <class A, int MR> struct GemmTile {
       }
       return;
     }
+    constexpr int64_t kSlice = 32;  // depths transposed at a time: their part of the panel (8 KiB) stays in L1
     for (int64_t q = g.begin; q < g.end; ++q) {
       const int64_t count = std::min<int64_t>(NR, g.size - q * NR);
       float* panel = g.out + q * NR * g.kc;
-      for (int64_t j = 0; j < count; ++j) {
-        const float* src = g.x + (g.first + q * NR + j) * g.ld + g.p0;
-        for (int64_t kk = 0; kk < g.kc; ++kk) panel[kk * NR + j] = src[kk];
+      for (int64_t k0 = 0; k0 < g.kc; k0 += kSlice) {
+        const int64_t k1 = std::min(g.kc, k0 + kSlice);
+        for (int64_t j = 0; j < count; ++j) {
+          const float* src = g.x + (g.first + q * NR + j) * g.ld + g.p0;
+          for (int64_t kk = k0; kk < k1; ++kk) panel[kk * NR + j] = src[kk];
+        }
       }
       for (int64_t kk = 0; kk < g.kc; ++kk) std::fill(panel + kk * NR + count, panel + kk * NR + NR, 0.0f);
     }
