@@ -96,7 +96,7 @@ struct GemmPackArgs {
   int64_t ld;
   int64_t first, size;  // the block's rows of op(A) (or columns of op(B)): [first, first + size)
   int64_t p0, kc;
-  int64_t begin, end;  // panels to pack; panel p goes to out + p·(mr or nr)·kc
+  int64_t begin, end;  // panels to pack; panel p goes to out + (p − begin)·(mr or nr)·kc
   float* out;
 };
 

@@ -36,7 +36,7 @@ template <class A, int MR> struct GemmTile {
       for (int64_t kk = 0; kk < g.kc; ++kk) {
         const float* src = g.x + (g.p0 + kk) * g.ld + g.first;
         for (int64_t p = g.begin; p < g.end; ++p) {
-          float* dst = g.out + p * MR * g.kc + kk * MR;
+          float* dst = g.out + (p - g.begin) * MR * g.kc + kk * MR;
           const int64_t count = std::min<int64_t>(MR, g.size - p * MR);
           if (count == MR) {
             for (int r = 0; r < MR; ++r) dst[r] = src[p * MR + r];
@@ -50,7 +50,7 @@ template <class A, int MR> struct GemmTile {
     for (int64_t p = g.begin; p < g.end; ++p) {
       const int64_t count = std::min<int64_t>(MR, g.size - p * MR);
       for (int64_t r = 0; r < MR; ++r) {
-        float* dst = g.out + p * MR * g.kc + r * g.kc;
+        float* dst = g.out + (p - g.begin) * MR * g.kc + r * g.kc;
         if (r < count)
           copy(g.x + (g.first + p * MR + r) * g.ld + g.p0, dst, g.kc);
         else
@@ -66,7 +66,7 @@ template <class A, int MR> struct GemmTile {
       for (int64_t kk = 0; kk < g.kc; ++kk) {
         const float* src = g.x + (g.p0 + kk) * g.ld + g.first;
         for (int64_t q = g.begin; q < g.end; ++q) {
-          float* dst = g.out + q * NR * g.kc + kk * NR;
+          float* dst = g.out + (q - g.begin) * NR * g.kc + kk * NR;
           const int64_t count = std::min<int64_t>(NR, g.size - q * NR);
           if (count == NR) {
             B::load_unaligned(src + q * NR).store_aligned(dst);
@@ -81,7 +81,7 @@ template <class A, int MR> struct GemmTile {
     constexpr int64_t kSlice = 32;  // depths transposed at a time: their part of the panel (8 KiB) stays in L1
     for (int64_t q = g.begin; q < g.end; ++q) {
       const int64_t count = std::min<int64_t>(NR, g.size - q * NR);
-      float* panel = g.out + q * NR * g.kc;
+      float* panel = g.out + (q - g.begin) * NR * g.kc;
       for (int64_t k0 = 0; k0 < g.kc; k0 += kSlice) {
         const int64_t k1 = std::min(g.kc, k0 + kSlice);
         for (int64_t j = 0; j < count; ++j) {
