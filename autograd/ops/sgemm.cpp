@@ -10,8 +10,8 @@
 //
 // Two ways to share a product, chosen by the team's size (neither changes a
 // bit of C):
-//  - a few threads (up to kPrivateTeam) each take a run of rows, pack their
-//    rows of A and all of B for themselves, and never wait for each other;
+//  - a few threads (up to kPrivateTeam) each take a run of rows (or of
+//    columns), pack what they need for themselves, and never wait;
 //  - more threads pack each block together, wait once, and split its tiles:
 //    packing B once per thread would cost as much as the tiles' own work.
 #include "autograd/ops/sgemm.h"
@@ -62,35 +62,45 @@ struct Product {
   int64_t b_panels(int64_t cols) const { return (cols + kernel.nr - 1) / kernel.nr; }
 
   // Tile (p, q) of the block at rows i0, columns j0, depth p0, from packed panels: A's panel p at
-  // pa + (p − p_first)·mr·kc, B's panel q at pb + q·nr·kc.
+  // pa + (p − p_first)·mr·kc, B's panel q at pb + (q − q_first)·nr·kc.
   void tile(int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t p0, int64_t kc, const float* pa,
-            int64_t p_first, const float* pb, int64_t p, int64_t q) const {
+            int64_t p_first, const float* pb, int64_t q_first, int64_t p, int64_t q) const {
     const int mr = kernel.mr, nr = kernel.nr;
-    kernel.tile({kc, pa + (p - p_first) * mr * kc, ta ? 0 : kc, pb + q * nr * kc, c + (i0 + p * mr) * ldc + j0 + q * nr,
-                 ldc, std::min<int64_t>(mr, rows - p * mr), std::min<int64_t>(nr, cols - q * nr), alpha, beta,
-                 p0 == 0});
+    kernel.tile({kc, pa + (p - p_first) * mr * kc, ta ? 0 : kc, pb + (q - q_first) * nr * kc,
+                 c + (i0 + p * mr) * ldc + j0 + q * nr, ldc, std::min<int64_t>(mr, rows - p * mr),
+                 std::min<int64_t>(nr, cols - q * nr), alpha, beta, p0 == 0});
   }
 
-  // Thread `me` of a small team: its run of each row block's panels, packed with all of B in its own buffer.
+  // Thread `me` of a small team: a run of each block's row panels (with all its column panels), or of its
+  // column panels (with all its rows), whichever splits more evenly; it packs what it needs in its own buffer.
   void run_private(int64_t me, int64_t team) const {
     const int mr = kernel.mr, nr = kernel.nr;
+    auto run = [&](int64_t count, int64_t& begin, int64_t& end) {
+      begin = count * me / team;
+      end = count * (me + 1) / team;
+    };
+    auto longest = [&](int64_t count) { return double((count + team - 1) / team) / double(count); };
     for (int64_t i0 = 0; i0 < n; i0 += kMaxRows) {
-      const int64_t rows = std::min(kMaxRows, n - i0), panels = a_panels(rows);
-      const int64_t p_begin = panels * me / team, p_end = panels * (me + 1) / team;
-      if (p_begin == p_end) continue;
-      const int64_t a_floats = round16((p_end - p_begin) * mr * depth());
-      float* const own = packing_buffer(a_floats + round16(b_panels(std::min(m, kMaxCols)) * nr * depth()));
+      const int64_t rows = std::min(kMaxRows, n - i0), p_count = a_panels(rows);
       for (int64_t j0 = 0; j0 < m; j0 += kMaxCols) {
         const int64_t cols = std::min(kMaxCols, m - j0), q_count = b_panels(cols);
+        int64_t p_begin = 0, p_end = p_count, q_begin = 0, q_end = q_count;
+        if (longest(p_count) <= longest(q_count))
+          run(p_count, p_begin, p_end);
+        else
+          run(q_count, q_begin, q_end);
+        if (p_begin == p_end || q_begin == q_end) continue;
+        const int64_t a_floats = round16((p_end - p_begin) * mr * depth());
+        float* const pa = packing_buffer(a_floats + round16((q_end - q_begin) * nr * depth()));
+        float* const pb = pa + a_floats;
         for (int64_t p0 = 0; p0 < k; p0 += kKc) {
           const int64_t kc = std::min(kKc, k - p0);
-          float* const pb = own + a_floats;
-          kernel.pack_a({ta, a, lda, i0, rows, p0, kc, p_begin, p_end, own});
-          kernel.pack_b({tb, b, ldb, j0, cols, p0, kc, 0, q_count, pb});
-          for (int64_t first_q = 0; first_q < q_count; first_q += kGroupCols)
+          kernel.pack_a({ta, a, lda, i0, rows, p0, kc, p_begin, p_end, pa});
+          kernel.pack_b({tb, b, ldb, j0, cols, p0, kc, q_begin, q_end, pb});
+          for (int64_t first_q = q_begin; first_q < q_end; first_q += kGroupCols)
             for (int64_t p = p_begin; p < p_end; ++p)
-              for (int64_t q = first_q; q < std::min(q_count, first_q + kGroupCols); ++q)
-                tile(i0, rows, j0, cols, p0, kc, own, p_begin, pb, p, q);
+              for (int64_t q = first_q; q < std::min(q_end, first_q + kGroupCols); ++q)
+                tile(i0, rows, j0, cols, p0, kc, pa, p_begin, pb, q_begin, p, q);
         }
       }
     }
@@ -127,7 +137,7 @@ struct Product {
           for (int64_t t = begin; t < end; ++t) {
             const int64_t first_q = t / (kGroupCols * p_count) * kGroupCols;
             const int64_t in_group = std::min(kGroupCols, q_count - first_q), rest = t - first_q * p_count;
-            tile(i0, rows, j0, cols, p0, kc, pa, 0, pb, rest / in_group, first_q + rest % in_group);
+            tile(i0, rows, j0, cols, p0, kc, pa, 0, pb, 0, rest / in_group, first_q + rest % in_group);
           }
           // No barrier here: the next block packs into the other set, which every thread finished reading
           // before the barrier above, and each thread's next tiles are its own (shares depend only on sizes).
