@@ -68,18 +68,18 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* 
 // threading is not (its k-blocks depend on the thread count: on Zen its sgemm
 // rounds differently with 2 threads than with 1).
 //
-// Large float32 products run qkv's own kernel (autograd/ops/sgemm.h), whose
-// threads share each packed block and never split a sum: it scales past the
-// four tiles below. Each thread gets at least kBlasSerial multiply-adds.
-// Smaller products (the attention kernel's blocks among them, ≤ 4M) stay with
-// BLAS, whose small-matrix kernels skip the packing ours always does.
+// Large float32 products (kOwnKernel multiply-adds and up) run qkv's own
+// kernel (autograd/ops/sgemm.h), whose threads never split a sum: it scales
+// past the four tiles below. Each thread gets at least kBlasSerial
+// multiply-adds. Smaller ones (the attention kernel's blocks among them) stay
+// with BLAS, whose small-matrix kernels skip the packing ours always does.
 //
 // Everything else (float64, small products, one-row products that BLAS does
-// as a gemv, SSE2-only CPUs) splits the output
-// into tiles, one single-threaded BLAS call each. The tiling depends only on
-// the shapes. About four tiles, split along the rows (or along the columns of
-// a wide, short output), so each call packs its shared operand as few times
-// as possible; more tiles would pack it more often.
+// as a gemv, SSE2-only CPUs) splits the output into tiles, one
+// single-threaded BLAS call each. The tiling depends only on the shapes.
+// About four tiles, split along the rows (or along the columns of a wide,
+// short output), so each call packs its shared operand as few times as
+// possible; more tiles would pack it more often.
 template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b,
                              int64_t ldb, T* c, int64_t ldc, T beta, T alpha) {
   constexpr int64_t kBlasSerial = 65536 * 4;  // smaller products stay on one thread: forking costs more

@@ -13,7 +13,7 @@
 //  - a few threads (up to kPrivateTeam) each take a run of rows (or of
 //    columns), pack what they need for themselves, and never wait;
 //  - more threads pack each block together, wait once, and split its tiles:
-//    packing B once per thread would cost as much as the tiles' own work.
+//    packing all of B in every thread would cost more the larger the team.
 #include "autograd/ops/sgemm.h"
 
 #include <omp.h>

@@ -36,13 +36,7 @@ template <class A, int MR> struct GemmTile {
       for (int64_t kk = 0; kk < g.kc; ++kk) {
         const float* src = g.x + (g.p0 + kk) * g.ld + g.first;
         for (int64_t p = g.begin; p < g.end; ++p) {
-          float* dst = g.out + (p - g.begin) * MR * g.kc + kk * MR;
-          const int64_t count = std::min<int64_t>(MR, g.size - p * MR);
-          if (count == MR) {
-            for (int r = 0; r < MR; ++r) dst[r] = src[p * MR + r];
-          } else {
-            for (int64_t r = 0; r < MR; ++r) dst[r] = r < count ? src[p * MR + r] : 0.0f;
-          }
+          padded<MR>(src + p * MR, g.out + (p - g.begin) * MR * g.kc + kk * MR, g.size - p * MR);
         }
       }
       return;
@@ -66,14 +60,7 @@ template <class A, int MR> struct GemmTile {
       for (int64_t kk = 0; kk < g.kc; ++kk) {
         const float* src = g.x + (g.p0 + kk) * g.ld + g.first;
         for (int64_t q = g.begin; q < g.end; ++q) {
-          float* dst = g.out + (q - g.begin) * NR * g.kc + kk * NR;
-          const int64_t count = std::min<int64_t>(NR, g.size - q * NR);
-          if (count == NR) {
-            B::load_unaligned(src + q * NR).store_aligned(dst);
-            B::load_unaligned(src + q * NR + W).store_aligned(dst + W);
-          } else {
-            for (int64_t j = 0; j < NR; ++j) dst[j] = j < count ? src[q * NR + j] : 0.0f;
-          }
+          padded<NR>(src + q * NR, g.out + (q - g.begin) * NR * g.kc + kk * NR, g.size - q * NR);
         }
       }
       return;
@@ -91,6 +78,17 @@ template <class A, int MR> struct GemmTile {
       }
       for (int64_t kk = 0; kk < g.kc; ++kk) std::fill(panel + kk * NR + count, panel + kk * NR + NR, 0.0f);
     }
+  }
+
+  // dst[0, N) = src[0, available), then zeros: one k-step of a panel.
+  template <int N> static void padded(const float* src, float* dst, int64_t available) {
+    if (available >= N) {
+      int j = 0;
+      for (; j + W <= N; j += W) B::load_unaligned(src + j).store_unaligned(dst + j);
+      for (; j < N; ++j) dst[j] = src[j];
+      return;
+    }
+    for (int64_t j = 0; j < N; ++j) dst[j] = j < available ? src[j] : 0.0f;
   }
 
   static void copy(const float* src, float* dst, int64_t n) {
