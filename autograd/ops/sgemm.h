@@ -8,7 +8,7 @@ namespace qkv {
 
 /// C[n, m] = alpha·op(A) op(B) + beta·C, row-major, op(X) = Xᵀ where trans_x,
 /// computed with the active vector level's micro-kernel (simd::gemm_kernel())
-/// on `threads` threads that share each packed block of A and B.
+/// on `threads` threads (autograd/ops/sgemm.cpp says how they share it).
 ///
 /// Every element of C is the same sum of the same products in the same order
 /// (k-blocks of a fixed depth, FMAs in k order within each) whichever thread
