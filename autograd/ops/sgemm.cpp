@@ -36,6 +36,12 @@ constexpr int64_t kPrivateTeam = 4;  // teams up to this size pack privately, wi
 
 int64_t round16(int64_t floats) { return (floats + 15) / 16 * 16; }  // keeps every part 64-byte aligned
 
+// Thread `me`'s equal share [begin, end) of `count` items among `team` threads.
+void share(int64_t count, int64_t me, int64_t team, int64_t& begin, int64_t& end) {
+  begin = count * me / team;
+  end = count * (me + 1) / team;
+}
+
 // The calling thread's packing buffer, 64-byte aligned, grown as needed.
 float* packing_buffer(int64_t floats) {
   thread_local std::vector<float> buffer;
@@ -75,10 +81,6 @@ struct Product {
   // column panels (with all its rows), whichever splits more evenly; it packs what it needs in its own buffer.
   void run_private(int64_t me, int64_t team) const {
     const int mr = kernel.mr, nr = kernel.nr;
-    auto run = [&](int64_t count, int64_t& begin, int64_t& end) {
-      begin = count * me / team;
-      end = count * (me + 1) / team;
-    };
     auto longest = [&](int64_t count) { return double((count + team - 1) / team) / double(count); };
     for (int64_t i0 = 0; i0 < n; i0 += kMaxRows) {
       const int64_t rows = std::min(kMaxRows, n - i0), p_count = a_panels(rows);
@@ -86,9 +88,9 @@ struct Product {
         const int64_t cols = std::min(kMaxCols, m - j0), q_count = b_panels(cols);
         int64_t p_begin = 0, p_end = p_count, q_begin = 0, q_end = q_count;
         if (longest(p_count) <= longest(q_count))
-          run(p_count, p_begin, p_end);
+          share(p_count, me, team, p_begin, p_end);
         else
-          run(q_count, q_begin, q_end);
+          share(q_count, me, team, q_begin, q_end);
         if (p_begin == p_end || q_begin == q_end) continue;
         const int64_t a_floats = round16((p_end - p_begin) * mr * depth());
         float* const pa = packing_buffer(a_floats + round16((q_end - q_begin) * nr * depth()));
@@ -111,10 +113,6 @@ struct Product {
   // one while others still compute from the other, so one barrier a block suffices.
   void run_shared(int64_t me, int64_t team, float* buffer, int64_t a_floats, int64_t set_floats) const {
     const int mr = kernel.mr, nr = kernel.nr;
-    auto share = [&](int64_t count, int64_t& begin, int64_t& end) {
-      begin = count * me / team;
-      end = count * (me + 1) / team;
-    };
     int64_t block = 0;  // k-blocks so far: its parity picks the set
     for (int64_t i0 = 0; i0 < n; i0 += kMaxRows) {
       const int64_t rows = std::min(kMaxRows, n - i0), p_count = a_panels(rows);
@@ -125,15 +123,15 @@ struct Product {
           float* const pa = buffer + (block++ % 2) * set_floats;
           float* const pb = pa + a_floats;
           int64_t begin, end;
-          share(p_count, begin, end);
+          share(p_count, me, team, begin, end);
           if (begin < end) kernel.pack_a({ta, a, lda, i0, rows, p0, kc, begin, end, pa + begin * mr * kc});
-          share(q_count, begin, end);
+          share(q_count, me, team, begin, end);
           if (begin < end) kernel.pack_b({tb, b, ldb, j0, cols, p0, kc, begin, end, pb + begin * nr * kc});
 #pragma omp barrier
           // Tiles in the order: groups of kGroupCols column panels, then every row panel, then the group's
           // columns; a share is a run of that order. A's panel (mr × kc) stays in L1 while the group's B
           // panels (kGroupCols·nr × kc, 512 KiB at most) stream from L2, as in BLIS.
-          share(p_count * q_count, begin, end);
+          share(p_count * q_count, me, team, begin, end);
           for (int64_t t = begin; t < end; ++t) {
             const int64_t first_q = t / (kGroupCols * p_count) * kGroupCols;
             const int64_t in_group = std::min(kGroupCols, q_count - first_q), rest = t - first_q * p_count;

@@ -310,32 +310,36 @@ template <class A> constexpr int gemm_rows() {
 
 template <class A> Table table_for(Isa isa) {
   using K = Kernels<A>;
-  constexpr int mr = gemm_rows<A>();
-  using G = GemmTile<A, mr == 0 ? 1 : mr>;
-  return {isa,
-          K::exp,
-          K::tanh,
-          K::sigmoid,
-          K::gelu_tanh,
-          K::gelu_tanh_backward,
-          K::sum,
-          K::dot,
-          K::max,
-          K::exp_shifted_sum,
-          K::exp_shifted_scaled,
-          K::scale,
-          K::add_inplace,
-          K::softmax_backward_row,
-          K::layer_norm_row,
-          K::row_moments,
-          K::layer_norm_backward_row,
-          K::layer_norm_param_grads,
-          K::adam,
-          mr,
-          mr == 0 ? 0 : G::NR,
-          mr == 0 ? nullptr : G::tile,
-          mr == 0 ? nullptr : G::pack_a,
-          mr == 0 ? nullptr : G::pack_b};
+  Table table{isa,
+              K::exp,
+              K::tanh,
+              K::sigmoid,
+              K::gelu_tanh,
+              K::gelu_tanh_backward,
+              K::sum,
+              K::dot,
+              K::max,
+              K::exp_shifted_sum,
+              K::exp_shifted_scaled,
+              K::scale,
+              K::add_inplace,
+              K::softmax_backward_row,
+              K::layer_norm_row,
+              K::row_moments,
+              K::layer_norm_backward_row,
+              K::layer_norm_param_grads,
+              K::adam,
+              0,
+              0,
+              nullptr,
+              nullptr,
+              nullptr};
+  if constexpr (constexpr int mr = gemm_rows<A>(); mr > 0) {  // a level without one compiles no micro-kernel
+    using G = GemmTile<A, mr>;
+    table.gemm_mr = mr, table.gemm_nr = G::NR;
+    table.gemm_tile = G::tile, table.gemm_pack_a = G::pack_a, table.gemm_pack_b = G::pack_b;
+  }
+  return table;
 }
 
 }  // namespace
