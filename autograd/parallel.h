@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <source_location>
 
 #include <omp.h>
+
+#include "autograd/profile.h"
 
 namespace qkv {
 
@@ -25,11 +28,15 @@ constexpr int64_t kParallelGrain = 32768;
 
 /// Calls fn(begin, end) on disjoint chunks of [0, n) covering it, in parallel
 /// when n * cost_per_item reaches kParallelGrain. Each item is handled by one
-/// thread, so results do not depend on the thread count.
-template <class Fn> void parallel_for(int64_t n, int64_t cost_per_item, Fn&& fn) {
+/// thread, so results do not depend on the thread count. `where` names the
+/// loop in a region profile (autograd/profile.h).
+template <class Fn> void parallel_for(int64_t n, int64_t cost_per_item, Fn&& fn,
+                                      const std::source_location& where = std::source_location::current()) {
   if (n <= 0) return;
   int threads = omp_get_max_threads();
-  if (threads <= 1 || n < 2 || n * cost_per_item < kParallelGrain || omp_in_parallel()) {
+  bool serial = threads <= 1 || n < 2 || n * cost_per_item < kParallelGrain || omp_in_parallel();
+  profile::Scope region(where, n, !serial);
+  if (serial) {
     fn(int64_t{0}, n);
     return;
   }

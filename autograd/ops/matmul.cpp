@@ -19,6 +19,7 @@
 #include "autograd/ops/sgemm.h"
 #include "autograd/ops/shape.h"
 #include "autograd/parallel.h"
+#include "autograd/profile.h"
 #include "autograd/simd.h"
 
 namespace qkv {
@@ -84,9 +85,11 @@ template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, 
                              int64_t ldb, T* c, int64_t ldc, T beta, T alpha) {
   constexpr int64_t kBlasSerial = 65536 * 4;  // smaller products stay on one thread: forking costs more
   constexpr int64_t kOwnKernel = int64_t{1} << 23;
+  profile::Scope region(std::is_same_v<T, float> ? 's' : 'd', ta, tb, n, m, k);
   if constexpr (std::is_same_v<T, float>) {
     const int64_t work = n * m * k;
     int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(get_num_threads(), work / kBlasSerial));
+    region.set_path("own", threads > 1);
     if (work >= kOwnKernel && n > 1 && packed_sgemm(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, beta, alpha, threads))
       return;
   }
@@ -110,11 +113,13 @@ template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, 
     // OpenBLAS follows OpenMP's thread count outside a parallel region and
     // would wake the pool for a small gemv; one thread is what we want here.
     int saved = omp_in_parallel() ? 1 : omp_get_max_threads();
+    region.set_path("blas", false);
     if (saved > 1) omp_set_num_threads(1);
     for (int64_t t = 0; t < tiles; ++t) tile(t);
     if (saved > 1) omp_set_num_threads(saved);
     return;
   }
+  region.set_path("blas", true);
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < tiles; ++t) tile(t);
 }
@@ -215,6 +220,8 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool ta, bool tb) {
       gemm<T>(ta, tb, n, m, k, pa + a_off[i], ac, pb + b_off[i], bc, pc + i * n * m, m, T(0));
     };
     if (n * m * k < kSmallProduct && count > 1 && get_num_threads() > 1) {
+      profile::Scope region(sizeof(T) == 4 ? 's' : 'd', ta, tb, n, m, k);
+      region.set_path("blas batch", true);
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < count; ++i) one(i);  // BLAS runs single-threaded inside
     } else {

@@ -62,19 +62,23 @@ template <int N> struct StridedLoop {
 
   /// Calls run(out_offset, operand_offsets, length) for contiguous output
   /// segments; operand k advances by inner_stride[k] per element.
-  template <class Fn> void for_each_segment(int64_t cost_per_element, Fn&& run) const {
-    parallel_for(total, cost_per_element, [&](int64_t begin, int64_t end) {
-      int64_t row = begin / inner, i = begin % inner;
-      while (begin < end) {
-        std::array<int64_t, N> off = row_offsets(row);
-        for (int k = 0; k < N; ++k) off[k] += i * inner_stride[k];
-        int64_t len = std::min(inner - i, end - begin);
-        run(begin, off, len);
-        begin += len;
-        ++row;
-        i = 0;
-      }
-    });
+  template <class Fn> void for_each_segment(int64_t cost_per_element, Fn&& run,
+                                            const std::source_location& where = std::source_location::current()) const {
+    parallel_for(
+        total, cost_per_element,
+        [&](int64_t begin, int64_t end) {
+          int64_t row = begin / inner, i = begin % inner;
+          while (begin < end) {
+            std::array<int64_t, N> off = row_offsets(row);
+            for (int k = 0; k < N; ++k) off[k] += i * inner_stride[k];
+            int64_t len = std::min(inner - i, end - begin);
+            run(begin, off, len);
+            begin += len;
+            ++row;
+            i = 0;
+          }
+        },
+        where);
   }
 };
 

@@ -8,11 +8,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <thread>
 
 #include <cxxopts.hpp>
 
 #include "autograd/cpu.h"
 #include "autograd/ops/attention.h"
+#include "autograd/profile.h"
+#include "bounds.h"
 #include "commands.h"
 #include "dist/dist.h"
 #include "optim/optim.h"
@@ -51,7 +55,8 @@ struct BenchSetup {
   std::string name, kernel;
   nn::GPTConfig c;
   int64_t B = 0, warmup = 0, steps = 0;
-  Device device;  // where the model, its batches and its optimizer live
+  Device device;         // where the model, its batches and its optimizer live
+  bool profile = false;  // time the timed steps' regions too (autograd/profile.h)
 };
 
 // What timing one configuration measured.
@@ -60,6 +65,7 @@ struct BenchTiming {
   double flops_per_step = 0;
   int64_t parameters = 0;
   size_t allreduced_bytes = 0;
+  std::vector<profile::Region> regions;  // with --profile: the timed steps' regions
 };
 
 BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
@@ -105,17 +111,18 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
   return b;
 }
 
-// Runs warmup + steps calls of `step`, keeping the times of the last `steps`.
-template <class Step> std::vector<double> time_steps(const BenchSetup& b, Step&& step) {
-  std::vector<double> ms;
+// Runs warmup + steps calls of `step`, keeping the times of the last `steps`
+// in t.ms (and with --profile, their regions in t.regions).
+template <class Step> void time_steps(const BenchSetup& b, BenchTiming& t, Step&& step) {
   for (int64_t i = 0; i < b.warmup + b.steps; ++i) {
+    if (b.profile && i == b.warmup) profile::start();
     auto t0 = std::chrono::steady_clock::now();
     step();
     device_backend(b.device).synchronize(b.device.index);  // a device's work is queued: wait for it
     if (i >= b.warmup)
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      t.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  return ms;
+  if (b.profile) t.regions = profile::stop();
 }
 
 // One layer's attention alone (no projections): the fused kernel or the composed path.
@@ -129,7 +136,7 @@ BenchTiming time_attention(const BenchSetup& b, Generator& gen) {
   Tensor q = leaf(), k = leaf(), v = leaf();
   // The composed path's [n, n] mask (the fused kernel needs none: 268 MB at n = 16384)
   Tensor causal = b.kernel == "fused" ? Tensor() : nn::causal_mask(c.context, c.context).to(b.device);
-  t.ms = time_steps(b, [&] {
+  time_steps(b, t, [&] {
     for (Tensor* x : {&q, &k, &v}) x->zero_grad();
     if (b.kernel == "fused") {
       sum(fused_attention(q, k, v, {Tensor(), Tensor(), true}, 1 / std::sqrt(static_cast<double>(hd)))).backward();
@@ -156,7 +163,7 @@ BenchTiming time_layer(const BenchSetup& b, Generator& gen) {
   options.kind = c.attention;
   options.fused = c.fused_attention;
   Tensor x = Tensor::randn({b.B, c.context, c.width}, DType::Float32, &gen).to(b.device).requires_grad_();
-  t.ms = time_steps(b, [&] {
+  time_steps(b, t, [&] {
     mha.zero_grad();
     x.zero_grad();
     sum(mha.forward(x, options).output).backward();
@@ -196,8 +203,11 @@ BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
   trainer.on_step = [&](const train::Progress& p) {  // rank 0: the time since the previous step ended
     auto now = std::chrono::steady_clock::now();
     if (p.step > b.warmup) t.ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    if (b.profile && p.step == b.warmup) profile::start();  // the timed steps' regions, and nothing after them
+    if (b.profile && p.step == b.warmup + b.steps) t.regions = profile::stop();
     last = now;
   };
+  if (b.profile && b.warmup == 0) profile::start();
   trainer.run();
   // 6 FLOPs per weight per token (forward 2, backward 4) for the blocks' 12·C² and the tied head's V·C,
   // and 12·L·T·C per token for attention's two products (scores, weighted sum; causal half not discounted).
@@ -247,6 +257,93 @@ void report_bench(const BenchSetup& b, BenchTiming& t) {
               cpu::describe_kernels().c_str());
 }
 
+// --profile's thread counts: "2,16" -> {2, 16}, each 1 up to this machine's cores.
+std::vector<int> profile_threads(const std::string& list) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<int> counts;
+  for (size_t at = 0; at <= list.size() && counts.size() <= 8;) {
+    size_t comma = std::min(list.find(',', at), list.size());
+    std::string item = list.substr(at, comma - at);
+    QKV_CHECK(!item.empty() && item.size() <= 4 && item.find_first_not_of("0123456789") == std::string::npos,
+              "--profile takes thread counts separated by commas, like 2,16; got '", printable(list), "'");
+    counts.push_back(std::stoi(item));
+    QKV_CHECK(counts.back() >= 1 && counts.back() <= cores, "--profile's thread counts must be in ", range(1, cores),
+              " (this machine has ", cores, " core", cores == 1 ? "" : "s", "), got ", counts.back());
+    at = comma + 1;
+  }
+  QKV_CHECK(counts.size() <= 8, "--profile takes at most 8 thread counts, got '", printable(list), "'");
+  return counts;
+}
+
+// The regions of each --profile run side by side: ms per step at each thread
+// count, the speed-up from the first count to the last, and what stayed
+// outside every region (the engine, allocation, serial code between loops).
+void report_profile(const BenchSetup& b, const std::vector<int>& threads, const std::vector<BenchTiming>& runs) {
+  const size_t R = runs.size();
+  auto mean_ms = [&](const BenchTiming& t) {
+    double sum = 0;
+    for (double ms : t.ms) sum += ms;
+    return sum / static_cast<double>(t.ms.size());
+  };
+  // name -> its region in each run (nullptr where a run had none)
+  std::map<std::string, std::vector<const profile::Region*>> rows;
+  for (size_t r = 0; r < R; ++r)
+    for (const profile::Region& region : runs[r].regions) {
+      auto& row = rows[region.name];
+      row.resize(R, nullptr);
+      row[r] = &region;
+    }
+  auto ms_of = [&](const std::vector<const profile::Region*>& row, size_t r) {
+    return row[r] ? row[r]->seconds * 1000 / static_cast<double>(b.steps) : 0.0;
+  };
+  std::vector<const std::pair<const std::string, std::vector<const profile::Region*>>*> order;
+  for (const auto& row : rows) order.push_back(&row);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](auto* x, auto* y) { return ms_of(x->second, R - 1) > ms_of(y->second, R - 1); });
+
+  std::printf("profile %s: ms per step by region, mean of %lld steps at each thread count; %s\n", b.name.c_str(),
+              static_cast<long long>(b.steps), cpu::describe_kernels().c_str());
+  for (int n : threads) std::printf("%6d thr", n);
+  std::printf("%s  calls  forked  items  region\n", R > 1 ? "  speed-up" : "");
+  auto line = [&](const std::vector<double>& ms, const std::string& calls, const std::string& forked,
+                  const std::string& items, const std::string& name) {
+    for (double v : ms) std::printf("%10.3f", v);
+    if (R > 1) std::printf("%9.2fx", ms.back() > 0 ? ms.front() / ms.back() : 0.0);
+    std::printf("%7s %7s %6s  %s\n", calls.c_str(), forked.c_str(), items.c_str(), name.c_str());
+  };
+  // Regions under 0.5% of a step at every count are summed into one line.
+  std::vector<double> regions_ms(R, 0), other_ms(R, 0), step_ms(R);
+  for (size_t r = 0; r < R; ++r) step_ms[r] = mean_ms(runs[r]);
+  int others = 0;
+  for (auto* row : order) {
+    std::vector<double> ms(R);
+    bool shown = false;
+    for (size_t r = 0; r < R; ++r) {
+      ms[r] = ms_of(row->second, r);
+      regions_ms[r] += ms[r];
+      shown = shown || ms[r] >= 0.005 * step_ms[r];
+    }
+    if (!shown) {
+      for (size_t r = 0; r < R; ++r) other_ms[r] += ms[r];
+      ++others;
+      continue;
+    }
+    const profile::Region* last = row->second[R - 1];
+    std::string calls = last ? cat(last->calls / b.steps) : "0";
+    std::string forked = !last ? "" : last->forked == 0 ? "none" : last->forked == last->calls ? "all" : "some";
+    std::string items = last && last->items ? cat(last->items / last->calls) : "";
+    line(ms, calls, forked, items, row->first);
+  }
+  if (others) line(other_ms, "", "", "", cat(others, " regions under 0.5% of a step"));
+  std::vector<double> outside(R);
+  for (size_t r = 0; r < R; ++r) outside[r] = step_ms[r] - regions_ms[r];
+  line(outside, "", "", "", "outside regions (serial: the engine, allocation, code between loops)");
+  line(step_ms, "", "", "", "step");
+  for (size_t r = 0; r < R; ++r)
+    std::printf("  %d thread%s: %.0f tokens/s\n", threads[r], threads[r] == 1 ? "" : "s",
+                b.B * b.c.context / (step_ms[r] / 1000));
+}
+
 }  // namespace
 
 int bench(int argc, char** argv) {
@@ -265,19 +362,39 @@ int bench(int argc, char** argv) {
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"), "N")(
       "kernel", "attention kernel: fused (default) or composed", cxxopts::value<std::string>()->default_value("fused"),
       "NAME")("threads", "threads per process (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
-      "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
+      "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE")(
+      "profile",
+      "time each parallel loop and product of the step at these thread counts (e.g. 2,16) and print one table "
+      "of where a step's time goes",
+      cxxopts::value<std::string>(), "THREADS");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
-  set_threads_option(args["threads"].as<int>());
+  const bool profiling = args.count("profile") > 0;
+  QKV_CHECK(!profiling || !args.count("threads"), "--profile sets the thread counts itself: drop --threads");
+  QKV_CHECK(!profiling || dist::world_size() == 1, "--profile times one process: run it without mpirun");
+  const std::vector<int> counts = profiling ? profile_threads(args["profile"].as<std::string>()) : std::vector<int>{};
+  if (!profiling) set_threads_option(args["threads"].as<int>());
   const Device device = set_device_option(args["device"].as<std::string>());
+  QKV_CHECK(!profiling || device.is_cpu(), "--profile times the CPU's loops and products: drop --device");
   BenchSetup b = bench_setup(args, dist::world_size());
   b.device = device;
+  b.profile = profiling;
   if (!device.is_cpu()) device_backend(device).reset_peak(device.index);
-  manual_seed(1);
-  Generator gen(7);
-  BenchTiming t = b.name == "attention" ? time_attention(b, gen)
-                  : b.name == "layer"   ? time_layer(b, gen)
-                                        : time_gpt(b, gen);
+  auto run = [&] {
+    manual_seed(1);
+    Generator gen(7);
+    return b.name == "attention" ? time_attention(b, gen) : b.name == "layer" ? time_layer(b, gen) : time_gpt(b, gen);
+  };
+  if (profiling) {
+    std::vector<BenchTiming> runs;
+    for (int n : counts) {
+      set_threads_option(n);
+      runs.push_back(run());
+    }
+    report_profile(b, counts, runs);
+    return 0;
+  }
+  BenchTiming t = run();
   if (dist::rank() != 0) return 0;  // the ranks step together (the all-reduce waits for the slowest): rank 0 reports
   report_bench(b, t);
   return 0;

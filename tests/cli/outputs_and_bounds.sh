@@ -265,6 +265,14 @@ PY
   bounded "$qkv" bench --config layer --attention window:8 --context 64 --steps 1 --warmup 0 --threads 1 >out.txt \
     || fail "bench layer with window attention"
   grep -q "window:8" out.txt || fail "bench layer does not report its attention"
-  ok "bench refuses the flags its config does not use" ;;
+  refused "bench --profile 0" "$qkv" bench --profile 0 --steps 1 --warmup 0
+  refused "bench --profile 1,x" "$qkv" bench --profile 1,x --steps 1 --warmup 0
+  refused "bench --profile with --threads" "$qkv" bench --profile 1 --threads 1 --steps 1 --warmup 0
+  # The region table: one column per thread count, products and loops by name, and the step.
+  bounded "$qkv" bench --config layer --context 64 --profile 1,1 --steps 2 --warmup 0 >out.txt \
+    || fail "bench --profile"
+  grep -q "speed-up" out.txt && grep -qE "sgemm [0-9]+x[0-9]+x[0-9]+ N[NT]" out.txt && grep -qE "loop [a-z_]+ \([a-z_]+\.cpp:[0-9]+\)" out.txt \
+    && grep -qE "^ +[0-9.]+ +[0-9.]+ +[0-9.]+x +step$" out.txt || { cat out.txt; fail "bench --profile's table"; }
+  ok "bench refuses the flags its config does not use; --profile prints its region table" ;;
 *) fail "no such item" ;;
 esac
