@@ -86,13 +86,14 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                  }
                });
                // Column sums: threads split the columns and each walks every row
-               // in order, so the result is the same for any thread count.
+               // in order, so the result is the same for any thread count (chunks
+               // of 16 columns, as linear's bias gradient: autograd/ops/matmul.cpp).
                T* pgw = gw.defined() ? gw.data<T>() : nullptr;
                T* pgb = gb.defined() ? gb.data<T>() : nullptr;
                if (!pgw && !pgb) return;
                if constexpr (std::is_same_v<T, float>) {
                  // Blocks of columns, each walking the rows through the vector kernels.
-                 constexpr int64_t kCols = 64;
+                 constexpr int64_t kCols = 16;
                  parallel_for((C + kCols - 1) / kCols, 2 * kCols * rows, [&](int64_t begin, int64_t end) {
                    int64_t c0 = begin * kCols, c1 = std::min(C, end * kCols);
                    for (int64_t r = 0; r < rows; ++r) {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "autograd/autograd.h"
+#include "nn/nn.h"
 
 using namespace qkv;
 using Catch::Matchers::Contains;
@@ -146,4 +147,51 @@ TEST_CASE("linear errors name the shapes and dtypes that do not fit", "[matmul][
   CHECK_THROWS_WITH(linear(x, w, Tensor::randn({3})), Catch::Matchers::Contains("linear: bias [3]"));
   CHECK_THROWS_WITH(linear(x, w.to(DType::Float64), Tensor()), Catch::Matchers::Contains("dtypes differ"));
   CHECK_THROWS_WITH(linear(x, w, b.to(DType::Float64)), Catch::Matchers::Contains("linear: bias [4] float64"));
+}
+
+TEST_CASE("linear's bias gradient and LayerNorm's parameter gradients keep their bits for any thread count",
+          "[matmul][threads]") {
+  // Column sums split over threads by 16-column chunks: widths around a chunk, rows in any number.
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 7}, {33, 16}, {70, 130}, {257, 4100}, {2048, 40}}) {
+    Generator gen(static_cast<uint64_t>(rows * 7 + cols));
+    Tensor x = Tensor::randn({rows, cols}, DType::Float32, &gen), g = Tensor::randn({rows, cols}, DType::Float32, &gen);
+    Tensor w = Tensor::randn({cols, cols}, DType::Float32, &gen);
+    auto grads = [&](int threads) {
+      set_num_threads(threads);
+      Tensor b = Tensor::zeros({cols}).requires_grad_();
+      nn::LayerNorm norm(cols);
+      sum(linear(norm.forward(x), w, b) * g).backward();
+      set_num_threads(0);
+      std::vector<double> out = b.grad().to_vector(), gw = norm.weight.grad().to_vector(),
+                          gb = norm.bias.grad().to_vector();
+      out.insert(out.end(), gw.begin(), gw.end());
+      out.insert(out.end(), gb.begin(), gb.end());
+      return out;
+    };
+    std::vector<double> one = grads(1);
+    bool same = true;
+    for (int threads : {2, 3, 16}) same = same && grads(threads) == one;
+    CHECK(same);
+    // The bias gradient is g's column sums: float32 sums of `rows` terms, within (rows - 1)·u·Σ|g|.
+    std::vector<double> gv = g.to_vector();
+    double worst = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      double exact = 0, magnitude = 0;
+      for (int64_t r = 0; r < rows; ++r) exact += gv[r * cols + c], magnitude += std::abs(gv[r * cols + c]);
+      worst = std::max(worst, std::abs(one[c] - exact) - static_cast<double>(rows - 1) * 0x1p-24 * magnitude);
+    }
+    CHECK(worst <= 0);
+  }
+}
+
+TEST_CASE("linear's bias gradient sums over every row of a folded batch", "[matmul][linear]") {
+  Generator gen(3);
+  Tensor x = Tensor::randn({3, 50, 6}, DType::Float64, &gen), w = Tensor::randn({5, 6}, DType::Float64, &gen);
+  Tensor b = Tensor::randn({5}, DType::Float64, &gen).requires_grad_();
+  Tensor g = Tensor::randn({3, 50, 5}, DType::Float64, &gen);
+  sum(linear(x, w, b) * g).backward();
+  std::vector<double> expect = sum(reshape(g, {150, 5}), {0}).to_vector();
+  std::vector<double> got = b.grad().to_vector();
+  REQUIRE(got.size() == expect.size());
+  for (size_t c = 0; c < got.size(); ++c) CHECK(got[c] == Approx(expect[c]).epsilon(1e-13));
 }

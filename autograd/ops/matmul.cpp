@@ -260,9 +260,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 
 namespace {
 // out[c] = Σ_r g[r, c]: threads split the columns and each adds the rows in
-// order, so the sums do not depend on the thread count.
+// order, so the sums do not depend on the thread count. Each thread's columns
+// are one contiguous run of whole chunks (a 1-thread call adds whole rows);
+// a chunk is one cache line of floats, so a product of C columns can use C/16
+// threads (64-column chunks capped a width-128 model's at 2).
 template <class T> void column_sums(const T* g, int64_t rows, int64_t cols, T* out) {
-  constexpr int64_t kCols = 64;
+  constexpr int64_t kCols = 16;
   parallel_for((cols + kCols - 1) / kCols, 2 * kCols * rows, [&](int64_t begin, int64_t end) {
     int64_t c0 = begin * kCols, c1 = std::min(cols, end * kCols);
     std::fill(out + c0, out + c1, T(0));
