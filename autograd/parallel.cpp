@@ -28,6 +28,24 @@ void set_num_threads(int n) {
 
 int get_num_threads() { return omp_get_max_threads(); }
 
+void parallel_for_all(const std::vector<ItemLoop>& loops, int64_t cost_per_item, const std::source_location& where) {
+  // first[i]: loop i's first chunk among all of them
+  std::vector<int64_t> first(loops.size() + 1, 0);
+  for (size_t i = 0; i < loops.size(); ++i)
+    first[i + 1] = first[i] + (std::max<int64_t>(loops[i].n, 0) + kLoopChunk - 1) / kLoopChunk;
+  parallel_for(
+      first.back(), cost_per_item * kLoopChunk,
+      [&](int64_t begin, int64_t end) {
+        size_t i = std::upper_bound(first.begin(), first.end(), begin) - first.begin() - 1;
+        for (int64_t chunk = begin; chunk < end; ++chunk) {
+          while (chunk >= first[i + 1]) ++i;
+          int64_t lo = (chunk - first[i]) * kLoopChunk;
+          loops[i].fn(lo, std::min(loops[i].n, lo + kLoopChunk));
+        }
+      },
+      where);
+}
+
 namespace {
 // Jiffies of all cores together from /proc/stat's first line: {idle (incl. iowait), total}.
 bool cpu_times(double& idle, double& total) {

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <source_location>
+#include <vector>
 
 #include <omp.h>
 
@@ -48,5 +50,21 @@ template <class Fn> void parallel_for(int64_t n, int64_t cost_per_item, Fn&& fn,
     if (begin < end) fn(begin, end);
   }
 }
+
+/// One of several loops for parallel_for_all: fn(begin, end) handles items
+/// [begin, end) of [0, n), each item independently of the others.
+struct ItemLoop {
+  int64_t n = 0;
+  std::function<void(int64_t, int64_t)> fn;
+};
+
+/// Runs every loop as one parallel region: each is cut into chunks of
+/// kLoopChunk items (fixed by n alone), and threads share all the chunks.
+/// For many small loops (an optimizer's per-parameter updates): one fork
+/// instead of one per loop, and the small ones no longer run alone. Results
+/// do not depend on the thread count, since items are independent.
+inline constexpr int64_t kLoopChunk = 16384;
+void parallel_for_all(const std::vector<ItemLoop>& loops, int64_t cost_per_item,
+                      const std::source_location& where = std::source_location::current());
 
 }  // namespace qkv

@@ -29,10 +29,25 @@ void Optimizer::set_lr(double lr) {
 
 void Optimizer::step() {
   ++steps_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor grad = params_[i].second.grad();
-    if (grad.defined()) update(i, params_[i].second, grad);
+  std::vector<ItemLoop> loops;
+  pending_ = &loops, pending_cost_ = 1;
+  try {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor grad = params_[i].second.grad();
+      if (grad.defined()) update(i, params_[i].second, grad);
+    }
+  } catch (...) {
+    pending_ = nullptr;
+    throw;
   }
+  pending_ = nullptr;
+  parallel_for_all(loops, pending_cost_);
+}
+
+void Optimizer::for_each_element(int64_t n, int64_t cost, std::function<void(int64_t, int64_t)> fn) {
+  if (!pending_) return parallel_for(n, cost, fn);
+  pending_->push_back({n, std::move(fn)});
+  pending_cost_ = std::max(pending_cost_, cost);
 }
 
 void Optimizer::zero_grad() {
@@ -103,7 +118,7 @@ void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
   dispatch_floating(param.dtype(), "SGD", [&](auto zero) {
     using T = decltype(zero);
     const math::SGDItem<T> update{step, param.data<T>(), grad.data<T>(), buf ? buf->data<T>() : nullptr};
-    parallel_for(param.numel(), 4, [&](int64_t begin, int64_t end) {  // elementwise: any split gives the same result
+    for_each_element(param.numel(), 4, [update](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) update(i);
     });
   });
@@ -146,13 +161,13 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
     if constexpr (std::is_same_v<T, float>) {  // float lanes, coefficients from double (bias corrections included)
       simd::AdamStep s{float(b1),     float(1 - b1), float(b2),      float(1 - b2),  float(l2),
                        float(shrink), float(lr),     float(1 / bc1), float(1 / bc2), float(eps)};
-      parallel_for(param.numel(), 8, [&](int64_t begin, int64_t end) {
+      for_each_element(param.numel(), 8, [s, p, g, pm, pv](int64_t begin, int64_t end) {
         simd::adam(s, p + begin, g + begin, pm + begin, pv + begin, end - begin);
       });
       return;
     }
     const math::AdamItem<T> update{step, p, g, pm, pv};
-    parallel_for(param.numel(), 8, [&](int64_t begin, int64_t end) {
+    for_each_element(param.numel(), 8, [update](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) update(i);
     });
   });
@@ -160,52 +175,61 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
 
 // Squares are summed in fixed blocks of kBlock elements (vector lanes within
 // a block), then the block sums in order: the same norm for any thread count.
+// Every CPU gradient's blocks, and then their scaling, run as one parallel
+// region each.
 double clip_grad_norm(const NamedTensors& params, double max_norm) {
   QKV_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
-  constexpr int64_t kBlock = 16384;
-  double total = 0;
-  for (const auto& [name, p] : params) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
-    if (!g.device().is_cpu()) {  // the same blocks on the device, added here in order
-      for (double s : device::squared_block_sums(g, kBlock).to_vector()) total += s;
+  static constexpr int64_t kBlock = 16384;
+  std::vector<Tensor> grads;
+  for (const auto& [name, p] : params)
+    if (Tensor g = p.grad(); g.defined()) grads.push_back(g);
+  // partials[i]: gradient i's block sums (a device sums its own blocks, read back here)
+  std::vector<std::vector<double>> partials(grads.size());
+  std::vector<ItemLoop> squares;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    const int64_t n = g.numel();
+    if (!g.device().is_cpu()) {
+      partials[i] = device::squared_block_sums(g, kBlock).to_vector();
       continue;
     }
-    std::vector<double> partial(blocks);
+    partials[i].resize((n + kBlock - 1) / kBlock);
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
       using T = decltype(zero);
-      const T* pg = g.data<T>();
-      parallel_for(blocks, 2 * kBlock, [&](int64_t begin, int64_t end) {
-        for (int64_t k = begin; k < end; ++k) {
-          int64_t lo = k * kBlock, len = std::min(kBlock, n - lo);
-          if constexpr (std::is_same_v<T, float>)
-            partial[k] = simd::dot(pg + lo, pg + lo, len);
-          else
-            math::SquaresBlock<T>{pg, partial.data(), n, kBlock}(k);
-        }
-      });
+      squares.push_back({static_cast<int64_t>(partials[i].size()),
+                         [pg = g.data<T>(), out = partials[i].data(), n](int64_t begin, int64_t end) {
+                           for (int64_t k = begin; k < end; ++k) {
+                             int64_t lo = k * kBlock, len = std::min(kBlock, n - lo);
+                             if constexpr (std::is_same_v<T, float>)
+                               out[k] = simd::dot(pg + lo, pg + lo, len);
+                             else
+                               math::SquaresBlock<T>{pg, out, n, kBlock}(k);
+                           }
+                         }});
     });
-    for (double s : partial) total += s;
   }
+  parallel_for_all(squares, 2 * kBlock);
+  double total = 0;
+  for (const std::vector<double>& blocks : partials)
+    for (double s : blocks) total += s;
   double norm = std::sqrt(total);
   double factor = max_norm / (norm + 1e-6);
-  if (factor < 1)
-    for (const auto& [name, p] : params) {
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
+  if (factor < 1) {
+    std::vector<ItemLoop> scales;
+    for (const Tensor& g : grads) {
       if (!g.device().is_cpu()) {
         device::scale(g, factor);
         continue;
       }
       dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
         using T = decltype(zero);
-        const math::ScaleItem<T> scale{g.data<T>(), factor};
-        parallel_for(g.numel(), 1, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i) scale(i);
-        });
+        scales.push_back({g.numel(), [scale = math::ScaleItem<T>{g.data<T>(), factor}](int64_t begin, int64_t end) {
+                            for (int64_t i = begin; i < end; ++i) scale(i);
+                          }});
       });
     }
+    parallel_for_all(scales, 1);
+  }
   return norm;
 }
 

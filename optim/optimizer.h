@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/parallel.h"
 #include "autograd/tensor.h"
 
 namespace qkv::optim {
@@ -45,8 +46,15 @@ class Optimizer {
   void load_state(const NamedTensors& state, int64_t steps);
 
  protected:
-  /// One parameter's update with its gradient; buffers from buffer().
+  /// One parameter's update with its gradient; buffers from buffer(). A CPU
+  /// update hands its element loop to for_each_element.
   virtual void update(size_t index, const Tensor& param, const Tensor& grad) = 0;
+  /// Runs fn(begin, end) over elements [0, n) of one update, each element on
+  /// its own (so any split gives the same bits); cost: work per element.
+  /// Inside step() it runs after every update() has returned, all
+  /// parameters' loops as one parallel region (one fork a step, not one per
+  /// parameter), so fn must hold what it uses by value.
+  void for_each_element(int64_t n, int64_t cost, std::function<void(int64_t, int64_t)> fn);
   /// The named per-parameter buffer (zeros of the parameter's shape at first).
   Tensor& buffer(size_t index, const std::string& name);
   bool has_buffer(size_t index, const std::string& name) const;
@@ -56,6 +64,8 @@ class Optimizer {
   std::vector<std::map<std::string, Tensor>> buffers_;
   double lr_;
   int64_t steps_ = 0;
+  std::vector<ItemLoop>* pending_ = nullptr;  // during step(): the updates' loops, run together at its end
+  int64_t pending_cost_ = 1;
 };
 
 struct SGDOptions {

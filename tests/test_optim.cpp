@@ -3,8 +3,11 @@
 // quadratic, and errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 
+#include "autograd/profile.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
@@ -123,6 +126,83 @@ TEST_CASE("clip_grad_norm returns the norm before clipping and scales to max_nor
   CHECK(a.grad().at({0}) == Approx(3 / (5 + 1e-6)));
   CHECK(b.grad().at({0}) == Approx(4 / (5 + 1e-6)));
   CHECK_THROWS_WITH(clip_grad_norm(params, 0), Contains("max_norm must be > 0"));
+}
+
+TEST_CASE("parallel_for_all covers every item of every loop once, for any thread count", "[optim][threads]") {
+  const std::vector<int64_t> sizes = {0, 1, kLoopChunk, kLoopChunk + 1, 3 * kLoopChunk - 5, 7};
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    std::vector<std::vector<int>> seen(sizes.size());
+    std::vector<ItemLoop> loops;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      seen[i].assign(sizes[i], 0);
+      loops.push_back({sizes[i], [&seen, i](int64_t begin, int64_t end) {
+                         for (int64_t k = begin; k < end; ++k) ++seen[i][k];
+                       }});
+    }
+    parallel_for_all(loops, 4);
+    set_num_threads(0);
+    bool once = true;
+    for (const auto& v : seen) once = once && std::all_of(v.begin(), v.end(), [](int c) { return c == 1; });
+    CHECK(once);
+  }
+}
+
+TEST_CASE(
+    "an optimizer step and clipping over many parameters keep their bits for any thread count, in one region each",
+    "[optim][threads]") {
+  // Parameters around a chunk of kLoopChunk elements, the tiny ones among them, float32 and float64.
+  const std::vector<Shape> shapes = {{3}, {kLoopChunk}, {kLoopChunk + 5}, {7, 11}, {2, kLoopChunk + 1}, {1}};
+  auto train = [&](int threads, DType dtype, bool adam) {
+    set_num_threads(threads);
+    Generator gen(11);
+    NamedTensors params;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      params.emplace_back("p" + std::to_string(i), Tensor::randn(shapes[i], dtype, &gen).requires_grad_());
+    std::unique_ptr<Optimizer> opt;
+    if (adam)
+      opt = std::make_unique<AdamW>(params, AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+    else
+      opt = std::make_unique<SGD>(params, SGDOptions{.lr = 0.01, .momentum = 0.9, .nesterov = true});
+    std::vector<double> norms;
+    for (int step = 0; step < 3; ++step) {
+      opt->zero_grad();
+      Tensor loss = Tensor::zeros({}, dtype);
+      for (auto& [name, p] : params) loss = loss + sum(tanh(p) * p * 3.0);
+      loss.backward();
+      norms.push_back(clip_grad_norm(params, 1.0));  // clips: the gradients' norm is far above 1
+      opt->step();
+    }
+    set_num_threads(0);
+    for (auto& [name, p] : params) {
+      std::vector<double> v = p.to_vector();
+      norms.insert(norms.end(), v.begin(), v.end());
+    }
+    return norms;
+  };
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (bool adam : {true, false}) {
+      std::vector<double> one = train(1, dtype, adam);
+      bool same = true;
+      for (int threads : {2, 3, 16}) same = same && train(threads, dtype, adam) == one;
+      CHECK(same);
+    }
+  // One region for all the parameters' updates, one for the squares and one for the scaling.
+  Generator gen(2);
+  NamedTensors params;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    params.emplace_back("p" + std::to_string(i), Tensor::randn(shapes[i], DType::Float32, &gen).requires_grad_());
+  for (auto& [name, p] : params) sum(p * p * 10.0).backward();
+  AdamW opt(params, AdamOptions{});
+  profile::start();
+  clip_grad_norm(params, 1.0);
+  opt.step();
+  std::vector<profile::Region> regions = profile::stop();
+  REQUIRE(regions.size() == 3);
+  for (const profile::Region& r : regions) {
+    CHECK(r.calls == 1);
+    CHECK(r.name.find("optimizer.cpp") != std::string::npos);
+  }
 }
 
 TEST_CASE("schedules give the documented rates", "[optim][schedule]") {
