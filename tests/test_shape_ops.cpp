@@ -70,6 +70,27 @@ TEST_CASE("concat and stack join tensors", "[shape]") {
   CHECK_THROWS_WITH(concat({}, 0), Contains("concat: no tensors"));
 }
 
+TEST_CASE("narrow and concat copy large blocks in pieces, the same for any thread count", "[shape][threads]") {
+  // One block of 3·40000 floats (480 KB, several 64 KB pieces) when narrowing dim 0; many when narrowing dim 1.
+  Tensor x = reshape(Tensor::arange(5 * 3 * 40000), {5, 3, 40000});
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    Tensor a = narrow(x, 0, 1, 3), b = narrow(x, 2, 7, 39990);
+    Tensor joined = concat({a, narrow(x, 0, 0, 1)}, 0);
+    set_num_threads(0);
+    bool same = true;
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t k = 0; k < 40000; k += 97) {
+          same = same && a.at({i, j, k}) == x.at({i + 1, j, k}) && joined.at({i, j, k}) == x.at({i + 1, j, k});
+          if (k < 39990) same = same && b.at({i, j, k}) == x.at({i, j, k + 7});
+        }
+    for (int64_t k = 0; k < 40000; k += 13) same = same && joined.at({3, 2, k}) == x.at({0, 2, k});
+    CHECK(a.at({2, 2, 39999}) == x.at({3, 2, 39999}));  // the last piece's last element
+    CHECK(same);
+  }
+}
+
 TEST_CASE("expand broadcasts, for floats and for bool masks", "[shape]") {
   Tensor x = counting({3, 1});
   Tensor e = expand(x, {2, 3, 2});

@@ -73,11 +73,17 @@ void copy_rows(const Tensor& src, int64_t src_mid, int64_t src_start, const Tens
   std::size_t width = element_size(src.dtype());
   const char* ps = static_cast<const char*>(src.raw_data());
   char* pd = static_cast<char*>(dst.raw_data());
-  std::size_t bytes = len * inner * width;
-  parallel_for(outer, len * inner, [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o)
-      std::memcpy(pd + ((o * dst_mid + dst_start) * inner) * width, ps + ((o * src_mid + src_start) * inner) * width,
-                  bytes);
+  // Each of the outer blocks is copied in pieces of up to kPiece bytes, so that
+  // one large block (outer = 1: a split along dim 0) is shared by the threads too.
+  constexpr int64_t kPiece = 65536;
+  const int64_t bytes = len * inner * static_cast<int64_t>(width),
+                pieces = std::max<int64_t>(1, (bytes + kPiece - 1) / kPiece);
+  parallel_for(outer * pieces, std::min(bytes, kPiece) / static_cast<int64_t>(width), [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t o = item / pieces, at = item % pieces * kPiece;
+      std::memcpy(pd + ((o * dst_mid + dst_start) * inner) * width + at,
+                  ps + ((o * src_mid + src_start) * inner) * width + at, std::min(kPiece, bytes - at));
+    }
   });
 }
 
