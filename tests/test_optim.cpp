@@ -198,11 +198,13 @@ TEST_CASE(
   clip_grad_norm(params, 1.0);
   opt.step();
   std::vector<profile::Region> regions = profile::stop();
-  REQUIRE(regions.size() == 3);
-  for (const profile::Region& r : regions) {
-    CHECK(r.calls == 1);
-    CHECK(r.name.find("optimizer.cpp") != std::string::npos);
-  }
+  int own = 0;  // the optimizer's (the rest: its buffers' zero fills, on their first step)
+  for (const profile::Region& r : regions)
+    if (r.name.find("optimizer.cpp") != std::string::npos) {
+      ++own;
+      CHECK(r.calls == 1);
+    }
+  CHECK(own == 3);
 }
 
 TEST_CASE("schedules give the documented rates", "[optim][schedule]") {

@@ -2,6 +2,7 @@
 // and the seedable generator.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/autograd.h"
@@ -31,6 +32,17 @@ TEST_CASE("factories fill shapes and dtypes", "[tensor]") {
   Tensor b = Tensor::from_vector(std::vector<bool>{true, false});
   CHECK(b.dtype() == DType::Bool);
   CHECK(b.to_vector() == std::vector<double>{1, 0});
+}
+
+TEST_CASE("zeros fills a large recycled block with zeros at any thread count", "[tensor][threads]") {
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    { Tensor::full({300001}, 7.0); }  // a dirty block for the allocator's cache (64 KB pieces: 19)
+    Tensor z = Tensor::zeros({300001});
+    set_num_threads(0);
+    std::vector<double> v = z.to_vector();
+    CHECK(std::all_of(v.begin(), v.end(), [](double x) { return x == 0; }));
+  }
 }
 
 TEST_CASE("bad factory arguments throw qkv::Error", "[tensor][errors]") {
