@@ -328,6 +328,13 @@ std::vector<GradcheckCase> builtin_cases() {
                         bools({true, true, false, true, false, false, false, false, false, false}, {2, 5}));
   linear_attention_case("causal with key padding", {1, 7, 2, 2}, true,
                         bools({true, false, true, true, false, true, true}, {1, 7}));
+  // n = 130: three chunks of the device kernels' scan (64 rows each), the last one short.
+  std::vector<bool> keep130(130, true);
+  for (int64_t j = 0; j < 130; j += 7) keep130[j] = false;
+  for (int64_t j = 60; j < 70; ++j) keep130[j] = false;  // a run across the first chunk's end
+  linear_attention_case("causal n=130, key padding: three chunks of the device scan", {1, 130, 1, 2}, true,
+                        Tensor::from_vector(keep130, {1, 130}));
+  linear_attention_case("not causal n=130, two heads", {1, 130, 2, 2}, false, Tensor());
 
   auto packed_case = [&](const char* label, Shape s, std::function<AttentionMasks()> masks) {
     add_case(

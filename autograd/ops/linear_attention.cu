@@ -1,13 +1,20 @@
-// Device kernels of linear attention: the same sums as linear_attention.cpp,
-// written per row so that each thread owns what it writes. With
-// w_ij = φ(q_i)·φ(k_j) (0 for a padded key) over the keys query i sees:
-//   den_i = ε + Σ_j w_ij,   out_i = Σ_j w_ij v_j / den_i,
-//   a_i = g_i / den_i,  c_i = −(g_i·out_i) / den_i,
-//   dQ_i = Σ_j φ(k_j) (v_j·a_i + c_i),   dK_j = Σ_{i sees j} φ(q_i) (a_i·v_j + c_i),
-//   dv_j = Σ_{i sees j} w_ij a_i,   dq = dQ ⊙ φ'(q),  dk = dK ⊙ φ'(k).
-// This is the quadratic form of those sums: O(n²·d) work per head, no [n, n]
-// memory. The CPU's running sums (O(n·d·d_v)) need a prefix scan across
-// threads on a GPU, which is still to come; this form is its reference.
+// Device kernels of linear attention: the CPU's sweeps (linear_attention.cpp)
+// cut into chunks of kChunk rows, so that threads share them. With
+// Q_i = φ(q_i), K_j = φ(k_j) (0 for a padded key), a_i = g_i / den_i and
+// c_i = −(g_i·out_i) / den_i:
+//   1. per chunk, the sums of its own rows: S = Σ_j K_jᵀ v_j [d, d_v], z = Σ_j K_j
+//      (forward, and dQ's), R = Σ_i Q_iᵀ a_i, r = Σ_i c_i Q_i (dK's and dv's);
+//   2. a scan over the chunks in order: each chunk's sums become those of every
+//      chunk before it (keys: prefix) or after it (queries: suffix); without
+//      the causal mask every chunk gets the sums of all rows;
+//   3. per row, its chunk's scanned sums plus, when causal, the rows of its own
+//      chunk it sees (the quadratic form over at most kChunk rows):
+//        den_i = ε + Q_i·z + Σ w_ij,  out_i = (Q_i·S + Σ w_ij v_j) / den_i   (w_ij = Q_i·K_j)
+//        dQ_i = S·a_i + c_i z + Σ_j K_j (v_j·a_i + c_i)
+//        dK_j = R·v_j + r + Σ_i Q_i (a_i·v_j + c_i),   dv_j = K_j·R + Σ_i w_ij a_i
+//      then dq = dQ ⊙ φ'(q), dk = dK ⊙ φ'(k).
+// O(n·d·d_v) work like the CPU's (the per-row form before this was O(n²·d)),
+// summed in double like the CPU's. Each item owns what it writes.
 #include <cmath>
 
 #include "autograd/ops/device_kernels.h"
@@ -17,55 +24,38 @@ namespace qkv::device {
 
 namespace {
 
+constexpr int64_t kChunk = 64;
+
 template <class T> QKV_HD T phi(T x) { return x > 0 ? x + 1 : std::exp(x); }
 template <class T> QKV_HD T phi_grad(T x) { return x > 0 ? T(1) : std::exp(x); }
 
-template <class T> struct LinearHeads {
+// Where rows live: q, k (and Q, K: φ of them, in double) as [B, n, H, d]; v, g, o as [B, n, H, dv];
+// a chunk's sums at sums + ((b·H + h)·chunks + c)·W, W = d·dv + d (the matrix, then the vector).
+struct Layout {
+  LinearShape D;
+  int64_t chunks, W;
+  explicit Layout(const LinearShape& s) : D(s), chunks((s.n + kChunk - 1) / kChunk), W(s.d * s.dv + s.d) {}
+  QKV_HD int64_t row(int64_t b, int64_t h, int64_t i) const { return (b * D.n + i) * D.H + h; }  // times d or dv
+  QKV_HD int64_t sums_at(int64_t b, int64_t h, int64_t c) const { return ((b * D.H + h) * chunks + c) * W; }
+  QKV_HD int64_t chunk_end(int64_t c) const { return c * kChunk + kChunk < D.n ? c * kChunk + kChunk : D.n; }
+};
+
+// Q = φ(q) and K = φ(k) (0 for a padded key), one element per item.
+template <class T> struct PhiKernel {
   const T* q;
   const T* k;
-  const T* v;
-  const bool* padding;  // [B, n], or null
+  const bool* padding;
+  double* Q;
+  double* K;
   LinearShape D;
-
-  QKV_HD const T* q_row(int64_t b, int64_t h, int64_t i) const { return q + ((b * D.n + i) * D.H + h) * D.d; }
-  QKV_HD const T* k_row(int64_t b, int64_t h, int64_t j) const { return k + ((b * D.n + j) * D.H + h) * D.d; }
-  QKV_HD int64_t v_at(int64_t b, int64_t h, int64_t j) const { return ((b * D.n + j) * D.H + h) * D.dv; }
-  QKV_HD bool kept(int64_t b, int64_t j) const { return !padding || padding[b * D.n + j]; }
-  // Keys query i sees: [0, i] when causal, all otherwise.
-  QKV_HD int64_t end_key(int64_t i) const { return D.causal ? i + 1 : D.n; }
-  // w_ij = φ(q_i)·φ(k_j), in double as the CPU's sums
-  QKV_HD double w(int64_t b, int64_t h, int64_t i, int64_t j) const {
-    const T *qi = q_row(b, h, i), *kj = k_row(b, h, j);
-    double s = 0;
-    for (int64_t a = 0; a < D.d; ++a) s += static_cast<double>(phi(qi[a])) * phi(kj[a]);
-    return s;
-  }
-};
-
-// den_i and out_i, one query row per item
-template <class T> struct ForwardKernel {
-  LinearHeads<T> H;
-  T* o;
-  double* den;
   QKV_HD void operator()(int64_t item) const {
-    const LinearShape& D = H.D;
-    int64_t i = item % D.n, h = item / D.n % D.H, b = item / (D.n * D.H);
-    T* oi = o + H.v_at(b, h, i);
-    for (int64_t c = 0; c < D.dv; ++c) oi[c] = T(0);
-    double dn = D.eps;
-    for (int64_t j = 0; j < H.end_key(i); ++j) {
-      if (!H.kept(b, j)) continue;
-      double w = H.w(b, h, i, j);
-      dn += w;
-      const T* vj = H.v + H.v_at(b, h, j);
-      for (int64_t c = 0; c < D.dv; ++c) oi[c] = static_cast<T>(oi[c] + w * vj[c]);
-    }
-    for (int64_t c = 0; c < D.dv; ++c) oi[c] = static_cast<T>(oi[c] / dn);
-    den[(b * D.H + h) * D.n + i] = dn;
+    int64_t b = item / (D.n * D.H * D.d), j = item / (D.H * D.d) % D.n;
+    Q[item] = phi(q[item]);
+    K[item] = !padding || padding[b * D.n + j] ? static_cast<double>(phi(k[item])) : 0.0;
   }
 };
 
-// The backward's per-query coefficients: a_i = g_i / den_i (read on the fly) and c_i.
+// The backward's per-query coefficients c_i; a_i = g_i / den_i is read on the fly.
 template <class T> struct QueryCoefficients {
   const T* o;
   const T* g;
@@ -81,82 +71,227 @@ template <class T> struct QueryCoefficients {
   }
 };
 
-// Per pair (i, j): a_i·v_j + c_i, the factor both dQ_i and dK_j take.
-template <class T> struct PairFactor {
-  LinearHeads<T> H;
-  const T* g;
-  const double* den;
-  const double* c;
-  QKV_HD double at(int64_t b, int64_t h, int64_t i, int64_t j) const {
-    int64_t row = (b * H.D.H + h) * H.D.n + i;
-    const T *gi = g + H.v_at(b, h, i), *vj = H.v + H.v_at(b, h, j);
-    double s = 0;
-    for (int64_t x = 0; x < H.D.dv; ++x) s += static_cast<double>(gi[x]) * vj[x];
-    return s / den[row] + c[row];
+// Step 1, one item per (b, h, chunk, a): row a of a chunk's matrix and entry a of its vector,
+//   keys:    M[a][x] = Σ_j K_j[a] v_j[x],    m[a] = Σ_j K_j[a]
+//   queries: M[a][x] = Σ_i Q_i[a] a_i[x],    m[a] = Σ_i c_i Q_i[a]
+template <class T> struct ChunkSums {
+  Layout L;
+  const double* rows;  // K (keys) or Q (queries)
+  const T* vec;        // v (keys) or g (queries)
+  const double* den;   // queries: den_i (a_i = g_i / den_i); null for keys
+  const double* c;     // queries: c_i; null for keys
+  double* sums;
+  QKV_HD void operator()(int64_t item) const {
+    const LinearShape& D = L.D;
+    int64_t a = item % D.d, chunk = item / D.d % L.chunks, h = item / (D.d * L.chunks) % D.H,
+            b = item / (D.d * L.chunks * D.H);
+    double* M = sums + L.sums_at(b, h, chunk);
+    for (int64_t x = 0; x < D.dv; ++x) M[a * D.dv + x] = 0;
+    double m = 0;
+    for (int64_t i = chunk * kChunk; i < L.chunk_end(chunk); ++i) {
+      int64_t r = L.row(b, h, i), line = (b * D.H + h) * D.n + i;
+      double f = rows[r * D.d + a];
+      if (f == 0) continue;  // a padded key
+      double scale = den ? f / den[line] : f;
+      for (int64_t x = 0; x < D.dv; ++x) M[a * D.dv + x] += scale * vec[r * D.dv + x];
+      m += c ? c[line] * f : f;
+    }
+    M[D.d * D.dv + a] = m;
   }
 };
 
-// dq_i, one query row per item
-template <class T> struct QueryGradKernel {
-  PairFactor<T> F;
+// Step 2, one item per (b, h, entry of the sums): the chunks in order (keys: each gets the sum of
+// those before it), in reverse (queries: of those after it), or, not causal, each gets the total.
+struct ChunkScan {
+  Layout L;
+  double* sums;
+  bool reverse;
+  QKV_HD void operator()(int64_t item) const {
+    int64_t e = item % L.W, bh = item / L.W;
+    double* s = sums + bh * L.chunks * L.W + e;
+    double run = 0;
+    if (!L.D.causal) {
+      for (int64_t c = 0; c < L.chunks; ++c) run += s[c * L.W];
+      for (int64_t c = 0; c < L.chunks; ++c) s[c * L.W] = run;
+      return;
+    }
+    for (int64_t n = 0; n < L.chunks; ++n) {
+      int64_t c = reverse ? L.chunks - 1 - n : n;
+      double own = s[c * L.W];
+      s[c * L.W] = run;
+      run += own;
+    }
+  }
+};
+
+// Step 3 of the forward, one query row per item: den_i and out_i.
+template <class T> struct ForwardRows {
+  Layout L;
+  const double* Q;
+  const double* K;
+  const T* v;
+  const double* S;  // the keys' scanned sums
+  T* o;
+  double* den;
+  QKV_HD void operator()(int64_t item) const {
+    const LinearShape& D = L.D;
+    int64_t i = item % D.n, h = item / D.n % D.H, b = item / (D.n * D.H), chunk = i / kChunk;
+    const double *Qi = Q + L.row(b, h, i) * D.d, *M = S + L.sums_at(b, h, chunk), *z = M + D.d * D.dv;
+    double w[kChunk];  // w_ij for the rows of query i's own chunk it sees (causal only)
+    int64_t first = chunk * kChunk, seen = D.causal ? i + 1 - first : 0;
+    double dn = D.eps;
+    for (int64_t a = 0; a < D.d; ++a) dn += Qi[a] * z[a];
+    for (int64_t j = 0; j < seen; ++j) {
+      const double* Kj = K + L.row(b, h, first + j) * D.d;
+      w[j] = 0;
+      for (int64_t a = 0; a < D.d; ++a) w[j] += Qi[a] * Kj[a];
+      dn += w[j];
+    }
+    T* oi = o + L.row(b, h, i) * D.dv;
+    for (int64_t x = 0; x < D.dv; ++x) {
+      double num = 0;
+      for (int64_t a = 0; a < D.d; ++a) num += Qi[a] * M[a * D.dv + x];
+      for (int64_t j = 0; j < seen; ++j) num += w[j] * v[L.row(b, h, first + j) * D.dv + x];
+      oi[x] = static_cast<T>(num / dn);
+    }
+    den[item] = dn;
+  }
+};
+
+// Step 3 of the backward for queries, one row per item: dq_i.
+template <class T> struct QueryGradRows {
+  Layout L;
+  const T* q;
+  const double* K;
+  const T* v;
+  const T* g;
+  const double* den;
+  const double* c;
+  const double* S;  // the keys' scanned sums
   T* gq;
   QKV_HD void operator()(int64_t item) const {
-    const LinearShape& D = F.H.D;
-    int64_t i = item % D.n, h = item / D.n % D.H, b = item / (D.n * D.H);
-    T* gqi = gq + ((b * D.n + i) * D.H + h) * D.d;
-    const T* qi = F.H.q_row(b, h, i);
-    for (int64_t a = 0; a < D.d; ++a) {
+    const LinearShape& D = L.D;
+    int64_t i = item % D.n, h = item / D.n % D.H, b = item / (D.n * D.H), chunk = i / kChunk;
+    const double *M = S + L.sums_at(b, h, chunk), *z = M + D.d * D.dv;
+    const T* gi = g + L.row(b, h, i) * D.dv;
+    double f[kChunk];  // v_j·a_i + c_i for the rows of its own chunk query i sees (causal only)
+    int64_t first = chunk * kChunk, seen = D.causal ? i + 1 - first : 0;
+    for (int64_t j = 0; j < seen; ++j) {
+      const T* vj = v + L.row(b, h, first + j) * D.dv;
       double s = 0;
-      for (int64_t j = 0; j < F.H.end_key(i); ++j)
-        if (F.H.kept(b, j)) s += phi(F.H.k_row(b, h, j)[a]) * F.at(b, h, i, j);
+      for (int64_t x = 0; x < D.dv; ++x) s += static_cast<double>(gi[x]) * vj[x];
+      f[j] = s / den[item] + c[item];
+    }
+    const T* qi = q + L.row(b, h, i) * D.d;
+    T* gqi = gq + L.row(b, h, i) * D.d;
+    for (int64_t a = 0; a < D.d; ++a) {
+      double s = c[item] * z[a];
+      for (int64_t x = 0; x < D.dv; ++x) s += M[a * D.dv + x] * (gi[x] / den[item]);
+      for (int64_t j = 0; j < seen; ++j) s += K[L.row(b, h, first + j) * D.d + a] * f[j];
       gqi[a] = static_cast<T>(s * phi_grad(qi[a]));
     }
   }
 };
 
-// dk_j and dv_j, one key row per item (zero for a padded key)
-template <class T> struct KeyGradKernel {
-  PairFactor<T> F;
+// Step 3 of the backward for keys, one row per item: dk_j and dv_j (zero for a padded key).
+template <class T> struct KeyGradRows {
+  Layout L;
+  const T* k;
+  const double* Q;
+  const double* K;
+  const T* v;
+  const T* g;
+  const double* den;
+  const double* c;
+  const double* R;  // the queries' scanned sums
   T* gk;
   T* gv;
+  const bool* padding;
   QKV_HD void operator()(int64_t item) const {
-    const LinearShape& D = F.H.D;
-    int64_t j = item % D.n, h = item / D.n % D.H, b = item / (D.n * D.H);
-    T* gkj = gk + ((b * D.n + j) * D.H + h) * D.d;
-    T* gvj = gv + F.H.v_at(b, h, j);
-    if (!F.H.kept(b, j)) return;  // gk, gv start at zero
-    const T* kj = F.H.k_row(b, h, j);
-    int64_t first = D.causal ? j : 0;
+    const LinearShape& D = L.D;
+    int64_t j = item % D.n, h = item / D.n % D.H, b = item / (D.n * D.H), chunk = j / kChunk;
+    if (padding && !padding[b * D.n + j]) return;  // gk, gv start at zero
+    const double *M = R + L.sums_at(b, h, chunk), *r = M + D.d * D.dv, *Kj = K + L.row(b, h, j) * D.d;
+    const T* vj = v + L.row(b, h, j) * D.dv;
+    double f[kChunk], w[kChunk];  // for the rows of its own chunk that see key j (causal only):
+    int64_t first = j, count = D.causal ? L.chunk_end(chunk) - j : 0;  // a_i·v_j + c_i and w_ij
+    for (int64_t n = 0; n < count; ++n) {
+      int64_t i = first + n, line = (b * D.H + h) * D.n + i;
+      const T* gi = g + L.row(b, h, i) * D.dv;
+      const double* Qi = Q + L.row(b, h, i) * D.d;
+      double s = 0, dot = 0;
+      for (int64_t x = 0; x < D.dv; ++x) s += static_cast<double>(gi[x]) * vj[x];
+      for (int64_t a = 0; a < D.d; ++a) dot += Qi[a] * Kj[a];
+      f[n] = s / den[line] + c[line];
+      w[n] = dot;
+    }
+    const T* kj = k + L.row(b, h, j) * D.d;
+    T *gkj = gk + L.row(b, h, j) * D.d, *gvj = gv + L.row(b, h, j) * D.dv;
     for (int64_t a = 0; a < D.d; ++a) {
-      double s = 0;
-      for (int64_t i = first; i < D.n; ++i) s += phi(F.H.q_row(b, h, i)[a]) * F.at(b, h, i, j);
+      double s = r[a];
+      for (int64_t x = 0; x < D.dv; ++x) s += M[a * D.dv + x] * vj[x];
+      for (int64_t n = 0; n < count; ++n) s += Q[L.row(b, h, first + n) * D.d + a] * f[n];
       gkj[a] = static_cast<T>(s * phi_grad(kj[a]));
     }
     for (int64_t x = 0; x < D.dv; ++x) {
       double s = 0;
-      for (int64_t i = first; i < D.n; ++i)
-        s += F.H.w(b, h, i, j) * F.g[F.H.v_at(b, h, i) + x] / F.den[(b * D.H + h) * D.n + i];
+      for (int64_t a = 0; a < D.d; ++a) s += Kj[a] * M[a * D.dv + x];
+      for (int64_t n = 0; n < count; ++n) {
+        int64_t i = first + n;
+        s += w[n] * g[L.row(b, h, i) * D.dv + x] / den[(b * D.H + h) * D.n + i];
+      }
       gvj[x] = static_cast<T>(s);
     }
   }
 };
 
+// Q, K and one set of scanned sums (the keys'), on the device; steps 1 and 2.
+struct Prepared {
+  Tensor Q, K, S;
+};
+template <class T>
+Prepared prepare(const Layout& L, const bool* padding, const T* q, const T* k, const T* v, Device device) {
+  const LinearShape& D = L.D;
+  Prepared p{Tensor::empty({D.B * D.n * D.H * D.d}, DType::Float64, device),
+             Tensor::empty({D.B * D.n * D.H * D.d}, DType::Float64, device),
+             Tensor::empty({D.B * D.H * L.chunks * L.W}, DType::Float64, device)};
+  kernel::launch("linear_attention_phi", device, D.B * D.n * D.H * D.d,
+                 PhiKernel<T>{q, k, padding, p.Q.device_data<double>(), p.K.device_data<double>(), D});
+  kernel::launch("linear_attention_key_sums", device, D.B * D.H * L.chunks * D.d,
+                 ChunkSums<T>{L, p.K.device_data<double>(), v, nullptr, nullptr, p.S.device_data<double>()});
+  kernel::launch("linear_attention_key_scan", device, D.B * D.H * L.W, ChunkScan{L, p.S.device_data<double>(), false});
+  return p;
+}
+
 }  // namespace
 
 template <class T> void linear_attention_forward(const LinearShape& D, const bool* padding, const T* q, const T* k,
                                                  const T* v, T* o, double* den, Device device) {
-  kernel::launch("linear_attention", device, D.B * D.H * D.n, ForwardKernel<T>{{q, k, v, padding, D}, o, den});
+  const Layout L(D);
+  Prepared p = prepare(L, padding, q, k, v, device);
+  kernel::launch(
+      "linear_attention_rows", device, D.B * D.H * D.n,
+      ForwardRows<T>{L, p.Q.device_data<double>(), p.K.device_data<double>(), v, p.S.device_data<double>(), o, den});
 }
 
 template <class T> void linear_attention_backward(const LinearShape& D, const bool* padding, const T* q, const T* k,
                                                   const T* v, const T* o, const double* den, const T* g, T* gq, T* gk,
                                                   T* gv, Device device) {
+  const Layout L(D);
+  Prepared p = prepare(L, padding, q, k, v, device);
   Tensor c = Tensor::empty({D.B * D.H * D.n}, DType::Float64, device);
+  Tensor R = Tensor::empty({D.B * D.H * L.chunks * L.W}, DType::Float64, device);
+  const double *Q = p.Q.device_data<double>(), *K = p.K.device_data<double>(), *S = p.S.device_data<double>();
   kernel::launch("linear_attention_coefficients", device, D.B * D.H * D.n,
                  QueryCoefficients<T>{o, g, den, c.device_data<double>(), D});
-  PairFactor<T> F{{q, k, v, padding, D}, g, den, c.device_data<double>()};
-  kernel::launch("linear_attention_dq", device, D.B * D.H * D.n, QueryGradKernel<T>{F, gq});
-  kernel::launch("linear_attention_dkv", device, D.B * D.H * D.n, KeyGradKernel<T>{F, gk, gv});
+  kernel::launch("linear_attention_query_sums", device, D.B * D.H * L.chunks * D.d,
+                 ChunkSums<T>{L, Q, g, den, c.device_data<double>(), R.device_data<double>()});
+  kernel::launch("linear_attention_query_scan", device, D.B * D.H * L.W, ChunkScan{L, R.device_data<double>(), true});
+  kernel::launch("linear_attention_dq", device, D.B * D.H * D.n,
+                 QueryGradRows<T>{L, q, K, v, g, den, c.device_data<double>(), S, gq});
+  kernel::launch(
+      "linear_attention_dkv", device, D.B * D.H * D.n,
+      KeyGradRows<T>{L, k, Q, K, v, g, den, c.device_data<double>(), R.device_data<double>(), gk, gv, padding});
 }
 
 template void linear_attention_forward<float>(const LinearShape&, const bool*, const float*, const float*, const float*,
