@@ -158,26 +158,35 @@ template <class T> struct ForwardRows {
   }
 };
 
-// Step 3 of the backward for queries, one row per item: dq_i.
-template <class T> struct QueryGradRows {
+// What both of the backward's row kernels read: Q, K, v, the output's
+// gradient g, den_i and c_i (a_i = g_i / den_i is read on the fly).
+template <class T> struct BackwardRows {
   Layout L;
-  const T* q;
+  const double* Q;
   const double* K;
   const T* v;
   const T* g;
   const double* den;
   const double* c;
+};
+
+// Step 3 of the backward for queries, one row per item: dq_i.
+template <class T> struct QueryGradRows {
+  BackwardRows<T> in;
+  const T* q;
   const double* S;  // the keys' scanned sums
   T* gq;
   QKV_HD void operator()(int64_t item) const {
+    const Layout& L = in.L;
     const LinearShape& D = L.D;
+    const double *K = in.K, *den = in.den, *c = in.c;
     int64_t i = item % D.n, h = item / D.n % D.H, b = item / (D.n * D.H), chunk = i / kChunk;
     const double *M = S + L.sums_at(b, h, chunk), *z = M + D.d * D.dv;
-    const T* gi = g + L.row(b, h, i) * D.dv;
+    const T* gi = in.g + L.row(b, h, i) * D.dv;
     double f[kChunk];  // v_j·a_i + c_i for the rows of its own chunk query i sees (causal only)
     int64_t first = chunk * kChunk, seen = D.causal ? i + 1 - first : 0;
     for (int64_t j = 0; j < seen; ++j) {
-      const T* vj = v + L.row(b, h, first + j) * D.dv;
+      const T* vj = in.v + L.row(b, h, first + j) * D.dv;
       double s = 0;
       for (int64_t x = 0; x < D.dv; ++x) s += static_cast<double>(gi[x]) * vj[x];
       f[j] = s / den[item] + c[item];
@@ -195,20 +204,17 @@ template <class T> struct QueryGradRows {
 
 // Step 3 of the backward for keys, one row per item: dk_j and dv_j (zero for a padded key).
 template <class T> struct KeyGradRows {
-  Layout L;
+  BackwardRows<T> in;
   const T* k;
-  const double* Q;
-  const double* K;
-  const T* v;
-  const T* g;
-  const double* den;
-  const double* c;
   const double* R;  // the queries' scanned sums
   T* gk;
   T* gv;
   const bool* padding;
   QKV_HD void operator()(int64_t item) const {
+    const Layout& L = in.L;
     const LinearShape& D = L.D;
+    const double *Q = in.Q, *K = in.K, *den = in.den, *c = in.c;
+    const T *v = in.v, *g = in.g;
     int64_t j = item % D.n, h = item / D.n % D.H, b = item / (D.n * D.H), chunk = j / kChunk;
     if (padding && !padding[b * D.n + j]) return;  // gk, gv start at zero
     const double *M = R + L.sums_at(b, h, chunk), *r = M + D.d * D.dv, *Kj = K + L.row(b, h, j) * D.d;
@@ -287,11 +293,10 @@ template <class T> void linear_attention_backward(const LinearShape& D, const bo
   kernel::launch("linear_attention_query_sums", device, D.B * D.H * L.chunks * D.d,
                  ChunkSums<T>{L, Q, g, den, c.device_data<double>(), R.device_data<double>()});
   kernel::launch("linear_attention_query_scan", device, D.B * D.H * L.W, ChunkScan{L, R.device_data<double>(), true});
-  kernel::launch("linear_attention_dq", device, D.B * D.H * D.n,
-                 QueryGradRows<T>{L, q, K, v, g, den, c.device_data<double>(), S, gq});
-  kernel::launch(
-      "linear_attention_dkv", device, D.B * D.H * D.n,
-      KeyGradRows<T>{L, k, Q, K, v, g, den, c.device_data<double>(), R.device_data<double>(), gk, gv, padding});
+  const BackwardRows<T> in{L, Q, K, v, g, den, c.device_data<double>()};
+  kernel::launch("linear_attention_dq", device, D.B * D.H * D.n, QueryGradRows<T>{in, q, S, gq});
+  kernel::launch("linear_attention_dkv", device, D.B * D.H * D.n,
+                 KeyGradRows<T>{in, k, R.device_data<double>(), gk, gv, padding});
 }
 
 template void linear_attention_forward<float>(const LinearShape&, const bool*, const float*, const float*, const float*,
