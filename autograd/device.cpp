@@ -83,7 +83,9 @@ class CpuBackend final : public DeviceBackend {
   void copy_to_host(void* dst, const void* src, std::size_t bytes, int) override { copy(dst, src, bytes); }
   void copy_within(void* dst, const void* src, std::size_t bytes, int) override { copy(dst, src, bytes); }
   void fill_zero(void* p, std::size_t bytes, int) override {
-    in_pieces(bytes, [p](std::size_t at, std::size_t n) { std::memset(static_cast<char*>(p) + at, 0, n); });
+    // Shared by the threads: a large fill (a gradient's zeros) was serial, so every other thread waited on it.
+    parallel_for_pieces(1, static_cast<int64_t>(bytes),
+                        [p](int64_t, int64_t at, int64_t n) { std::memset(static_cast<char*>(p) + at, 0, n); });
   }
   void synchronize(int) override {}
   DeviceMemory memory(int) override {
@@ -105,23 +107,6 @@ class CpuBackend final : public DeviceBackend {
 #endif
   static void copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes) std::memcpy(dst, src, bytes);
-  }
-  // fn(at, n) over pieces of up to 64 KB covering [0, bytes), shared by the
-  // threads when there are several: a large zero fill (a gradient's zeros)
-  // was serial, so every other thread waited on it.
-  template <class Fn> static void in_pieces(std::size_t bytes, Fn&& fn,
-                                            const std::source_location& where = std::source_location::current()) {
-    constexpr std::size_t kPiece = 65536;
-    const int64_t pieces = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
-    parallel_for(
-        pieces, kPiece / sizeof(float),
-        [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i) {
-            std::size_t at = static_cast<std::size_t>(i) * kPiece;
-            fn(at, std::min(kPiece, bytes - at));
-          }
-        },
-        where);
   }
 
   std::mutex mutex_;

@@ -1,6 +1,7 @@
 // Threads: one setting for qkv's OpenMP loops and OpenBLAS.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <source_location>
@@ -49,6 +50,28 @@ template <class Fn> void parallel_for(int64_t n, int64_t cost_per_item, Fn&& fn,
     int64_t begin = n * id / count, end = n * (id + 1) / count;
     if (begin < end) fn(begin, end);
   }
+}
+
+/// Calls fn(block, at, length) over every piece of `blocks` blocks of `bytes`
+/// bytes each, a piece being up to kBytePiece bytes from offset `at` of its
+/// block; threads share the pieces. For copies and fills (memcpy, memset),
+/// whose bytes are the same however they are split: one large block is
+/// shared by the threads too, not copied on one.
+inline constexpr int64_t kBytePiece = 65536;
+template <class Fn> void parallel_for_pieces(int64_t blocks, int64_t bytes, Fn&& fn,
+                                             const std::source_location& where = std::source_location::current()) {
+  if (blocks <= 0 || bytes <= 0) return;  // nothing to copy: no call with an empty (maybe null) block
+  const int64_t pieces = (bytes + kBytePiece - 1) / kBytePiece;
+  const int64_t floats = std::min(bytes, kBytePiece) / 4;  // a piece's cost, in float-sized items
+  parallel_for(
+      blocks * pieces, floats,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+          int64_t at = item % pieces * kBytePiece;
+          fn(item / pieces, at, std::min(kBytePiece, bytes - at));
+        }
+      },
+      where);
 }
 
 /// One of several loops for parallel_for_all: fn(begin, end) handles items

@@ -73,17 +73,10 @@ void copy_rows(const Tensor& src, int64_t src_mid, int64_t src_start, const Tens
   std::size_t width = element_size(src.dtype());
   const char* ps = static_cast<const char*>(src.raw_data());
   char* pd = static_cast<char*>(dst.raw_data());
-  // Each of the outer blocks is copied in pieces of up to kPiece bytes, so that
-  // one large block (outer = 1: a split along dim 0) is shared by the threads too.
-  constexpr int64_t kPiece = 65536;
-  const int64_t bytes = len * inner * static_cast<int64_t>(width),
-                pieces = std::max<int64_t>(1, (bytes + kPiece - 1) / kPiece);
-  parallel_for(outer * pieces, std::min(bytes, kPiece) / static_cast<int64_t>(width), [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t o = item / pieces, at = item % pieces * kPiece;
-      std::memcpy(pd + ((o * dst_mid + dst_start) * inner) * width + at,
-                  ps + ((o * src_mid + src_start) * inner) * width + at, std::min(kPiece, bytes - at));
-    }
+  // In pieces, so that one large block (outer = 1: a split along dim 0) is shared by the threads too.
+  parallel_for_pieces(outer, len * inner * static_cast<int64_t>(width), [&](int64_t o, int64_t at, int64_t n) {
+    std::memcpy(pd + ((o * dst_mid + dst_start) * inner) * width + at,
+                ps + ((o * src_mid + src_start) * inner) * width + at, n);
   });
 }
 
