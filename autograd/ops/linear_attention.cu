@@ -219,10 +219,11 @@ template <class T> struct KeyGradRows {
     if (padding && !padding[b * D.n + j]) return;  // gk, gv start at zero
     const double *M = R + L.sums_at(b, h, chunk), *r = M + D.d * D.dv, *Kj = K + L.row(b, h, j) * D.d;
     const T* vj = v + L.row(b, h, j) * D.dv;
-    double f[kChunk], w[kChunk];  // for the rows of its own chunk that see key j (causal only):
-    int64_t first = j, count = D.causal ? L.chunk_end(chunk) - j : 0;  // a_i·v_j + c_i and w_ij
+    // a_i·v_j + c_i and w_ij for the rows i = j + n of its own chunk that see key j (causal only)
+    double f[kChunk], w[kChunk];
+    int64_t count = D.causal ? L.chunk_end(chunk) - j : 0;
     for (int64_t n = 0; n < count; ++n) {
-      int64_t i = first + n, line = (b * D.H + h) * D.n + i;
+      int64_t i = j + n, line = (b * D.H + h) * D.n + i;
       const T* gi = g + L.row(b, h, i) * D.dv;
       const double* Qi = Q + L.row(b, h, i) * D.d;
       double s = 0, dot = 0;
@@ -236,14 +237,14 @@ template <class T> struct KeyGradRows {
     for (int64_t a = 0; a < D.d; ++a) {
       double s = r[a];
       for (int64_t x = 0; x < D.dv; ++x) s += M[a * D.dv + x] * vj[x];
-      for (int64_t n = 0; n < count; ++n) s += Q[L.row(b, h, first + n) * D.d + a] * f[n];
+      for (int64_t n = 0; n < count; ++n) s += Q[L.row(b, h, j + n) * D.d + a] * f[n];
       gkj[a] = static_cast<T>(s * phi_grad(kj[a]));
     }
     for (int64_t x = 0; x < D.dv; ++x) {
       double s = 0;
       for (int64_t a = 0; a < D.d; ++a) s += Kj[a] * M[a * D.dv + x];
       for (int64_t n = 0; n < count; ++n) {
-        int64_t i = first + n;
+        int64_t i = j + n;
         s += w[n] * g[L.row(b, h, i) * D.dv + x] / den[(b * D.H + h) * D.n + i];
       }
       gvj[x] = static_cast<T>(s);
