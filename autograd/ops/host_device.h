@@ -7,3 +7,11 @@
 #else
 #define QKV_HD
 #endif
+
+// QKV_UNROLL before a loop of a constant count asks nvcc to unroll it, so
+// that the arrays it indexes stay in registers (not local memory).
+#if defined(__CUDACC__)
+#define QKV_UNROLL _Pragma("unroll")
+#else
+#define QKV_UNROLL
+#endif

@@ -4,11 +4,15 @@
 // a grid-stride CUDA kernel on the GPU. Compiled by the C++ compiler (every
 // other build) the same .cu file is plain C++ and the loop runs on the host,
 // over the tests' stand-in device: so each kernel's indexing and math are
-// checked by the CPU suite, and a GPU adds only the launch.
+// checked by the CPU suite, and a GPU adds only the launch. Kernels whose
+// threads share memory and meet at barriers (tiles) use `launch_blocks`.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/error.h"
@@ -40,6 +44,67 @@ template <class Body> void launch(const char* name, Device device, int64_t n, co
   (void)name;
   (void)device;
   for (int64_t i = 0; i < n; ++i) body(i);
+#endif
+}
+
+/// Tests only: the host runs a block's threads last to first, so that a
+/// phase whose threads read what another thread of the same phase writes
+/// (a race on a GPU) gives other bits than in the usual order.
+inline bool host_threads_reversed_for_tests = false;
+
+/// The threads of one block of launch_blocks. `each(f)` runs f(t) for every
+/// thread t in [0, Threads), then waits for all of them (a barrier), so that
+/// what one `each` writes to the block's shared memory the next may read. On
+/// a GPU thread t runs f(threadIdx.x) and __syncthreads(); on the host the
+/// threads run one after another. A block's code outside `each` runs in every
+/// thread alike: it may read shared memory, and writes only inside `each`.
+template <int Threads> struct BlockThreads {
+  static constexpr int kCount = Threads;
+  template <class F> QKV_HD void each(const F& f) const {
+#if defined(__CUDA_ARCH__)
+    f(static_cast<int>(threadIdx.x));
+    __syncthreads();
+#else
+    for (int t = 0; t < Threads; ++t) f(host_threads_reversed_for_tests ? Threads - 1 - t : t);
+#endif
+  }
+};
+
+#if defined(__CUDACC__)
+template <class Body> __global__ void __launch_bounds__(Body::kThreads) block_stride(int64_t blocks, Body body) {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  auto& shared = *reinterpret_cast<typename Body::Shared*>(shared_bytes);
+  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) body(b, shared, BlockThreads<Body::kThreads>{});
+}
+#endif
+
+/// body(b, shared, threads) for every block b in [0, blocks) on `device`:
+/// Body::kThreads threads share one Body::Shared (a plain struct in the
+/// GPU's shared memory) and meet at barriers through threads.each (above).
+/// Blocks must not depend on each other. The host starts each block with
+/// its shared memory all ones bits (NaN in every float), so a kernel that
+/// reads what it never wrote fails its tests there.
+template <class Body> void launch_blocks(const char* name, Device device, int64_t blocks, const Body& body) {
+  using Shared = typename Body::Shared;
+  static_assert(std::is_trivially_default_constructible_v<Shared>, "shared memory is not constructed");
+  static_assert(sizeof(Shared) <= 160 * 1024, "more shared memory than an sm_80 block may have");
+  if (blocks <= 0) return;
+#if defined(__CUDACC__)
+  cuda::DeviceGuard guard(device.index);
+  cuda::check(cudaFuncSetAttribute(block_stride<Body>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(sizeof(Shared))),
+              name);
+  const unsigned grid = static_cast<unsigned>(blocks < (int64_t{1} << 31) - 1 ? blocks : (int64_t{1} << 31) - 1);
+  block_stride<<<grid, Body::kThreads, sizeof(Shared)>>>(blocks, body);
+  cuda::check_launch(name);
+#else
+  (void)name;
+  (void)device;
+  std::unique_ptr<Shared> shared(new Shared);
+  for (int64_t b = 0; b < blocks; ++b) {
+    std::memset(static_cast<void*>(shared.get()), 0xFF, sizeof(Shared));
+    body(b, *shared, BlockThreads<Body::kThreads>{});
+  }
 #endif
 }
 
