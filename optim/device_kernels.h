@@ -15,8 +15,9 @@ void sgd_step(const SGDStep& s, const Tensor& param, const Tensor& grad, const T
 
 void adam_step(const AdamStep& s, const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v);
 
-/// Σ g² over blocks of `block` elements, one partial sum each (float64 [blocks]).
-Tensor squared_block_sums(const Tensor& grad, int64_t block);
+/// Σ g² over blocks of `block` elements, one partial sum each, into
+/// out[at, at + blocks) (float64, on grad's device).
+void squared_block_sums(const Tensor& grad, int64_t block, const Tensor& out, int64_t at);
 /// g *= factor
 void scale(const Tensor& grad, double factor);
 

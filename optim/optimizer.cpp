@@ -183,17 +183,27 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
   std::vector<Tensor> grads;
   for (const auto& [name, p] : params)
     if (Tensor g = p.grad(); g.defined()) grads.push_back(g);
-  // partials[i]: gradient i's block sums (a device sums its own blocks, read back here)
+  // partials[i]: gradient i's block sums. A device's gradients write theirs
+  // into one buffer, read back once (a read waits for the device).
   std::vector<std::vector<double>> partials(grads.size());
+  struct OnDevice {
+    Device device;
+    int64_t blocks = 0;
+    std::vector<std::pair<size_t, int64_t>> slices;  // (gradient, its first block in the buffer)
+  };
+  std::vector<OnDevice> devices;
   std::vector<ItemLoop> squares;
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
     const int64_t n = g.numel();
+    partials[i].resize((n + kBlock - 1) / kBlock);
     if (!g.device().is_cpu()) {
-      partials[i] = device::squared_block_sums(g, kBlock).to_vector();
+      auto d = std::find_if(devices.begin(), devices.end(), [&](const OnDevice& o) { return o.device == g.device(); });
+      if (d == devices.end()) d = devices.insert(devices.end(), OnDevice{g.device(), 0, {}});
+      d->slices.emplace_back(i, d->blocks);
+      d->blocks += static_cast<int64_t>(partials[i].size());
       continue;
     }
-    partials[i].resize((n + kBlock - 1) / kBlock);
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
       using T = decltype(zero);
       squares.push_back({static_cast<int64_t>(partials[i].size()),
@@ -207,6 +217,12 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
                            }
                          }});
     });
+  }
+  for (const OnDevice& d : devices) {
+    Tensor sums = Tensor::empty({d.blocks}, DType::Float64, d.device);
+    for (auto [i, at] : d.slices) device::squared_block_sums(grads[i], kBlock, sums, at);
+    const std::vector<double> host = sums.to_vector();
+    for (auto [i, at] : d.slices) std::copy_n(host.begin() + at, partials[i].size(), partials[i].begin());
   }
   parallel_for_all(squares, 2 * kBlock);
   double total = 0;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/ops/kernel.h"
 #include "nn/gradcheck_cases.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
@@ -130,6 +131,106 @@ inline void optimizers_match_cpu(Device d) {
       expect_close("w", w_dev, w_cpu, tol);
       expect_close("b", b_dev, b_cpu, tol);
     }
+  }
+}
+
+/// Fused attention's device kernels at sizes the registry's small cases do
+/// not reach: several tiles of 64 (32 in float64) queries and keys, both
+/// head-dim tiles (32, 64) and the per-row kernels past them, each mask kind
+/// and a decoding offset: the output and the gradients of the CPU's.
+/// `host_threads_reversed` (the stand-in only) runs it again with each
+/// block's threads in reverse order, for the same bits.
+inline void attention_matches_cpu(Device d, bool host_threads_reversed) {
+  struct Case {
+    const char* label;
+    DType dtype;
+    int64_t nq, nk, d, dv;
+    AttentionMasks masks;
+  };
+  std::vector<bool> keep(2 * 150, true);
+  for (int64_t j = 150 + 97; j < 300; ++j) keep[j] = false;  // the second sequence's last keys are padding
+  const Tensor padding = Tensor::from_vector(keep, {2, 150});
+  std::vector<float> bias(150 * 150);
+  for (size_t e = 0; e < bias.size(); ++e) bias[e] = e % 7 == 3 ? -INFINITY : 0.01f * static_cast<float>(e % 13);
+  const Case cases[] = {
+      {"float32 causal n=150 d=64", DType::Float32, 150, 150, 64, 64, {{}, {}, true}},
+      {"float32 cross n_q=70 n_k=150 d=32 d_v=24, key padding", DType::Float32, 70, 150, 32, 24, {{}, padding, false}},
+      {"float32 float mask with -inf, window 40 each side, d=48",
+       DType::Float32,
+       150,
+       150,
+       48,
+       48,
+       {Tensor::from_vector(bias, {150, 150}), {}, false, 40}},
+      {"float32 decoding: 20 queries after 130 keys, causal, d=64 d_v=16",
+       DType::Float32,
+       20,
+       150,
+       64,
+       16,
+       {{}, padding, true, 0, 130}},
+      {"float64 causal window 50, n=150, d=40", DType::Float64, 150, 150, 40, 40, {{}, {}, true, 50}},
+      {"float64 head dim 72: the per-row kernels", DType::Float64, 70, 70, 72, 72, {{}, {}, true}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.label);
+    Generator gen(3);
+    std::vector<Tensor> x = {Tensor::randn({2, c.nq, 3, c.d}, c.dtype, &gen),
+                             Tensor::randn({2, c.nk, 3, c.d}, c.dtype, &gen),
+                             Tensor::randn({2, c.nk, 3, c.dv}, c.dtype, &gen)};
+    const Tensor weights = Tensor::randn({2, c.nq, 3, c.dv}, c.dtype, &gen);
+    const double scale = 1 / std::sqrt(static_cast<double>(c.d));
+    // The output and the gradients of sum(out ⊙ weights) on `device`.
+    auto run = [&](Device device) {
+      std::vector<Tensor> leaves;
+      for (const Tensor& t : x) leaves.push_back(t.to(device).detach().requires_grad_());
+      AttentionMasks masks = c.masks;
+      Tensor out = fused_attention(leaves[0], leaves[1], leaves[2], masks.to(device), scale);
+      sum(mul(out, weights.to(device))).backward();
+      std::vector<Tensor> got = {out.detach().to(Device::cpu())};
+      for (const Tensor& t : leaves) got.push_back(t.grad().to(Device::cpu()));
+      return got;
+    };
+    const std::vector<Tensor> want = run(Device::cpu()), got = run(d);
+    const char* names[] = {"out", "dq", "dk", "dv"};
+    for (size_t i = 0; i < want.size(); ++i)
+      expect_close(names[i], got[i], want[i], c.dtype == DType::Float32 ? 1e-5 : 1e-12);
+    if (!host_threads_reversed) continue;
+    kernel::host_threads_reversed_for_tests = true;
+    const std::vector<Tensor> reversed = run(d);
+    kernel::host_threads_reversed_for_tests = false;
+    for (size_t i = 0; i < want.size(); ++i) CHECK(got[i].to_vector() == reversed[i].to_vector());
+  }
+}
+
+/// clip_grad_norm over gradients of several blocks of squares (40000
+/// elements: two whole blocks and a part) and small ones, spread over
+/// `devices` and the CPU: the CPU's norm and clipped gradients.
+inline void clip_grad_norm_matches_cpu(const std::vector<Device>& devices) {
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    INFO(dtype_name(dtype));
+    Generator gen(5);
+    std::vector<Tensor> values;
+    for (int64_t n : {40000, 5, 16384, 3}) values.push_back(Tensor::randn({n}, dtype, &gen));
+    auto run = [&](bool on_devices) {
+      io::NamedTensors params;
+      for (size_t i = 0; i < values.size(); ++i) {
+        Device where = on_devices && i < values.size() - 1 ? devices[i % devices.size()] : Device::cpu();
+        Tensor p = Tensor::zeros(values[i].shape(), dtype).to(where).requires_grad_();
+        sum(mul(p, values[i].to(where))).backward();  // its gradient: values[i]
+        params.push_back({"p" + std::to_string(i), p});
+      }
+      double norm = optim::clip_grad_norm(params, 1.0);
+      std::vector<Tensor> grads;
+      for (const auto& [name, p] : params) grads.push_back(p.grad().to(Device::cpu()));
+      return std::make_pair(norm, grads);
+    };
+    auto [n_cpu, g_cpu] = run(false);
+    auto [n_dev, g_dev] = run(true);
+    const double tol = dtype == DType::Float64 ? 1e-12 : 1e-5;  // float32: the CPU's vector lanes round differently
+    CHECK(n_cpu > 100);
+    CHECK(std::abs(n_cpu - n_dev) <= tol * n_cpu);
+    for (size_t i = 0; i < g_cpu.size(); ++i) expect_close("gradient " + std::to_string(i), g_dev[i], g_cpu[i], tol);
   }
 }
 

@@ -13,7 +13,6 @@
 #include <iterator>
 
 #include "autograd/autograd.h"
-#include "autograd/ops/kernel.h"
 #include "device_checks.h"
 #include "host_memory_stand_in.h"
 #include "io/safetensors.h"
@@ -198,77 +197,17 @@ TEST_CASE("every registry case runs on the stand-in device: CPU values to 1e-12 
   device_checks::registry_matches_cpu(Device::cuda(0));
 }
 
-// The tiled attention kernels (attention.cu) at sizes the registry's small
-// cases do not reach: several tiles of 64 (32 in float64) queries and keys,
-// both head-dim tiles (32, 64) and the per-row kernels past them, and each
-// mask kind. The host runs a block's threads in turn; run again in reverse
-// order they must give the same bits, which a phase that reads what another
-// thread of the same phase writes (a race on a GPU) would not.
+// The tiled attention kernels at sizes the registry's small cases do not
+// reach (tests/device_checks.h). The host runs a block's threads in turn;
+// run again in reverse order they must give the same bits, which a phase
+// that reads what another thread of the same phase writes (a race on a GPU)
+// would not.
 TEST_CASE("tiled attention on the stand-in device: the CPU's values and gradients, the same bits in any thread order",
           "[device][attention]") {
   SKIP_IN_CUDA_BUILDS();
   HostMemoryStandIn stand_in;
   StandInCudaForTests guard(stand_in);
-  struct Case {
-    const char* label;
-    DType dtype;
-    int64_t nq, nk, d, dv;
-    AttentionMasks masks;
-  };
-  std::vector<bool> keep(2 * 150, true);
-  for (int64_t j = 150 + 97; j < 300; ++j) keep[j] = false;  // the second sequence's last keys are padding
-  const Tensor padding = Tensor::from_vector(keep, {2, 150});
-  std::vector<float> bias(150 * 150);
-  for (size_t e = 0; e < bias.size(); ++e) bias[e] = e % 7 == 3 ? -INFINITY : 0.01f * static_cast<float>(e % 13);
-  const Case cases[] = {
-      {"float32 causal n=150 d=64", DType::Float32, 150, 150, 64, 64, {{}, {}, true}},
-      {"float32 cross n_q=70 n_k=150 d=32 d_v=24, key padding", DType::Float32, 70, 150, 32, 24, {{}, padding, false}},
-      {"float32 float mask with -inf, window 40 each side, d=48",
-       DType::Float32,
-       150,
-       150,
-       48,
-       48,
-       {Tensor::from_vector(bias, {150, 150}), {}, false, 40}},
-      {"float32 decoding: 20 queries after 130 keys, causal, d=64 d_v=16",
-       DType::Float32,
-       20,
-       150,
-       64,
-       16,
-       {{}, padding, true, 0, 130}},
-      {"float64 causal window 50, n=150, d=40", DType::Float64, 150, 150, 40, 40, {{}, {}, true, 50}},
-      {"float64 head dim 72: the per-row kernels", DType::Float64, 70, 70, 72, 72, {{}, {}, true}},
-  };
-  for (const Case& c : cases) {
-    INFO(c.label);
-    Generator gen(3);
-    std::vector<Tensor> x = {Tensor::randn({2, c.nq, 3, c.d}, c.dtype, &gen),
-                             Tensor::randn({2, c.nk, 3, c.d}, c.dtype, &gen),
-                             Tensor::randn({2, c.nk, 3, c.dv}, c.dtype, &gen)};
-    const Tensor weights = Tensor::randn({2, c.nq, 3, c.dv}, c.dtype, &gen);
-    const double scale = 1 / std::sqrt(static_cast<double>(c.d));
-    // The output and the gradients of sum(out ⊙ weights) on `device`.
-    auto run = [&](Device device) {
-      std::vector<Tensor> leaves;
-      for (const Tensor& t : x) leaves.push_back(t.to(device).detach().requires_grad_());
-      AttentionMasks masks = c.masks;
-      Tensor out = fused_attention(leaves[0], leaves[1], leaves[2], masks.to(device), scale);
-      sum(mul(out, weights.to(device))).backward();
-      std::vector<Tensor> got = {out.detach().to(Device::cpu())};
-      for (const Tensor& t : leaves) got.push_back(t.grad().to(Device::cpu()));
-      return got;
-    };
-    const std::vector<Tensor> want = run(Device::cpu()), got = run(Device::cuda(0));
-    kernel::host_threads_reversed_for_tests = true;
-    const std::vector<Tensor> reversed = run(Device::cuda(0));
-    kernel::host_threads_reversed_for_tests = false;
-    const char* names[] = {"out", "dq", "dk", "dv"};
-    for (size_t i = 0; i < want.size(); ++i) {
-      device_checks::expect_close(names[i], got[i], want[i], c.dtype == DType::Float32 ? 1e-5 : 1e-12);
-      CHECK(got[i].to_vector() == reversed[i].to_vector());
-    }
-  }
+  device_checks::attention_matches_cpu(Device::cuda(0), true);
 }
 
 TEST_CASE("optimizers and clip_grad_norm step a device's parameters as they step the CPU's", "[device][optim]") {
@@ -276,6 +215,10 @@ TEST_CASE("optimizers and clip_grad_norm step a device's parameters as they step
   HostMemoryStandIn stand_in;
   StandInCudaForTests guard(stand_in);
   device_checks::optimizers_match_cpu(Device::cuda(1));
+  device_checks::clip_grad_norm_matches_cpu({Device::cuda(0), Device::cuda(1)});
+  kernel::host_threads_reversed_for_tests = true;  // the squares' tree: no phase reads what another thread writes
+  device_checks::clip_grad_norm_matches_cpu({Device::cuda(0), Device::cuda(1)});
+  kernel::host_threads_reversed_for_tests = false;
 }
 
 TEST_CASE("every model kind's loss and gradients on the stand-in device equal the CPU's, and a cache generates there",
