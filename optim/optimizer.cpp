@@ -36,6 +36,7 @@ void Optimizer::step() {
       Tensor grad = params_[i].second.grad();
       if (grad.defined()) update(i, params_[i].second, grad);
     }
+    end_step();  // device launches go first: the device runs them while the CPU runs its loops
   } catch (...) {
     pending_ = nullptr;
     throw;
@@ -144,15 +145,25 @@ std::map<std::string, std::string> Adam::hyperparameters() const {
           {"weight_decay", io::exact_number(o_.weight_decay)}};
 }
 
+namespace {
+// Adam's settings at step t (shrink: AdamW's decay, 1 for a parameter it spares).
+math::AdamStep adam_step(const AdamOptions& o, bool decoupled, bool decays, double lr, int64_t t) {
+  const double bc1 = 1 - std::pow(o.beta1, static_cast<double>(t)), bc2 = 1 - std::pow(o.beta2, static_cast<double>(t));
+  const double l2 = decoupled ? 0.0 : o.weight_decay, shrink = decoupled && decays ? 1 - lr * o.weight_decay : 1.0;
+  return {lr, o.beta1, o.beta2, o.eps, l2, shrink, bc1, bc2};
+}
+}  // namespace
+
 void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
   Tensor& m = buffer(index, "exp_avg");
   Tensor& v = buffer(index, "exp_avg_sq");
-  const double lr = this->lr(), b1 = o_.beta1, b2 = o_.beta2, t = static_cast<double>(steps());
-  const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
-  const double l2 = decoupled_ ? 0.0 : o_.weight_decay;
-  const double shrink = decoupled_ && decays_[index] ? 1 - lr * o_.weight_decay : 1.0, eps = o_.eps;
-  const math::AdamStep step{lr, b1, b2, eps, l2, shrink, bc1, bc2};
-  if (!param.device().is_cpu()) return device::adam_step(step, param, grad, m, v);
+  if (!param.device().is_cpu()) {
+    on_device_.emplace_back(steps(), index);
+    return;
+  }
+  const math::AdamStep step = adam_step(o_, decoupled_, decays_[index], lr(), steps());
+  const double lr = step.lr, b1 = step.beta1, b2 = step.beta2, eps = step.eps, l2 = step.l2, shrink = step.shrink;
+  const double bc1 = step.bias_correction1, bc2 = step.bias_correction2;
   dispatch_floating(param.dtype(), "Adam", [&](auto zero) {
     using T = decltype(zero);
     T* p = param.data<T>();
@@ -171,6 +182,19 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
       for (int64_t i = begin; i < end; ++i) update(i);
     });
   });
+}
+
+// The device parameters that update() put aside, in launches of many each.
+void Adam::end_step() {
+  std::vector<device::AdamTensors> params;
+  for (auto [step, i] : on_device_) {
+    if (step != steps()) continue;  // left by a step that threw before its end
+    const Tensor& p = this->params()[i].second;
+    params.push_back({p, p.grad(), buffer(i, "exp_avg"), buffer(i, "exp_avg_sq"),
+                      adam_step(o_, decoupled_, decays_[i], lr(), steps()).shrink});
+  }
+  on_device_.clear();
+  device::adam_steps(adam_step(o_, decoupled_, false, lr(), steps()), params);
 }
 
 // Squares are summed in fixed blocks of kBlock elements (vector lanes within
@@ -220,7 +244,9 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
   }
   for (const OnDevice& d : devices) {
     Tensor sums = Tensor::empty({d.blocks}, DType::Float64, d.device);
-    for (auto [i, at] : d.slices) device::squared_block_sums(grads[i], kBlock, sums, at);
+    std::vector<Tensor> these;
+    for (auto [i, at] : d.slices) these.push_back(grads[i]);
+    device::squared_block_sums(these, kBlock, sums);
     const std::vector<double> host = sums.to_vector();
     for (auto [i, at] : d.slices) std::copy_n(host.begin() + at, partials[i].size(), partials[i].begin());
   }
@@ -231,10 +257,11 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
   double norm = std::sqrt(total);
   double factor = max_norm / (norm + 1e-6);
   if (factor < 1) {
+    std::vector<Tensor> on_devices;
     std::vector<ItemLoop> scales;
     for (const Tensor& g : grads) {
       if (!g.device().is_cpu()) {
-        device::scale(g, factor);
+        on_devices.push_back(g);
         continue;
       }
       dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
@@ -244,6 +271,7 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
                           }});
       });
     }
+    device::scale(on_devices, factor);
     parallel_for_all(scales, 1);
   }
   return norm;

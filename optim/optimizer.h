@@ -55,6 +55,9 @@ class Optimizer {
   /// parameters' loops as one parallel region (one fork a step, not one per
   /// parameter), so fn must hold what it uses by value.
   void for_each_element(int64_t n, int64_t cost, std::function<void(int64_t, int64_t)> fn);
+  /// Called once at the end of step(), after every update() has returned:
+  /// where an optimizer launches the device updates it gathered.
+  virtual void end_step() {}
   /// The named per-parameter buffer (zeros of the parameter's shape at first).
   Tensor& buffer(size_t index, const std::string& name);
   bool has_buffer(size_t index, const std::string& name) const;
@@ -107,11 +110,13 @@ class Adam : public Optimizer {
  protected:
   Adam(NamedTensors params, const AdamOptions& options, bool decoupled);
   void update(size_t index, const Tensor& param, const Tensor& grad) override;
+  void end_step() override;
 
  private:
   AdamOptions o_;  // its lr is 0: the one rate is lr()
   bool decoupled_;
   std::vector<bool> decays_;
+  std::vector<std::pair<int64_t, size_t>> on_device_;  // (step, parameter): device updates for end_step()
 };
 
 /// torch.optim.AdamW: p -= lr·wd·p (decoupled, for the parameters `decays`
