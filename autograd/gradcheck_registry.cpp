@@ -120,6 +120,9 @@ std::vector<GradcheckCase> builtin_cases() {
     return sum(x[0], {0, 2});
   });
   add_case("sum", "dims {-1, -2}", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum(x[0], {-1, -2}); });
+  // Long sums: a device adds them with a block of threads per output (kernel::add_lanes).
+  add_case("sum", "dim 1 of 70, 37 columns", one(normal, {2, 70, 37}), [](const Inputs& x) { return sum(x[0], {1}); });
+  add_case("sum", "all 300", one(normal, {300}), [](const Inputs& x) { return sum(x[0]); });
   add_case("mean", "all dims", one(normal, {3, 4}), [](const Inputs& x) { return mean(x[0]); });
   add_case("mean", "dims {0, 2} keepdim", one(normal, {2, 3, 4}), [](const Inputs& x) {
     return mean(x[0], {0, 2}, true);

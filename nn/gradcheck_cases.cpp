@@ -36,6 +36,12 @@ std::vector<GradcheckCase> gradcheck_cases() {
         return Inputs{normal(g, {3, 4}), normal(g, {4})};
       },
       [](const Inputs& x) { return layer_norm(x[0], x[1], Tensor()); });
+  add_case(
+      "layer_norm", "affine, [3, 30, 40]: a device's weight and bias sums over two tiles of columns, 90 rows",
+      [](Generator& g) {
+        return Inputs{normal(g, {3, 30, 40}), normal(g, {40}), normal(g, {40})};
+      },
+      [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); });
 
   // Masks replay: gradcheck restores the default generator before every evaluation.
   add_case(

@@ -1,8 +1,9 @@
-// Device kernels of cross-entropy: one thread per row for log-sum-exp, one
-// thread adding the rows' losses in row order (as the CPU does, so the loss
-// does not depend on the launch), one per logit for the gradient.
+// Device kernels of cross-entropy: one thread per row for log-sum-exp, a
+// block of threads adding the rows' losses (a fixed tree: the loss does not
+// depend on the run), one per logit for the gradient.
 #include <cmath>
 
+#include "autograd/ops/device_kernels.h"
 #include "autograd/ops/kernel.h"
 #include "nn/device_kernels.h"
 
@@ -26,19 +27,6 @@ template <class T> struct LogSumExpKernel {
     for (int64_t c = 0; c < C; ++c) sum += std::exp(row[c] - top);
     lse[r] = top + std::log(sum);
     row_loss[r] = lse[r] - row[t[r]];
-  }
-};
-
-// loss = scale · Σ_r row_loss[r], in row order (one item)
-template <class T> struct TotalKernel {
-  const double* row_loss;
-  T* loss;
-  int64_t rows;
-  double scale;
-  QKV_HD void operator()(int64_t) const {
-    double total = 0;
-    for (int64_t r = 0; r < rows; ++r) total += row_loss[r];
-    *loss = static_cast<T>(total * scale);
   }
 };
 
@@ -73,8 +61,7 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_i
     kernel::launch("cross_entropy", logits.device(), rows,
                    LogSumExpKernel<T>{logits.device_data<T>(), targets.device_data<int64_t>(),
                                       lse.device_data<double>(), row_loss.device_data<double>(), C, ignore_index});
-    kernel::launch("cross_entropy_total", logits.device(), 1,
-                   TotalKernel<T>{row_loss.device_data<double>(), loss.device_data<T>(), rows, scale});
+    qkv::device::sum_tiles(logits.device(), row_loss.device_data<double>(), loss.device_data<T>(), 1, rows, 1, scale);
   });
 }
 

@@ -103,7 +103,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                    }
                  });
                } else {
-                 parallel_for(C, 2 * rows, [&](int64_t begin, int64_t end) {  // the device kernels' columns
+                 parallel_for(C, 2 * rows, [&](int64_t begin, int64_t end) {  // a column a thread, rows in order
                    for (int64_t c = begin; c < end; ++c)
                      math::LayerNormParamsColumn<T>{px, stats->data(), pg, pgw, pgb, rows, C}(c);
                  });

@@ -39,6 +39,10 @@ void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tens
 
 // ---- reduce.cu: x viewed as [outer, reduced, inner], out as [outer, inner] ----
 void sum_block(const Tensor& x, const Tensor& out, int64_t reduced, int64_t inner);
+/// out = scale·(x summed over its reduced dim), a block of threads per 32
+/// outputs (In, Out: double to float or double), for kernels of other files.
+template <class In, class Out>
+void sum_tiles(Device device, const In* x, Out* out, int64_t outer, int64_t reduced, int64_t inner, double scale);
 /// The max and its arg-max (int64, first on ties, NaN wins); the backward
 /// routes g to the arg-max of a zeroed gx.
 void max_block(const Tensor& x, const Tensor& out, const Tensor& argmax, int64_t reduced, int64_t inner);

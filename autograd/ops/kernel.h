@@ -108,6 +108,34 @@ template <class Body> void launch_blocks(const char* name, Device device, int64_
 #endif
 }
 
+// ---- sums down columns by blocks of threads ----
+// A block of kReduceThreads threads takes `width` adjacent columns (a power
+// of two up to 32, so a warp reads whole rows of them) and 256/width lanes
+// of rows: thread t is lane t / width of column t % width and sums every
+// (256/width)th row from its lane on, then add_lanes adds the lanes of each
+// column up a fixed tree. The order depends on the shape alone, so the sums
+// are the same on every run; each column gets 256/width threads where one
+// thread per column (a few hundred threads on a GPU of thousands) would walk
+// every row alone.
+constexpr int kReduceThreads = 256;
+/// The columns a block takes for `columns` columns.
+inline int reduce_width(int64_t columns) {
+  int width = 1;
+  while (width < 32 && width < columns) width *= 2;
+  return width;
+}
+/// N sums a thread, in shared memory.
+template <int N> struct LaneSums { double v[N][kReduceThreads]; };
+/// After each thread t wrote its sums to sums.v[k][t], adds each column's
+/// lanes: threads t < width then hold its column's totals.
+template <int N> QKV_HD void add_lanes(LaneSums<N>& sums, int width, const BlockThreads<kReduceThreads>& threads) {
+  for (int half = kReduceThreads / width / 2; half > 0; half /= 2)
+    threads.each([&](int t) {
+      if (t / width < half)
+        for (int k = 0; k < N; ++k) sums.v[k][t] += sums.v[k][t + half * width];
+    });
+}
+
 constexpr int kMaxDims = 8;
 
 /// Maps a flat index into a contiguous output of some shape to the element
