@@ -1,6 +1,9 @@
-// Device kernels of layer norm: one thread per row for y and dx, running the
-// CPU's scalar math (normalization_math.h); dw and db, sums down the columns,
-// a block of threads per 32 columns (kernel::add_lanes).
+// Device kernels of layer norm, the math of normalization_math.h: y and dx
+// a block of threads per 8 rows, 32 lanes a row (kernel::add_row_lanes);
+// dw and db, sums down the columns, a block per 32 columns (add_lanes).
+// Moments and sums in double.
+#include <cmath>
+
 #include "autograd/ops/kernel.h"
 #include "nn/device_kernels.h"
 #include "nn/normalization_math.h"
@@ -11,6 +14,90 @@ namespace {
 
 template <class T> const T* maybe(const Tensor& t) { return t.defined() ? t.device_data<T>() : nullptr; }
 template <class T> T* maybe_out(const Tensor& t) { return t.defined() ? t.device_data<T>() : nullptr; }
+
+// μ, r = 1/√(σ² + eps) of each row; y = (x - μ)·r·w + b
+template <class T> struct ForwardRows {
+  static constexpr int kThreads = kernel::kReduceThreads;
+  using Shared = kernel::LaneSums<2>;
+  const T* x;
+  const T* w;  // null without affine parameters
+  const T* b;
+  T* y;
+  double* stats;
+  int64_t rows, C;
+  double eps;
+  QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
+    const int64_t r0 = block * kernel::kRowsPerBlock;
+    auto row_of = [&](int t) { return r0 + t / kernel::kRowLanes; };
+    threads.each([&](int t) {
+      double s = 0;
+      if (row_of(t) < rows)
+        for (int64_t c = t % kernel::kRowLanes; c < C; c += kernel::kRowLanes) s += x[row_of(t) * C + c];
+      sh.v[0][t] = s;
+    });
+    kernel::add_row_lanes(sh, threads, 0, 1);
+    threads.each([&](int t) {  // Σ (x − μ)², μ from lane 0's total
+      const double mu = sh.v[0][t / kernel::kRowLanes * kernel::kRowLanes] / C;
+      double s = 0;
+      if (row_of(t) < rows)
+        for (int64_t c = t % kernel::kRowLanes; c < C; c += kernel::kRowLanes) {
+          const double e = x[row_of(t) * C + c] - mu;
+          s += e * e;
+        }
+      sh.v[1][t] = s;
+    });
+    kernel::add_row_lanes(sh, threads, 1, 2);
+    threads.each([&](int t) {
+      const int64_t r = row_of(t);
+      if (r >= rows) return;
+      const int head = t / kernel::kRowLanes * kernel::kRowLanes;
+      const double mu = sh.v[0][head] / C, rstd = 1.0 / std::sqrt(sh.v[1][head] / C + eps);
+      if (t == head) stats[2 * r] = mu, stats[2 * r + 1] = rstd;
+      for (int64_t c = t % kernel::kRowLanes; c < C; c += kernel::kRowLanes) {
+        const T v = static_cast<T>((x[r * C + c] - mu) * rstd);
+        y[r * C + c] = (w ? v * w[c] : v) + (b ? b[c] : T(0));
+      }
+    });
+  }
+};
+
+// with x̂ = (x - μ)·r and d = g ⊙ w: dx = r · (d - mean(d) - x̂ · mean(d ⊙ x̂))
+template <class T> struct BackwardRows {
+  static constexpr int kThreads = kernel::kReduceThreads;
+  using Shared = kernel::LaneSums<2>;
+  const T* x;
+  const T* w;
+  const double* stats;
+  const T* g;
+  T* gx;
+  int64_t rows, C;
+  QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
+    const int64_t r0 = block * kernel::kRowsPerBlock;
+    auto row_of = [&](int t) { return r0 + t / kernel::kRowLanes; };
+    threads.each([&](int t) {
+      double sd = 0, sdx = 0;
+      const int64_t r = row_of(t);
+      if (r < rows)
+        for (int64_t c = t % kernel::kRowLanes; c < C; c += kernel::kRowLanes) {
+          const double d = g[r * C + c] * (w ? w[c] : T(1));
+          sd += d;
+          sdx += d * (x[r * C + c] - stats[2 * r]) * stats[2 * r + 1];
+        }
+      sh.v[0][t] = sd, sh.v[1][t] = sdx;
+    });
+    kernel::add_row_lanes(sh, threads);
+    threads.each([&](int t) {
+      const int64_t r = row_of(t);
+      if (r >= rows) return;
+      const int head = t / kernel::kRowLanes * kernel::kRowLanes;
+      const double mu = stats[2 * r], rstd = stats[2 * r + 1], mean_d = sh.v[0][head] / C, mean_dx = sh.v[1][head] / C;
+      for (int64_t c = t % kernel::kRowLanes; c < C; c += kernel::kRowLanes) {
+        const double d = g[r * C + c] * (w ? w[c] : T(1)), xhat = (x[r * C + c] - mu) * rstd;
+        gx[r * C + c] = static_cast<T>(rstd * (d - mean_d - xhat * mean_dx));
+      }
+    });
+  }
+};
 
 // dw[c] = Σ_r g[r, c]·(x[r, c] − μ_r)·rstd_r and db[c] = Σ_r g[r, c] for the block's `width` columns.
 template <class T> struct ParamTiles {
@@ -49,12 +136,12 @@ template <class T> struct ParamTiles {
 
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                 const Tensor& stats) {
-  int64_t C = x.size(-1);
+  int64_t C = x.size(-1), rows = x.numel() / C;
   dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
     using T = decltype(zero);
-    kernel::launch("layer_norm", x.device(), x.numel() / C,
-                   math::LayerNormRow<T>{x.device_data<T>(), maybe<T>(weight), maybe<T>(bias), y.device_data<T>(),
-                                         stats.device_data<double>(), C, eps});
+    kernel::launch_blocks("layer_norm", x.device(), (rows + kernel::kRowsPerBlock - 1) / kernel::kRowsPerBlock,
+                          ForwardRows<T>{x.device_data<T>(), maybe<T>(weight), maybe<T>(bias), y.device_data<T>(),
+                                         stats.device_data<double>(), rows, C, eps});
   });
 }
 
@@ -63,9 +150,9 @@ void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& st
   int64_t C = x.size(-1), rows = x.numel() / C;
   dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
     using T = decltype(zero);
-    kernel::launch("layer_norm_backward", x.device(), rows,
-                   math::LayerNormBackwardRow<T>{x.device_data<T>(), maybe<T>(weight), stats.device_data<double>(),
-                                                 g.device_data<T>(), gx.device_data<T>(), C});
+    kernel::launch_blocks("layer_norm_backward", x.device(), (rows + kernel::kRowsPerBlock - 1) / kernel::kRowsPerBlock,
+                          BackwardRows<T>{x.device_data<T>(), maybe<T>(weight), stats.device_data<double>(),
+                                          g.device_data<T>(), gx.device_data<T>(), rows, C});
     if (gw.defined() || gb.defined()) {
       const int width = kernel::reduce_width(C);
       kernel::launch_blocks("layer_norm_params", x.device(), (C + width - 1) / width,

@@ -136,6 +136,24 @@ template <int N> QKV_HD void add_lanes(LaneSums<N>& sums, int width, const Block
     });
 }
 
+// ---- sums along rows by blocks of threads ----
+// A block of kReduceThreads threads takes kRowsPerBlock rows of a row-major
+// matrix, 32 lanes a row (a warp reads 32 adjacent values): thread t is lane
+// t % 32 of row t / 32 and sums every 32nd value from its lane on, then
+// add_row_lanes adds each row's lanes up a fixed tree.
+constexpr int kRowLanes = 32, kRowsPerBlock = kReduceThreads / kRowLanes;
+/// After each thread t wrote its sums to sums.v[k][t] (k in [k0, k1),
+/// default all), adds each row's lanes: thread (row·32)'s slots then hold
+/// that row's totals.
+template <int N>
+QKV_HD void add_row_lanes(LaneSums<N>& sums, const BlockThreads<kReduceThreads>& threads, int k0 = 0, int k1 = N) {
+  for (int half = kRowLanes / 2; half > 0; half /= 2)
+    threads.each([&](int t) {
+      if (t % kRowLanes < half)
+        for (int k = k0; k < k1; ++k) sums.v[k][t] += sums.v[k][t + half];
+    });
+}
+
 constexpr int kMaxDims = 8;
 
 /// Maps a flat index into a contiguous output of some shape to the element
