@@ -82,6 +82,12 @@ std::vector<GradcheckCase> gradcheck_cases() {
         return Inputs{normal(g, {3, 4}), targets({0, 2, 3}, {3})};
       },
       [](const Inputs& x) { return cross_entropy(x[0], x[1], 0); });
+  add_case(
+      "cross_entropy", "mean, [11, 70]: a device's rows in two blocks, 70 classes over 32 lanes, one ignored",
+      [targets](Generator& g) {
+        return Inputs{normal(g, {11, 70}), targets({0, 69, 33, 32, -100, 5, 64, 1, 31, 40, 2}, {11})};
+      },
+      [](const Inputs& x) { return cross_entropy(x[0], x[1]); });
   return cases;
 }
 

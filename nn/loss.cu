@@ -1,7 +1,8 @@
-// Device kernels of cross-entropy: one thread per row for log-sum-exp, a
+// Device kernels of cross-entropy: 32 threads per row for log-sum-exp, a
 // block of threads adding the rows' losses (a fixed tree: the loss does not
 // depend on the run), one per logit for the gradient.
 #include <cmath>
+#include <limits>
 
 #include "autograd/ops/device_kernels.h"
 #include "autograd/ops/kernel.h"
@@ -11,22 +12,45 @@ namespace qkv::nn::device {
 
 namespace {
 
-// lse[r] = log Σ_c exp(x[r, c]); row_loss[r] = lse[r] - x[r, t[r]] (0 when ignored)
-template <class T> struct LogSumExpKernel {
+// lse[r] = log Σ_c exp(x[r, c]); row_loss[r] = lse[r] - x[r, t[r]] (0 when
+// ignored). A block of threads per 8 rows, 32 lanes a row: each lane keeps
+// the running max m and Σ e^(x − m) of its values, then the lanes fold
+// pairwise, m = max(m₁, m₂), s = s₁·e^(m₁−m) + s₂·e^(m₂−m).
+template <class T> struct LogSumExpRows {
+  static constexpr int kThreads = kernel::kReduceThreads;
+  struct Shared {
+    double m[kThreads], s[kThreads];
+  };
   const T* x;
   const int64_t* t;
   double* lse;
   double* row_loss;
-  int64_t C, ignore_index;
-  QKV_HD void operator()(int64_t r) const {
-    row_loss[r] = 0;
-    if (t[r] == ignore_index) return;
-    const T* row = x + r * C;
-    double top = row[0], sum = 0;
-    for (int64_t c = 1; c < C; ++c) top = top > row[c] ? top : static_cast<double>(row[c]);
-    for (int64_t c = 0; c < C; ++c) sum += std::exp(row[c] - top);
-    lse[r] = top + std::log(sum);
-    row_loss[r] = lse[r] - row[t[r]];
+  int64_t rows, C, ignore_index;
+  // (m, s) with (m2, s2) folded in; −∞ adds nothing, a NaN poisons both.
+  QKV_HD static void fold(double& m, double& s, double m2, double s2) {
+    const double kNegInf = -std::numeric_limits<double>::infinity();
+    const double top = m != m || m2 != m2 ? m + m2 : (m > m2 ? m : m2);
+    s = (m == kNegInf ? 0.0 : s * std::exp(m - top)) + (m2 == kNegInf ? 0.0 : s2 * std::exp(m2 - top));
+    m = top;
+  }
+  QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
+    const int64_t r0 = block * kernel::kRowsPerBlock;
+    threads.each([&](int lane) {
+      const int64_t r = r0 + lane / kernel::kRowLanes;
+      double m = -std::numeric_limits<double>::infinity(), s = 0;
+      if (r < rows && t[r] != ignore_index)
+        for (int64_t c = lane % kernel::kRowLanes; c < C; c += kernel::kRowLanes) fold(m, s, x[r * C + c], 1.0);
+      sh.m[lane] = m, sh.s[lane] = s;
+    });
+    kernel::fold_row_lanes(threads, [&](int into, int from) { fold(sh.m[into], sh.s[into], sh.m[from], sh.s[from]); });
+    threads.each([&](int lane) {
+      const int64_t r = r0 + lane / kernel::kRowLanes;
+      if (r >= rows || lane % kernel::kRowLanes != 0) return;
+      row_loss[r] = 0;
+      if (t[r] == ignore_index) return;
+      lse[r] = sh.m[lane] + std::log(sh.s[lane]);
+      row_loss[r] = lse[r] - x[r * C + t[r]];
+    });
   }
 };
 
@@ -58,9 +82,10 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_i
   Tensor row_loss = Tensor::empty({rows}, DType::Float64, logits.device());
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto zero) {
     using T = decltype(zero);
-    kernel::launch("cross_entropy", logits.device(), rows,
-                   LogSumExpKernel<T>{logits.device_data<T>(), targets.device_data<int64_t>(),
-                                      lse.device_data<double>(), row_loss.device_data<double>(), C, ignore_index});
+    kernel::launch_blocks(
+        "cross_entropy", logits.device(), (rows + kernel::kRowsPerBlock - 1) / kernel::kRowsPerBlock,
+        LogSumExpRows<T>{logits.device_data<T>(), targets.device_data<int64_t>(), lse.device_data<double>(),
+                         row_loss.device_data<double>(), rows, C, ignore_index});
     qkv::device::sum_tiles(logits.device(), row_loss.device_data<double>(), loss.device_data<T>(), 1, rows, 1, scale);
   });
 }

@@ -142,16 +142,23 @@ template <int N> QKV_HD void add_lanes(LaneSums<N>& sums, int width, const Block
 // t % 32 of row t / 32 and sums every 32nd value from its lane on, then
 // add_row_lanes adds each row's lanes up a fixed tree.
 constexpr int kRowLanes = 32, kRowsPerBlock = kReduceThreads / kRowLanes;
+/// Folds each row's lanes up a fixed tree: fold(t, t + half) for every
+/// lane t < half, half = 16, 8, ..., 1, a barrier each, so that a row's lane
+/// 0 ends with what fold made of all its lanes.
+template <class Fold> QKV_HD void fold_row_lanes(const BlockThreads<kReduceThreads>& threads, const Fold& fold) {
+  for (int half = kRowLanes / 2; half > 0; half /= 2)
+    threads.each([&](int t) {
+      if (t % kRowLanes < half) fold(t, t + half);
+    });
+}
 /// After each thread t wrote its sums to sums.v[k][t] (k in [k0, k1),
 /// default all), adds each row's lanes: thread (row·32)'s slots then hold
 /// that row's totals.
 template <int N>
 QKV_HD void add_row_lanes(LaneSums<N>& sums, const BlockThreads<kReduceThreads>& threads, int k0 = 0, int k1 = N) {
-  for (int half = kRowLanes / 2; half > 0; half /= 2)
-    threads.each([&](int t) {
-      if (t % kRowLanes < half)
-        for (int k = k0; k < k1; ++k) sums.v[k][t] += sums.v[k][t + half];
-    });
+  fold_row_lanes(threads, [&](int into, int from) {
+    for (int k = k0; k < k1; ++k) sums.v[k][into] += sums.v[k][from];
+  });
 }
 
 constexpr int kMaxDims = 8;
