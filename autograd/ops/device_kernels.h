@@ -29,7 +29,16 @@ void copy_rows(const Tensor& src, int64_t src_mid, int64_t src_start, const Tens
                int64_t dst_start, int64_t outer, int64_t len, int64_t inner);
 /// out[o, j, :] = x[o, index[j], :], and its backward gx[o, index[j], :] += g[o, j, :].
 void index_select(const Tensor& x, const Tensor& index, const Tensor& out, int64_t outer, int64_t mid, int64_t inner);
-void index_add(const Tensor& g, const Tensor& index, const Tensor& gx, int64_t outer, int64_t mid, int64_t inner);
+/// The indices of an index_select grouped by value, on the device: rows[k]
+/// is the k-th distinct index (ascending), and order[starts[k] ..
+/// starts[k + 1]) the positions j that hold it, in order.
+struct IndexRuns {
+  const int64_t* rows;
+  const int64_t* starts;
+  const int64_t* order;
+  int64_t distinct, n;
+};
+void index_add(const Tensor& g, const IndexRuns& runs, const Tensor& gx, int64_t outer, int64_t mid, int64_t inner);
 /// out[p] = x[p with dim d's coordinate index[p]], and its backward (adds).
 void gather(const Tensor& x, int64_t d, const Tensor& index, const Tensor& out);
 void scatter_add(const Tensor& g, int64_t d, const Tensor& index, const Tensor& gx);

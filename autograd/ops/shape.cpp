@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "autograd/engine.h"
 #include "autograd/ops/device_kernels.h"
@@ -302,29 +303,48 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   } else {
     index_select_rows(x, idx, n, out, s);
   }
+  // A device's backward sums each row's repeats with one thread per element
+  // of gx, from the indices grouped by value: grouped here, where they are
+  // on the host already, and copied over while the device waits anyway.
+  Tensor runs;  // int64 [distinct + (distinct + 1) + n]: rows, starts, order
+  if (!x.device().is_cpu() && needs_grad({x})) {
+    std::vector<int64_t> order(n), grouped;
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return idx[a] < idx[b]; });
+    std::vector<int64_t> starts;
+    for (int64_t p = 0; p < n; ++p)
+      if (p == 0 || idx[order[p]] != idx[order[p - 1]]) grouped.push_back(idx[order[p]]), starts.push_back(p);
+    starts.push_back(n);
+    grouped.insert(grouped.end(), starts.begin(), starts.end());
+    grouped.insert(grouped.end(), order.begin(), order.end());
+    runs = Tensor::from_vector(grouped, {static_cast<int64_t>(grouped.size())}).to(x.device());
+  }
   if (needs_grad({x}))
-    record("index_select", out, {x},
-           [s, index = index.to(DType::Int64), xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
-             Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
-             if (!g.device().is_cpu()) {
-               device::index_add(g, index, gx, s.outer, s.mid, s.inner);
-               return {gx};
-             }
-             dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
-               using T = decltype(zero);
-               const int64_t* idx = index.data<int64_t>();
-               int64_t n = index.numel();
-               const T* pg = g.data<T>();
-               T* pgx = gx.data<T>();
-               for (int64_t o = 0; o < s.outer; ++o)
-                 for (int64_t j = 0; j < n; ++j) {
-                   T* dst = pgx + (o * s.mid + idx[j]) * s.inner;
-                   const T* src = pg + (o * n + j) * s.inner;
-                   for (int64_t i = 0; i < s.inner; ++i) dst[i] += src[i];
-                 }
-             });
-             return {gx};
-           });
+    record(
+        "index_select", out, {x},
+        [s, index = index.to(DType::Int64), runs, n, xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
+          Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
+          if (!g.device().is_cpu()) {
+            const int64_t distinct = (runs.numel() - n - 1) / 2;
+            const int64_t* at = runs.device_data<int64_t>();
+            device::index_add(g, {at, at + distinct, at + 2 * distinct + 1, distinct, n}, gx, s.outer, s.mid, s.inner);
+            return {gx};
+          }
+          dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
+            using T = decltype(zero);
+            const int64_t* idx = index.data<int64_t>();
+            int64_t n = index.numel();
+            const T* pg = g.data<T>();
+            T* pgx = gx.data<T>();
+            for (int64_t o = 0; o < s.outer; ++o)
+              for (int64_t j = 0; j < n; ++j) {
+                T* dst = pgx + (o * s.mid + idx[j]) * s.inner;
+                const T* src = pg + (o * n + j) * s.inner;
+                for (int64_t i = 0; i < s.inner; ++i) dst[i] += src[i];
+              }
+          });
+          return {gx};
+        });
   return out;
 }
 

@@ -44,15 +44,19 @@ template <class U> struct IndexSelectKernel {
   }
 };
 
-// gx[o, index[j], i] += g[o, j, i] over j in order; item = (o, i)
-template <class T> struct IndexAddKernel {
+// gx[o, rows[k], i] += Σ g[o, order[p], i] over p in [starts[k], starts[k + 1]):
+// each row's repeats in index order, as the CPU adds them (so the same bits);
+// item = (o, k, i), so no two items write one element.
+template <class T> struct IndexAddRows {
   const T* g;
-  const int64_t* index;
+  IndexRuns runs;
   T* gx;
   int64_t n, mid, inner;
   QKV_HD void operator()(int64_t item) const {
-    int64_t i = item % inner, o = item / inner;
-    for (int64_t j = 0; j < n; ++j) gx[(o * mid + index[j]) * inner + i] += g[(o * n + j) * inner + i];
+    const int64_t i = item % inner, k = item / inner % runs.distinct, o = item / (inner * runs.distinct);
+    T acc = 0;
+    for (int64_t p = runs.starts[k]; p < runs.starts[k + 1]; ++p) acc += g[(o * n + runs.order[p]) * inner + i];
+    gx[(o * mid + runs.rows[k]) * inner + i] += acc;
   }
 };
 
@@ -152,12 +156,11 @@ void index_select(const Tensor& x, const Tensor& index, const Tensor& out, int64
   });
 }
 
-void index_add(const Tensor& g, const Tensor& index, const Tensor& gx, int64_t outer, int64_t mid, int64_t inner) {
+void index_add(const Tensor& g, const IndexRuns& runs, const Tensor& gx, int64_t outer, int64_t mid, int64_t inner) {
   dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
     using T = decltype(zero);
-    kernel::launch("index_add", g.device(), outer * inner,
-                   IndexAddKernel<T>{g.device_data<T>(), index.device_data<int64_t>(), gx.device_data<T>(),
-                                     index.numel(), mid, inner});
+    kernel::launch("index_add", g.device(), outer * runs.distinct * inner,
+                   IndexAddRows<T>{g.device_data<T>(), runs, gx.device_data<T>(), runs.n, mid, inner});
   });
 }
 
