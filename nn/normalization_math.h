@@ -1,7 +1,8 @@
-// Internal: layer norm's scalar math, written once for the CPU's float64
-// loops (normalization.cpp) and the device kernels (normalization.cu): a row
-// of y and of dx, and a column of dw and db (walking the rows in order, so
-// the sums do not depend on threads or launches). Moments and dx in double.
+// Internal: layer norm's scalar math for the CPU's float64 loops
+// (normalization.cpp): a row of y and of dx, and a column of dw and db
+// (walking the rows in order, so the sums do not depend on threads). The
+// device kernels (normalization.cu) split the same sums among a block's
+// threads. Moments and dx in double.
 #pragma once
 
 #include <cmath>

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -91,9 +92,16 @@ template <class Body> void launch_blocks(const char* name, Device device, int64_
   if (blocks <= 0) return;
 #if defined(__CUDACC__)
   cuda::DeviceGuard guard(device.index);
-  cuda::check(cudaFuncSetAttribute(block_stride<Body>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(sizeof(Shared))),
-              name);
+  if constexpr (sizeof(Shared) > 48 * 1024) {  // past the default, allowed once per device (a driver call)
+    static std::atomic<uint64_t> allowed{0};
+    const uint64_t bit = device.index < 64 ? uint64_t{1} << device.index : 0;  // past 64 devices: every time
+    if (!bit || !(allowed.load(std::memory_order_relaxed) & bit)) {
+      cuda::check(cudaFuncSetAttribute(block_stride<Body>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(sizeof(Shared))),
+                  name);
+      allowed.fetch_or(bit, std::memory_order_relaxed);
+    }
+  }
   const unsigned grid = static_cast<unsigned>(blocks < (int64_t{1} << 31) - 1 ? blocks : (int64_t{1} << 31) - 1);
   block_stride<<<grid, Body::kThreads, sizeof(Shared)>>>(blocks, body);
   cuda::check_launch(name);
