@@ -136,8 +136,9 @@ inline void optimizers_match_cpu(Device d) {
 
 /// Fused attention's device kernels at sizes the registry's small cases do
 /// not reach: several tiles of 64 (32 in float64) queries and keys, both
-/// head-dim tiles (32, 64) and the per-row kernels past them, each mask kind
-/// and a decoding offset: the output and the gradients of the CPU's.
+/// head-dim tiles (32, 64) and the per-row kernels past them, each mask kind,
+/// decoding offsets and tiles mostly empty: the output and the gradients of
+/// the CPU's.
 /// `host_threads_reversed` (the stand-in only) runs it again with each
 /// block's threads in reverse order, for the same bits.
 inline void attention_matches_cpu(Device d, bool host_threads_reversed) {
@@ -171,6 +172,15 @@ inline void attention_matches_cpu(Device d, bool host_threads_reversed) {
        {{}, padding, true, 0, 130}},
       {"float64 causal window 50, n=150, d=40", DType::Float64, 150, 150, 40, 40, {{}, {}, true, 50}},
       {"float64 head dim 72: the per-row kernels", DType::Float64, 70, 70, 72, 72, {{}, {}, true}},
+      // Fewer than 16 rows or columns: threads with none of them skip their elements.
+      {"float32 decoding: one query after 149 keys, key padding",
+       DType::Float32,
+       1,
+       150,
+       64,
+       64,
+       {{}, padding, true, 0, 149}},
+      {"float64 cross n_q=5 n_k=9 d=8 d_v=3, causal", DType::Float64, 5, 9, 8, 3, {{}, {}, true}},
   };
   for (const Case& c : cases) {
     INFO(c.label);

@@ -190,18 +190,26 @@ template <class T> constexpr int kTileRows = sizeof(T) == 4 ? 64 : 32;
 template <class T, int R, int C> struct Tile { T at[R][C + 1]; };
 
 // Thread t's elements of an R × C tile: rows t/16 + 16r, columns t%16 + 16c.
-template <int R, int C, class F> QKV_HD void for_own_elements(int t, const F& f) {
+// Only the first `rows` × `cols` are needed (a tile past the end of the
+// sequence, a decoding step's one query): a thread none of whose rows or
+// none of whose columns is needed skips its elements. Every pass over a tile
+// skips by this rule, so what a pass reads an earlier pass wrote.
+QKV_HD inline bool skips(int t, int64_t rows, int64_t cols) { return t / 16 >= rows || t % 16 >= cols; }
+
+template <int R, int C, class F> QKV_HD void for_own_elements(int t, int64_t rows, int64_t cols, const F& f) {
   static_assert(R % 16 == 0 && C % 16 == 0, "tiles are cut among 16 × 16 threads");
+  if (skips(t, rows, cols)) return;
   QKV_UNROLL for (int r = 0; r < R / 16; ++r) QKV_UNROLL for (int c = 0; c < C / 16; ++c)
       f(t / 16 + 16 * r, t % 16 + 16 * c);
 }
 
 // Thread t's part of an R × C product: out(i, j, Σ_{k<depth} a(i, k)·b(j, k))
 // for its own elements, in registers (it reads R/16 + C/16 values a step for
-// R·C/256 multiply-adds).
+// R·C/256 multiply-adds); `rows` × `cols` needed, as for_own_elements.
 template <class T, int R, int C, class A, class B, class Out>
-QKV_HD void tile_product(int t, int64_t depth, const A& a, const B& b, const Out& out) {
+QKV_HD void tile_product(int t, int64_t rows, int64_t cols, int64_t depth, const A& a, const B& b, const Out& out) {
   constexpr int kR = R / 16, kC = C / 16;
+  if (skips(t, rows, cols)) return;
   const int ty = t / 16, tx = t % 16;
   T acc[kR][kC];
   QKV_UNROLL for (int r = 0; r < kR; ++r) QKV_UNROLL for (int c = 0; c < kC; ++c) acc[r][c] = T(0);
@@ -232,7 +240,7 @@ template <class T, int R, int C> QKV_HD void zero(int t, Tile<T, R, C>& tile) {
 
 template <class T> QKV_HD int64_t tiles_of(int64_t n) { return (n + kTileRows<T> - 1) / kTileRows<T>; }
 
-// The masked, scaled score of query i0 + i and key j0 + j (−∞ where blocked or past the ends).
+// The masked, scaled score of query i and key j (−∞ where blocked or past the ends).
 template <class T>
 QKV_HD T tile_score(const Heads<T>& heads, int64_t b, int64_t h, int64_t i, int64_t j, T dot, T scale) {
   if (i >= heads.D.nq || j >= heads.D.nk || !heads.sees(b, i, j)) return -std::numeric_limits<T>::infinity();
@@ -272,11 +280,16 @@ template <class T, int kD> struct TiledForward {
       });
       threads.each([&](int t) {
         tile_product<T, kRows, kRows>(
-            t, D.d, [&](int i, int64_t c) { return sh.q.at[i][c]; }, [&](int j, int64_t c) { return sh.k.at[j][c]; },
+            t, rows, cols, D.d, [&](int i, int64_t c) { return sh.q.at[i][c]; },
+            [&](int j, int64_t c) { return sh.k.at[j][c]; },
             [&](int i, int j, T dot) { sh.s.at[i][j] = tile_score(heads, b, h, i0 + i, j0 + j, dot, scale); });
       });
       threads.each([&](int t) {  // the online softmax, a thread per query row
         if (t >= kRows) return;
+        if (t >= rows) {  // past the queries: left as they are (their outputs are never written)
+          sh.correction[t] = T(1);
+          return;
+        }
         T* s = sh.s.at[t];
         double block_max = kNegInf;  // a NaN score poisons its row, as in softmax
         for (int64_t j = 0; j < cols; ++j)
@@ -297,7 +310,8 @@ template <class T, int kD> struct TiledForward {
       });
       threads.each([&](int t) {
         tile_product<T, kRows, kD>(
-            t, cols, [&](int i, int64_t j) { return sh.s.at[i][j]; }, [&](int c, int64_t j) { return sh.v.at[j][c]; },
+            t, rows, D.dv, cols, [&](int i, int64_t j) { return sh.s.at[i][j]; },
+            [&](int c, int64_t j) { return sh.v.at[j][c]; },
             [&](int i, int c, T pv) { sh.o.at[i][c] = sh.o.at[i][c] * sh.correction[i] + pv; });
       });
     }
@@ -328,21 +342,23 @@ template <class T> QKV_HD void load_row_stats(int t, int rows_in_tile, const Hea
 }
 
 // Thread t's elements of P = e^(S − L) and dS = P ⊙ (dO·Vᵀ − D) for queries
-// i0 + [0, R) and keys j0 + [0, C), from tiles q, go (R rows) and k, v (C rows).
+// i0 + [0, rows) and keys j0 + [0, cols) (tiles of R and C rows), from tiles
+// q, go (R rows) and k, v (C rows).
 template <class T, int R, int C, int kD> struct ProbabilityTiles {
   const Heads<T>& heads;
   T scale;
-  int64_t b, h, i0, j0;
+  int64_t b, h, i0, j0, rows, cols;
   QKV_HD void operator()(int t, const Tile<T, R, kD>& q, const Tile<T, R, kD>& go, const Tile<T, C, kD>& k,
                          const Tile<T, C, kD>& v, const double* L, const double* Dt, Tile<T, R, C>& p,
                          Tile<T, R, C>& ds) const {
     tile_product<T, R, C>(
-        t, heads.D.d, [&](int i, int64_t c) { return q.at[i][c]; }, [&](int j, int64_t c) { return k.at[j][c]; },
+        t, rows, cols, heads.D.d, [&](int i, int64_t c) { return q.at[i][c]; },
+        [&](int j, int64_t c) { return k.at[j][c]; },
         [&](int i, int j, T dot) { p.at[i][j] = tile_score(heads, b, h, i0 + i, j0 + j, dot, scale); });
     tile_product<T, R, C>(
-        t, heads.D.dv, [&](int i, int64_t c) { return go.at[i][c]; }, [&](int j, int64_t c) { return v.at[j][c]; },
-        [&](int i, int j, T dp) { ds.at[i][j] = dp; });
-    for_own_elements<R, C>(t, [&](int i, int j) {
+        t, rows, cols, heads.D.dv, [&](int i, int64_t c) { return go.at[i][c]; },
+        [&](int j, int64_t c) { return v.at[j][c]; }, [&](int i, int j, T dp) { ds.at[i][j] = dp; });
+    for_own_elements<R, C>(t, rows, cols, [&](int i, int j) {
       const T s = p.at[i][j];
       const bool blocked = L[i] == -std::numeric_limits<double>::infinity() || s == -std::numeric_limits<T>::infinity();
       const T pij = blocked ? T(0) : static_cast<T>(std::exp(s - static_cast<T>(L[i])));
@@ -388,15 +404,16 @@ template <class T, int kD> struct TiledKeyGrads {
         load_row_stats(t, kStep, heads, b, h, i0, lse, Drow, sh.L, sh.Dt);
       });
       threads.each([&](int t) {
-        ProbabilityTiles<T, kStep, kRows, kD>{heads, scale, b, h, i0, j0}(t, sh.q, sh.go, sh.k, sh.v, sh.L, sh.Dt, sh.p,
-                                                                          sh.ds);
+        ProbabilityTiles<T, kStep, kRows, kD>{heads, scale, b, h, i0, j0, rows, cols}(t, sh.q, sh.go, sh.k, sh.v, sh.L,
+                                                                                      sh.Dt, sh.p, sh.ds);
       });
       threads.each([&](int t) {  // dV += Pᵀ·dO, dK += scale·dSᵀ·Q
         tile_product<T, kRows, kD>(
-            t, rows, [&](int j, int64_t i) { return sh.p.at[i][j]; }, [&](int c, int64_t i) { return sh.go.at[i][c]; },
-            [&](int j, int c, T sum) { sh.dv.at[j][c] += sum; });
+            t, cols, D.dv, rows, [&](int j, int64_t i) { return sh.p.at[i][j]; },
+            [&](int c, int64_t i) { return sh.go.at[i][c]; }, [&](int j, int c, T sum) { sh.dv.at[j][c] += sum; });
         tile_product<T, kRows, kD>(
-            t, rows, [&](int j, int64_t i) { return sh.ds.at[i][j]; }, [&](int c, int64_t i) { return sh.q.at[i][c]; },
+            t, cols, D.d, rows, [&](int j, int64_t i) { return sh.ds.at[i][j]; },
+            [&](int c, int64_t i) { return sh.q.at[i][c]; },
             [&](int j, int c, T sum) { sh.dk.at[j][c] += scale * sum; });
       });
     }
@@ -445,12 +462,13 @@ template <class T, int kD> struct TiledQueryGrads {
         load_rows(t, sh.v, j0, D.nk, D.dv, [&](int64_t j) { return heads.v_row(b, h, j); });
       });
       threads.each([&](int t) {
-        ProbabilityTiles<T, kRows, kStep, kD>{heads, scale, b, h, i0, j0}(t, sh.q, sh.go, sh.k, sh.v, sh.L, sh.Dt, sh.p,
-                                                                          sh.ds);
+        ProbabilityTiles<T, kRows, kStep, kD>{heads, scale, b, h, i0, j0, rows, cols}(t, sh.q, sh.go, sh.k, sh.v, sh.L,
+                                                                                      sh.Dt, sh.p, sh.ds);
       });
       threads.each([&](int t) {  // dQ += scale·dS·K
         tile_product<T, kRows, kD>(
-            t, cols, [&](int i, int64_t j) { return sh.ds.at[i][j]; }, [&](int c, int64_t j) { return sh.k.at[j][c]; },
+            t, rows, D.d, cols, [&](int i, int64_t j) { return sh.ds.at[i][j]; },
+            [&](int c, int64_t j) { return sh.k.at[j][c]; },
             [&](int i, int c, T sum) { sh.dq.at[i][c] += scale * sum; });
       });
     }
