@@ -13,7 +13,8 @@ namespace qkv::nn::device {
 namespace {
 
 // lse[r] = log Σ_c exp(x[r, c]); row_loss[r] = lse[r] - x[r, t[r]] (0 when
-// ignored). A block of threads per 8 rows, 32 lanes a row: each lane keeps
+// ignored). A block of threads per 8 rows, 32 lanes a row (fewer lanes for
+// fewer classes): each lane keeps
 // the running max m and Σ e^(x − m) of its values, then the lanes fold
 // pairwise, m = max(m₁, m₂), s = s₁·e^(m₁−m) + s₂·e^(m₂−m).
 template <class T> struct LogSumExpRows {
@@ -26,6 +27,7 @@ template <class T> struct LogSumExpRows {
   double* lse;
   double* row_loss;
   int64_t rows, C, ignore_index;
+  int lanes;
   // (m, s) with (m2, s2) folded in; −∞ adds nothing, a NaN poisons both.
   QKV_HD static void fold(double& m, double& s, double m2, double s2) {
     const double kNegInf = -std::numeric_limits<double>::infinity();
@@ -34,18 +36,19 @@ template <class T> struct LogSumExpRows {
     m = top;
   }
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
-    const int64_t r0 = block * kernel::kRowsPerBlock;
+    const int64_t r0 = block * (kThreads / lanes);
     threads.each([&](int lane) {
-      const int64_t r = r0 + lane / kernel::kRowLanes;
+      const int64_t r = r0 + lane / lanes;
       double m = -std::numeric_limits<double>::infinity(), s = 0;
       if (r < rows && t[r] != ignore_index)
-        for (int64_t c = lane % kernel::kRowLanes; c < C; c += kernel::kRowLanes) fold(m, s, x[r * C + c], 1.0);
+        for (int64_t c = lane % lanes; c < C; c += lanes) fold(m, s, x[r * C + c], 1.0);
       sh.m[lane] = m, sh.s[lane] = s;
     });
-    kernel::fold_row_lanes(threads, [&](int into, int from) { fold(sh.m[into], sh.s[into], sh.m[from], sh.s[from]); });
+    kernel::fold_row_lanes(threads, lanes,
+                           [&](int into, int from) { fold(sh.m[into], sh.s[into], sh.m[from], sh.s[from]); });
     threads.each([&](int lane) {
-      const int64_t r = r0 + lane / kernel::kRowLanes;
-      if (r >= rows || lane % kernel::kRowLanes != 0) return;
+      const int64_t r = r0 + lane / lanes;
+      if (r >= rows || lane % lanes != 0) return;
       row_loss[r] = 0;
       if (t[r] == ignore_index) return;
       lse[r] = sh.m[lane] + std::log(sh.s[lane]);
@@ -82,10 +85,11 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_i
   Tensor row_loss = Tensor::empty({rows}, DType::Float64, logits.device());
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto zero) {
     using T = decltype(zero);
+    const int lanes = kernel::reduce_width(C), per_block = kernel::kReduceThreads / lanes;
     kernel::launch_blocks(
-        "cross_entropy", logits.device(), (rows + kernel::kRowsPerBlock - 1) / kernel::kRowsPerBlock,
+        "cross_entropy", logits.device(), (rows + per_block - 1) / per_block,
         LogSumExpRows<T>{logits.device_data<T>(), targets.device_data<int64_t>(), lse.device_data<double>(),
-                         row_loss.device_data<double>(), rows, C, ignore_index});
+                         row_loss.device_data<double>(), rows, C, ignore_index, lanes});
     qkv::device::sum_tiles(logits.device(), row_loss.device_data<double>(), loss.device_data<T>(), 1, rows, 1, scale);
   });
 }

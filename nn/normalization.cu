@@ -26,34 +26,35 @@ template <class T> struct ForwardRows {
   double* stats;
   int64_t rows, C;
   double eps;
+  int lanes;
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
-    const int64_t r0 = block * kernel::kRowsPerBlock;
-    auto row_of = [&](int t) { return r0 + t / kernel::kRowLanes; };
+    const int64_t r0 = block * (kThreads / lanes);
+    auto row_of = [&](int t) { return r0 + t / lanes; };
     threads.each([&](int t) {
       double s = 0;
       if (row_of(t) < rows)
-        for (int64_t c = t % kernel::kRowLanes; c < C; c += kernel::kRowLanes) s += x[row_of(t) * C + c];
+        for (int64_t c = t % lanes; c < C; c += lanes) s += x[row_of(t) * C + c];
       sh.v[0][t] = s;
     });
-    kernel::add_row_lanes(sh, threads, 0, 1);
+    kernel::add_row_lanes(sh, threads, lanes, 0, 1);
     threads.each([&](int t) {  // Σ (x − μ)², μ from lane 0's total
-      const double mu = sh.v[0][t / kernel::kRowLanes * kernel::kRowLanes] / C;
+      const double mu = sh.v[0][t / lanes * lanes] / C;
       double s = 0;
       if (row_of(t) < rows)
-        for (int64_t c = t % kernel::kRowLanes; c < C; c += kernel::kRowLanes) {
+        for (int64_t c = t % lanes; c < C; c += lanes) {
           const double e = x[row_of(t) * C + c] - mu;
           s += e * e;
         }
       sh.v[1][t] = s;
     });
-    kernel::add_row_lanes(sh, threads, 1, 2);
+    kernel::add_row_lanes(sh, threads, lanes, 1, 2);
     threads.each([&](int t) {
       const int64_t r = row_of(t);
       if (r >= rows) return;
-      const int head = t / kernel::kRowLanes * kernel::kRowLanes;
+      const int head = t / lanes * lanes;
       const double mu = sh.v[0][head] / C, rstd = 1.0 / std::sqrt(sh.v[1][head] / C + eps);
       if (t == head) stats[2 * r] = mu, stats[2 * r + 1] = rstd;
-      for (int64_t c = t % kernel::kRowLanes; c < C; c += kernel::kRowLanes) {
+      for (int64_t c = t % lanes; c < C; c += lanes) {
         const T v = static_cast<T>((x[r * C + c] - mu) * rstd);
         y[r * C + c] = (w ? v * w[c] : v) + (b ? b[c] : T(0));
       }
@@ -71,27 +72,28 @@ template <class T> struct BackwardRows {
   const T* g;
   T* gx;
   int64_t rows, C;
+  int lanes;
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
-    const int64_t r0 = block * kernel::kRowsPerBlock;
-    auto row_of = [&](int t) { return r0 + t / kernel::kRowLanes; };
+    const int64_t r0 = block * (kThreads / lanes);
+    auto row_of = [&](int t) { return r0 + t / lanes; };
     threads.each([&](int t) {
       double sd = 0, sdx = 0;
       const int64_t r = row_of(t);
       if (r < rows)
-        for (int64_t c = t % kernel::kRowLanes; c < C; c += kernel::kRowLanes) {
+        for (int64_t c = t % lanes; c < C; c += lanes) {
           const double d = g[r * C + c] * (w ? w[c] : T(1));
           sd += d;
           sdx += d * (x[r * C + c] - stats[2 * r]) * stats[2 * r + 1];
         }
       sh.v[0][t] = sd, sh.v[1][t] = sdx;
     });
-    kernel::add_row_lanes(sh, threads);
+    kernel::add_row_lanes(sh, threads, lanes);
     threads.each([&](int t) {
       const int64_t r = row_of(t);
       if (r >= rows) return;
-      const int head = t / kernel::kRowLanes * kernel::kRowLanes;
+      const int head = t / lanes * lanes;
       const double mu = stats[2 * r], rstd = stats[2 * r + 1], mean_d = sh.v[0][head] / C, mean_dx = sh.v[1][head] / C;
-      for (int64_t c = t % kernel::kRowLanes; c < C; c += kernel::kRowLanes) {
+      for (int64_t c = t % lanes; c < C; c += lanes) {
         const double d = g[r * C + c] * (w ? w[c] : T(1)), xhat = (x[r * C + c] - mu) * rstd;
         gx[r * C + c] = static_cast<T>(rstd * (d - mean_d - xhat * mean_dx));
       }
@@ -139,9 +141,10 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
   int64_t C = x.size(-1), rows = x.numel() / C;
   dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
     using T = decltype(zero);
-    kernel::launch_blocks("layer_norm", x.device(), (rows + kernel::kRowsPerBlock - 1) / kernel::kRowsPerBlock,
+    const int lanes = kernel::reduce_width(C), per_block = kernel::kReduceThreads / lanes;
+    kernel::launch_blocks("layer_norm", x.device(), (rows + per_block - 1) / per_block,
                           ForwardRows<T>{x.device_data<T>(), maybe<T>(weight), maybe<T>(bias), y.device_data<T>(),
-                                         stats.device_data<double>(), rows, C, eps});
+                                         stats.device_data<double>(), rows, C, eps, lanes});
   });
 }
 
@@ -150,9 +153,10 @@ void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& st
   int64_t C = x.size(-1), rows = x.numel() / C;
   dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
     using T = decltype(zero);
-    kernel::launch_blocks("layer_norm_backward", x.device(), (rows + kernel::kRowsPerBlock - 1) / kernel::kRowsPerBlock,
+    const int lanes = kernel::reduce_width(C), per_block = kernel::kReduceThreads / lanes;
+    kernel::launch_blocks("layer_norm_backward", x.device(), (rows + per_block - 1) / per_block,
                           BackwardRows<T>{x.device_data<T>(), maybe<T>(weight), stats.device_data<double>(),
-                                          g.device_data<T>(), gx.device_data<T>(), rows, C});
+                                          g.device_data<T>(), gx.device_data<T>(), rows, C, lanes});
     if (gw.defined() || gb.defined()) {
       const int width = kernel::reduce_width(C);
       kernel::launch_blocks("layer_norm_params", x.device(), (C + width - 1) / width,

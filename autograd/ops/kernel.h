@@ -145,26 +145,27 @@ template <int N> QKV_HD void add_lanes(LaneSums<N>& sums, int width, const Block
 }
 
 // ---- sums along rows by blocks of threads ----
-// A block of kReduceThreads threads takes kRowsPerBlock rows of a row-major
-// matrix, 32 lanes a row (a warp reads 32 adjacent values): thread t is lane
-// t % 32 of row t / 32 and sums every 32nd value from its lane on, then
-// add_row_lanes adds each row's lanes up a fixed tree.
-constexpr int kRowLanes = 32, kRowsPerBlock = kReduceThreads / kRowLanes;
-/// Folds each row's lanes up a fixed tree: fold(t, t + half) for every
-/// lane t < half, half = 16, 8, ..., 1, a barrier each, so that a row's lane
-/// 0 ends with what fold made of all its lanes.
-template <class Fold> QKV_HD void fold_row_lanes(const BlockThreads<kReduceThreads>& threads, const Fold& fold) {
-  for (int half = kRowLanes / 2; half > 0; half /= 2)
+// A block of kReduceThreads threads takes 256/lanes rows of a row-major
+// matrix, `lanes` threads a row (reduce_width of the row's length: 32 for
+// rows of 32 values or more, so a warp reads 32 adjacent values): thread t
+// is lane t % lanes of row t / lanes and sums every lanes-th value from its
+// lane on, then fold_row_lanes combines each row's lanes up a fixed tree.
+/// Folds each row's lanes up a fixed tree: fold(t, t + half) for every lane
+/// t < half, half = lanes/2, ..., 1, a barrier each, so that a row's lane 0
+/// ends with what fold made of all its lanes.
+template <class Fold>
+QKV_HD void fold_row_lanes(const BlockThreads<kReduceThreads>& threads, int lanes, const Fold& fold) {
+  for (int half = lanes / 2; half > 0; half /= 2)
     threads.each([&](int t) {
-      if (t % kRowLanes < half) fold(t, t + half);
+      if (t % lanes < half) fold(t, t + half);
     });
 }
 /// After each thread t wrote its sums to sums.v[k][t] (k in [k0, k1),
-/// default all), adds each row's lanes: thread (row·32)'s slots then hold
-/// that row's totals.
-template <int N>
-QKV_HD void add_row_lanes(LaneSums<N>& sums, const BlockThreads<kReduceThreads>& threads, int k0 = 0, int k1 = N) {
-  fold_row_lanes(threads, [&](int into, int from) {
+/// default all), adds each row's lanes: thread (row·lanes)'s slots then
+/// hold that row's totals.
+template <int N> QKV_HD void add_row_lanes(LaneSums<N>& sums, const BlockThreads<kReduceThreads>& threads, int lanes,
+                                           int k0 = 0, int k1 = N) {
+  fold_row_lanes(threads, lanes, [&](int into, int from) {
     for (int k = k0; k < k1; ++k) sums.v[k][into] += sums.v[k][from];
   });
 }
