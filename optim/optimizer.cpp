@@ -242,15 +242,18 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
                          }});
     });
   }
+  std::vector<Tensor> sums;  // launched first, read back after the CPU's loops: both run at once
   for (const OnDevice& d : devices) {
-    Tensor sums = Tensor::empty({d.blocks}, DType::Float64, d.device);
+    sums.push_back(Tensor::empty({d.blocks}, DType::Float64, d.device));
     std::vector<Tensor> these;
     for (auto [i, at] : d.slices) these.push_back(grads[i]);
-    device::squared_block_sums(these, kBlock, sums);
-    const std::vector<double> host = sums.to_vector();
-    for (auto [i, at] : d.slices) std::copy_n(host.begin() + at, partials[i].size(), partials[i].begin());
+    device::squared_block_sums(these, kBlock, sums.back());
   }
   parallel_for_all(squares, 2 * kBlock);
+  for (size_t k = 0; k < devices.size(); ++k) {
+    const std::vector<double> host = sums[k].to_vector();
+    for (auto [i, at] : devices[k].slices) std::copy_n(host.begin() + at, partials[i].size(), partials[i].begin());
+  }
   double total = 0;
   for (const std::vector<double>& blocks : partials)
     for (double s : blocks) total += s;
