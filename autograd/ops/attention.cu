@@ -240,6 +240,15 @@ template <class T, int R, int C> QKV_HD void zero(int t, Tile<T, R, C>& tile) {
 
 template <class T> QKV_HD int64_t tiles_of(int64_t n) { return (n + kTileRows<T> - 1) / kTileRows<T>; }
 
+// Which batch, head and rows [first, first + count) of n rows block `block` takes.
+struct TileAt {
+  int64_t b, h, first, count;
+};
+template <class T> QKV_HD TileAt tile_at(int64_t block, int64_t n, int64_t H) {
+  const int64_t tiles = tiles_of<T>(n), first = block % tiles * kTileRows<T>;
+  return {block / (H * tiles), block / tiles % H, first, n - first < kTileRows<T> ? n - first : kTileRows<T>};
+}
+
 // The masked, scaled score of query i and key j (−∞ where blocked or past the ends).
 template <class T>
 QKV_HD T tile_score(const Heads<T>& heads, int64_t b, int64_t h, int64_t i, int64_t j, T dot, T scale) {
@@ -263,8 +272,8 @@ template <class T, int kD> struct TiledForward {
 
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
     const AttentionShape& D = heads.D;
-    const int64_t tiles = tiles_of<T>(D.nq), b = block / (D.H * tiles), h = block / tiles % D.H,
-                  i0 = block % tiles * kRows, rows = D.nq - i0 < kRows ? D.nq - i0 : kRows;
+    const TileAt at = tile_at<T>(block, D.nq, D.H);
+    const int64_t b = at.b, h = at.h, i0 = at.first, rows = at.count;
     const double kNegInf = -std::numeric_limits<double>::infinity();
     threads.each([&](int t) {
       load_rows(t, sh.q, i0, D.nq, D.d, [&](int64_t i) { return heads.q_row(b, h, i); });
@@ -368,6 +377,16 @@ template <class T, int R, int C, int kD> struct ProbabilityTiles {
   }
 };
 
+// What both backward kernels read: q, k, v and the masks, the scale, dO, L
+// and D.
+template <class T> struct GradInputs {
+  Heads<T> heads;
+  T scale;
+  const T* go;
+  const double* lse;
+  const double* Drow;
+};
+
 // dK and dV over a tile of kTileRows keys, a step of half as many queries at a time.
 template <class T, int kD> struct TiledKeyGrads {
   static constexpr int kThreads = kBlockThreads, kRows = kTileRows<T>, kStep = kRows / 2;
@@ -377,18 +396,17 @@ template <class T, int kD> struct TiledKeyGrads {
     Tile<T, kStep, kRows> p, ds;
     double L[kStep], Dt[kStep];
   };
-  Heads<T> heads;
-  T scale;
-  const T* go;
-  const double* lse;
-  const double* Drow;
+  GradInputs<T> in;
   T* gk;
   T* gv;
 
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
+    const Heads<T>& heads = in.heads;
+    const T scale = in.scale;
+    const T* go = in.go;
     const AttentionShape& D = heads.D;
-    const int64_t tiles = tiles_of<T>(D.nk), b = block / (D.H * tiles), h = block / tiles % D.H,
-                  j0 = block % tiles * kRows, cols = D.nk - j0 < kRows ? D.nk - j0 : kRows;
+    const TileAt at = tile_at<T>(block, D.nk, D.H);
+    const int64_t b = at.b, h = at.h, j0 = at.first, cols = at.count;
     threads.each([&](int t) {
       load_rows(t, sh.k, j0, D.nk, D.d, [&](int64_t j) { return heads.k_row(b, h, j); });
       load_rows(t, sh.v, j0, D.nk, D.dv, [&](int64_t j) { return heads.v_row(b, h, j); });
@@ -401,7 +419,7 @@ template <class T, int kD> struct TiledKeyGrads {
       threads.each([&](int t) {
         load_rows(t, sh.q, i0, D.nq, D.d, [&](int64_t i) { return heads.q_row(b, h, i); });
         load_rows(t, sh.go, i0, D.nq, D.dv, [&](int64_t i) { return go + heads.o_at(b, h, i); });
-        load_row_stats(t, kStep, heads, b, h, i0, lse, Drow, sh.L, sh.Dt);
+        load_row_stats(t, kStep, heads, b, h, i0, in.lse, in.Drow, sh.L, sh.Dt);
       });
       threads.each([&](int t) {
         ProbabilityTiles<T, kStep, kRows, kD>{heads, scale, b, h, i0, j0, rows, cols}(t, sh.q, sh.go, sh.k, sh.v, sh.L,
@@ -437,21 +455,20 @@ template <class T, int kD> struct TiledQueryGrads {
     Tile<T, kRows, kStep> p, ds;
     double L[kRows], Dt[kRows];
   };
-  Heads<T> heads;
-  T scale;
-  const T* go;
-  const double* lse;
-  const double* Drow;
+  GradInputs<T> in;
   T* gq;
 
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
+    const Heads<T>& heads = in.heads;
+    const T scale = in.scale;
+    const T* go = in.go;
     const AttentionShape& D = heads.D;
-    const int64_t tiles = tiles_of<T>(D.nq), b = block / (D.H * tiles), h = block / tiles % D.H,
-                  i0 = block % tiles * kRows, rows = D.nq - i0 < kRows ? D.nq - i0 : kRows;
+    const TileAt at = tile_at<T>(block, D.nq, D.H);
+    const int64_t b = at.b, h = at.h, i0 = at.first, rows = at.count;
     threads.each([&](int t) {
       load_rows(t, sh.q, i0, D.nq, D.d, [&](int64_t i) { return heads.q_row(b, h, i); });
       load_rows(t, sh.go, i0, D.nq, D.dv, [&](int64_t i) { return go + heads.o_at(b, h, i); });
-      load_row_stats(t, kRows, heads, b, h, i0, lse, Drow, sh.L, sh.Dt);
+      load_row_stats(t, kRows, heads, b, h, i0, in.lse, in.Drow, sh.L, sh.Dt);
       zero(t, sh.dq);
     });
     for (int64_t j0 = heads.masks.rules.first_key(i0), end = heads.masks.rules.end_key(i0 + rows, D.nk); j0 < end;
@@ -510,14 +527,14 @@ template <class T> void attention_backward(const AttentionShape& D, const Attent
                 key_blocks = D.B * D.H * tiles_of<T>(D.nk);
   if (width <= 32) {
     kernel::launch_blocks("fused_attention_dq", device, query_blocks,
-                          TiledQueryGrads<T, 32>{heads, scale, go, lse, pd, gq});
+                          TiledQueryGrads<T, 32>{{heads, scale, go, lse, pd}, gq});
     kernel::launch_blocks("fused_attention_dkv", device, key_blocks,
-                          TiledKeyGrads<T, 32>{heads, scale, go, lse, pd, gk, gv});
+                          TiledKeyGrads<T, 32>{{heads, scale, go, lse, pd}, gk, gv});
   } else if (width <= kTiledHeadDims) {
     kernel::launch_blocks("fused_attention_dq", device, query_blocks,
-                          TiledQueryGrads<T, 64>{heads, scale, go, lse, pd, gq});
+                          TiledQueryGrads<T, 64>{{heads, scale, go, lse, pd}, gq});
     kernel::launch_blocks("fused_attention_dkv", device, key_blocks,
-                          TiledKeyGrads<T, 64>{heads, scale, go, lse, pd, gk, gv});
+                          TiledKeyGrads<T, 64>{{heads, scale, go, lse, pd}, gk, gv});
   } else {
     Probabilities<T> P{heads, scale, go, lse, pd};
     kernel::launch("fused_attention_dq", device, D.B * D.H * D.nq, QueryGradKernel<T>{P, gq});
