@@ -14,9 +14,9 @@ namespace {
 
 // lse[r] = log Σ_c exp(x[r, c]); row_loss[r] = lse[r] - x[r, t[r]] (0 when
 // ignored). A block of threads per 8 rows, 32 lanes a row (fewer lanes for
-// fewer classes): each lane keeps
-// the running max m and Σ e^(x − m) of its values, then the lanes fold
-// pairwise, m = max(m₁, m₂), s = s₁·e^(m₁−m) + s₂·e^(m₂−m).
+// fewer classes): each lane keeps the running max m and Σ e^(x − m) of its
+// values, then the lanes fold pairwise, m = max(m₁, m₂),
+// s = s₁·e^(m₁−m) + s₂·e^(m₂−m).
 template <class T> struct LogSumExpRows {
   static constexpr int kThreads = kernel::kReduceThreads;
   struct Shared {
@@ -36,22 +36,22 @@ template <class T> struct LogSumExpRows {
     m = top;
   }
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
-    const int64_t r0 = block * (kThreads / lanes);
-    threads.each([&](int lane) {
-      const int64_t r = r0 + lane / lanes;
+    const int64_t r0 = block * (kThreads / lanes);  // thread u: lane u % lanes of row r0 + u / lanes (t: the targets)
+    threads.each([&](int u) {
+      const int64_t r = r0 + u / lanes;
       double m = -std::numeric_limits<double>::infinity(), s = 0;
       if (r < rows && t[r] != ignore_index)
-        for (int64_t c = lane % lanes; c < C; c += lanes) fold(m, s, x[r * C + c], 1.0);
-      sh.m[lane] = m, sh.s[lane] = s;
+        for (int64_t c = u % lanes; c < C; c += lanes) fold(m, s, x[r * C + c], 1.0);
+      sh.m[u] = m, sh.s[u] = s;
     });
     kernel::fold_row_lanes(threads, lanes,
                            [&](int into, int from) { fold(sh.m[into], sh.s[into], sh.m[from], sh.s[from]); });
-    threads.each([&](int lane) {
-      const int64_t r = r0 + lane / lanes;
-      if (r >= rows || lane % lanes != 0) return;
+    threads.each([&](int u) {
+      const int64_t r = r0 + u / lanes;
+      if (r >= rows || u % lanes != 0) return;
       row_loss[r] = 0;
       if (t[r] == ignore_index) return;
-      lse[r] = sh.m[lane] + std::log(sh.s[lane]);
+      lse[r] = sh.m[u] + std::log(sh.s[u]);
       row_loss[r] = lse[r] - x[r * C + t[r]];
     });
   }

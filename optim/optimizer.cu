@@ -3,7 +3,7 @@
 // threads per block of elements. Adam and clip_grad_norm take up to
 // kManyTensors tensors a launch, their pointers in the kernel's arguments
 // (as PyTorch's multi-tensor apply): a launch costs microseconds of the
-// host's time, and mini has 75 parameters.
+// host's time, and mini has 100 parameters.
 #include <utility>
 #include <vector>
 

@@ -333,7 +333,6 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
           dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
             using T = decltype(zero);
             const int64_t* idx = index.data<int64_t>();
-            int64_t n = index.numel();
             const T* pg = g.data<T>();
             T* pgx = gx.data<T>();
             for (int64_t o = 0; o < s.outer; ++o)
