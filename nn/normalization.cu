@@ -1,7 +1,7 @@
 // Device kernels of layer norm, the math of normalization_math.h: y and dx
-// a block of threads per 8 rows, 32 lanes a row (kernel::add_row_lanes);
-// dw and db, sums down the columns, a block per 32 columns (add_lanes).
-// Moments and sums in double.
+// a block of threads per 8 rows, 32 lanes a row (fewer lanes and more rows
+// for rows under 32 values; kernel::add_row_lanes); dw and db, sums down the
+// columns, a block per 32 columns (add_lanes). Moments and sums in double.
 #include <cmath>
 
 #include "autograd/ops/kernel.h"
