@@ -379,6 +379,11 @@ std::vector<GradcheckCase> builtin_cases() {
   add_case("log_softmax", "last dim", one(normal, {3, 5}), [](const Inputs& x) { return log_softmax(x[0], -1); });
   add_case("log_softmax", "dim 0 of [3, 2, 2]", one(normal, {3, 2, 2}),
            [](const Inputs& x) { return log_softmax(x[0], 0); });
+  // Rows longer than a device's 32 lanes, in two blocks of rows.
+  add_case("softmax", "last dim of 70, 11 rows", one(normal, {11, 70}),
+           [](const Inputs& x) { return softmax(x[0], -1); });
+  add_case("log_softmax", "last dim of 40, 10 rows", one(normal, {10, 40}),
+           [](const Inputs& x) { return log_softmax(x[0], -1); });
   return cases;
 }
 

@@ -1,9 +1,8 @@
 // Internal: softmax's and log-softmax's row math, written once for the CPU's
 // scalar loops (softmax.cpp, float64 and strided rows) and the device kernels
-// (softmax.cu). Each struct computes one row: item i of x viewed as
-// [outer, size, inner]. The rules are torch's, except a fully masked row: a
-// NaN propagates, a row of -inf gives zeros (-inf for log-softmax), sums run
-// in double.
+// of strided rows (softmax.cu, which splits contiguous rows among lanes). Each struct computes one row: item i of x
+// viewed as [outer, size, inner]. The rules are torch's, except a fully masked row: a NaN propagates, a row of -inf
+// gives zeros (-inf for log-softmax), sums run in double.
 #pragma once
 
 #include <cmath>
