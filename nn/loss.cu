@@ -36,19 +36,19 @@ template <class T> struct LogSumExpRows {
     m = top;
   }
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
-    const int64_t r0 = block * (kThreads / lanes);  // thread u: lane u % lanes of row r0 + u / lanes (t: the targets)
+    const kernel::RowLanes pos(block, lanes);  // thread u (t: the targets)
     threads.each([&](int u) {
-      const int64_t r = r0 + u / lanes;
+      const int64_t r = pos.row(u);
       double m = -std::numeric_limits<double>::infinity(), s = 0;
       if (r < rows && t[r] != ignore_index)
-        for (int64_t c = u % lanes; c < C; c += lanes) fold(m, s, x[r * C + c], 1.0);
+        for (int64_t c = pos.lane(u); c < C; c += lanes) fold(m, s, x[r * C + c], 1.0);
       sh.m[u] = m, sh.s[u] = s;
     });
     kernel::fold_row_lanes(threads, lanes,
                            [&](int into, int from) { fold(sh.m[into], sh.s[into], sh.m[from], sh.s[from]); });
     threads.each([&](int u) {
-      const int64_t r = r0 + u / lanes;
-      if (r >= rows || u % lanes != 0) return;
+      const int64_t r = pos.row(u);
+      if (r >= rows || pos.lane(u) != 0) return;
       row_loss[r] = 0;
       if (t[r] == ignore_index) return;
       lse[r] = sh.m[u] + std::log(sh.s[u]);
@@ -85,9 +85,9 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_i
   Tensor row_loss = Tensor::empty({rows}, DType::Float64, logits.device());
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto zero) {
     using T = decltype(zero);
-    const int lanes = kernel::reduce_width(C), per_block = kernel::kReduceThreads / lanes;
+    const int lanes = kernel::reduce_width(C);
     kernel::launch_blocks(
-        "cross_entropy", logits.device(), (rows + per_block - 1) / per_block,
+        "cross_entropy", logits.device(), kernel::row_blocks(rows, lanes),
         LogSumExpRows<T>{logits.device_data<T>(), targets.device_data<int64_t>(), lse.device_data<double>(),
                          row_loss.device_data<double>(), rows, C, ignore_index, lanes});
     qkv::device::sum_tiles(logits.device(), row_loss.device_data<double>(), loss.device_data<T>(), 1, rows, 1, scale);

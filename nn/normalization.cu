@@ -28,33 +28,32 @@ template <class T> struct ForwardRows {
   double eps;
   int lanes;
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
-    const int64_t r0 = block * (kThreads / lanes);
-    auto row_of = [&](int t) { return r0 + t / lanes; };
+    const kernel::RowLanes pos(block, lanes);
     threads.each([&](int t) {
       double s = 0;
-      if (row_of(t) < rows)
-        for (int64_t c = t % lanes; c < C; c += lanes) s += x[row_of(t) * C + c];
+      if (pos.row(t) < rows)
+        for (int64_t c = pos.lane(t); c < C; c += lanes) s += x[pos.row(t) * C + c];
       sh.v[0][t] = s;
     });
     kernel::add_row_lanes(sh, threads, lanes, 0, 1);
     threads.each([&](int t) {  // Σ (x − μ)², μ from lane 0's total
-      const double mu = sh.v[0][t / lanes * lanes] / C;
+      const double mu = sh.v[0][pos.head(t)] / C;
       double s = 0;
-      if (row_of(t) < rows)
-        for (int64_t c = t % lanes; c < C; c += lanes) {
-          const double e = x[row_of(t) * C + c] - mu;
+      if (pos.row(t) < rows)
+        for (int64_t c = pos.lane(t); c < C; c += lanes) {
+          const double e = x[pos.row(t) * C + c] - mu;
           s += e * e;
         }
       sh.v[1][t] = s;
     });
     kernel::add_row_lanes(sh, threads, lanes, 1, 2);
     threads.each([&](int t) {
-      const int64_t r = row_of(t);
+      const int64_t r = pos.row(t);
       if (r >= rows) return;
-      const int head = t / lanes * lanes;
+      const int head = pos.head(t);
       const double mu = sh.v[0][head] / C, rstd = 1.0 / std::sqrt(sh.v[1][head] / C + eps);
       if (t == head) stats[2 * r] = mu, stats[2 * r + 1] = rstd;
-      for (int64_t c = t % lanes; c < C; c += lanes) {
+      for (int64_t c = pos.lane(t); c < C; c += lanes) {
         const T v = static_cast<T>((x[r * C + c] - mu) * rstd);
         y[r * C + c] = (w ? v * w[c] : v) + (b ? b[c] : T(0));
       }
@@ -74,13 +73,12 @@ template <class T> struct BackwardRows {
   int64_t rows, C;
   int lanes;
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
-    const int64_t r0 = block * (kThreads / lanes);
-    auto row_of = [&](int t) { return r0 + t / lanes; };
+    const kernel::RowLanes pos(block, lanes);
     threads.each([&](int t) {
       double sd = 0, sdx = 0;
-      const int64_t r = row_of(t);
+      const int64_t r = pos.row(t);
       if (r < rows)
-        for (int64_t c = t % lanes; c < C; c += lanes) {
+        for (int64_t c = pos.lane(t); c < C; c += lanes) {
           const double d = g[r * C + c] * (w ? w[c] : T(1));
           sd += d;
           sdx += d * (x[r * C + c] - stats[2 * r]) * stats[2 * r + 1];
@@ -89,11 +87,11 @@ template <class T> struct BackwardRows {
     });
     kernel::add_row_lanes(sh, threads, lanes);
     threads.each([&](int t) {
-      const int64_t r = row_of(t);
+      const int64_t r = pos.row(t);
       if (r >= rows) return;
-      const int head = t / lanes * lanes;
+      const int head = pos.head(t);
       const double mu = stats[2 * r], rstd = stats[2 * r + 1], mean_d = sh.v[0][head] / C, mean_dx = sh.v[1][head] / C;
-      for (int64_t c = t % lanes; c < C; c += lanes) {
+      for (int64_t c = pos.lane(t); c < C; c += lanes) {
         const double d = g[r * C + c] * (w ? w[c] : T(1)), xhat = (x[r * C + c] - mu) * rstd;
         gx[r * C + c] = static_cast<T>(rstd * (d - mean_d - xhat * mean_dx));
       }
@@ -141,8 +139,8 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
   int64_t C = x.size(-1), rows = x.numel() / C;
   dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
     using T = decltype(zero);
-    const int lanes = kernel::reduce_width(C), per_block = kernel::kReduceThreads / lanes;
-    kernel::launch_blocks("layer_norm", x.device(), (rows + per_block - 1) / per_block,
+    const int lanes = kernel::reduce_width(C);
+    kernel::launch_blocks("layer_norm", x.device(), kernel::row_blocks(rows, lanes),
                           ForwardRows<T>{x.device_data<T>(), maybe<T>(weight), maybe<T>(bias), y.device_data<T>(),
                                          stats.device_data<double>(), rows, C, eps, lanes});
   });
@@ -153,8 +151,8 @@ void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& st
   int64_t C = x.size(-1), rows = x.numel() / C;
   dispatch_floating(x.dtype(), "layer_norm", [&](auto zero) {
     using T = decltype(zero);
-    const int lanes = kernel::reduce_width(C), per_block = kernel::kReduceThreads / lanes;
-    kernel::launch_blocks("layer_norm_backward", x.device(), (rows + per_block - 1) / per_block,
+    const int lanes = kernel::reduce_width(C);
+    kernel::launch_blocks("layer_norm_backward", x.device(), kernel::row_blocks(rows, lanes),
                           BackwardRows<T>{x.device_data<T>(), maybe<T>(weight), stats.device_data<double>(),
                                           g.device_data<T>(), gx.device_data<T>(), rows, C, lanes});
     if (gw.defined() || gb.defined()) {

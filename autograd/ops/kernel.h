@@ -150,6 +150,22 @@ template <int N> QKV_HD void add_lanes(LaneSums<N>& sums, int width, const Block
 // rows of 32 values or more, so a warp reads 32 adjacent values): thread t
 // is lane t % lanes of row t / lanes and sums every lanes-th value from its
 // lane on, then fold_row_lanes combines each row's lanes up a fixed tree.
+/// Where the threads of block `block` stand among rows of `lanes` lanes:
+/// thread u is lane lane(u) of row row(u), and head(u) is the thread of
+/// lane 0 of that row (where fold_row_lanes leaves the row's result).
+struct RowLanes {
+  int lanes;
+  int64_t first;  // the block's first row
+  QKV_HD RowLanes(int64_t block, int lanes_) : lanes(lanes_), first(block * (kReduceThreads / lanes_)) {}
+  QKV_HD int64_t row(int u) const { return first + u / lanes; }
+  QKV_HD int lane(int u) const { return u % lanes; }
+  QKV_HD int head(int u) const { return u / lanes * lanes; }
+};
+/// The blocks that `rows` rows of `lanes` lanes take.
+inline int64_t row_blocks(int64_t rows, int lanes) {
+  const int64_t per_block = kReduceThreads / lanes;
+  return (rows + per_block - 1) / per_block;
+}
 /// Folds each row's lanes up a fixed tree: fold(t, t + half) for every lane
 /// t < half, half = lanes/2, ..., 1, a barrier each, so that a row's lane 0
 /// ends with what fold made of all its lanes.

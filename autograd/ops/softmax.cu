@@ -27,13 +27,13 @@ template <class T, bool Log> struct SoftmaxLanes {
   int64_t rows, size;
   int lanes;
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
-    const int64_t r0 = block * (kThreads / lanes);  // thread u: lane u % lanes of row r0 + u / lanes
+    const kernel::RowLanes pos(block, lanes);
     const T kMinusInf = -std::numeric_limits<T>::infinity();
     threads.each([&](int u) {
-      const int64_t r = r0 + u / lanes;
+      const int64_t r = pos.row(u);
       T top = kMinusInf;
       if (r < rows)
-        for (int64_t j = u % lanes; j < size; j += lanes)
+        for (int64_t j = pos.lane(u); j < size; j += lanes)
           if (x[r * size + j] != x[r * size + j] || x[r * size + j] > top) top = x[r * size + j];
       sh.top[u] = top;
     });
@@ -41,11 +41,11 @@ template <class T, bool Log> struct SoftmaxLanes {
       if (sh.top[from] != sh.top[from] || sh.top[from] > sh.top[into]) sh.top[into] = sh.top[from];
     });
     threads.each([&](int u) {
-      const int64_t r = r0 + u / lanes;
-      const T top = sh.top[u / lanes * lanes];
+      const int64_t r = pos.row(u);
+      const T top = sh.top[pos.head(u)];
       double total = 0;
       if (r < rows && top != kMinusInf)
-        for (int64_t j = u % lanes; j < size; j += lanes) {
+        for (int64_t j = pos.lane(u); j < size; j += lanes) {
           const T e = std::exp(x[r * size + j] - top);
           total += e;
           if (!Log) y[r * size + j] = e;
@@ -54,11 +54,11 @@ template <class T, bool Log> struct SoftmaxLanes {
     });
     kernel::fold_row_lanes(threads, lanes, [&](int into, int from) { sh.total[into] += sh.total[from]; });
     threads.each([&](int u) {
-      const int64_t r = r0 + u / lanes;
+      const int64_t r = pos.row(u);
       if (r >= rows) return;
-      const int head = u / lanes * lanes;
+      const int head = pos.head(u);
       const T top = sh.top[head];
-      for (int64_t j = u % lanes; j < size; j += lanes) {
+      for (int64_t j = pos.lane(u); j < size; j += lanes) {
         const int64_t at = r * size + j;
         if (top == kMinusInf)  // fully masked row
           y[at] = Log ? top : T(0);
@@ -82,12 +82,12 @@ template <class T, bool Log> struct SoftmaxBackwardLanes {
   int64_t rows, size;
   int lanes;
   QKV_HD void operator()(int64_t block, Shared& sh, const kernel::BlockThreads<kThreads>& threads) const {
-    const int64_t r0 = block * (kThreads / lanes);
+    const kernel::RowLanes pos(block, lanes);
     threads.each([&](int u) {
-      const int64_t r = r0 + u / lanes;
+      const int64_t r = pos.row(u);
       double total = 0;
       if (r < rows)
-        for (int64_t j = u % lanes; j < size; j += lanes) {
+        for (int64_t j = pos.lane(u); j < size; j += lanes) {
           const int64_t at = r * size + j;
           total += Log ? g[at] : g[at] * y[at];
         }
@@ -95,22 +95,16 @@ template <class T, bool Log> struct SoftmaxBackwardLanes {
     });
     kernel::add_row_lanes(sh, threads, lanes);
     threads.each([&](int u) {
-      const int64_t r = r0 + u / lanes;
+      const int64_t r = pos.row(u);
       if (r >= rows) return;
-      const double total = sh.v[0][u / lanes * lanes];
-      for (int64_t j = u % lanes; j < size; j += lanes) {
+      const double total = sh.v[0][pos.head(u)];
+      for (int64_t j = pos.lane(u); j < size; j += lanes) {
         const int64_t at = r * size + j;
         gx[at] = Log ? g[at] - std::exp(y[at]) * static_cast<T>(total) : y[at] * static_cast<T>(g[at] - total);
       }
     });
   }
 };
-
-// Blocks for rows of `size` adjacent values, reduce_width(size) lanes a row.
-int64_t lane_blocks(int64_t rows, int lanes) {
-  const int64_t per_block = kernel::kReduceThreads / lanes;
-  return (rows + per_block - 1) / per_block;
-}
 
 }  // namespace
 
@@ -121,10 +115,10 @@ void softmax(const Tensor& x, const Tensor& y, int64_t size, int64_t inner, bool
     if (inner == 1) {
       const int lanes = kernel::reduce_width(size);
       if (log)
-        kernel::launch_blocks("log_softmax", x.device(), lane_blocks(rows, lanes),
+        kernel::launch_blocks("log_softmax", x.device(), kernel::row_blocks(rows, lanes),
                               SoftmaxLanes<T, true>{x.device_data<T>(), y.device_data<T>(), rows, size, lanes});
       else
-        kernel::launch_blocks("softmax", x.device(), lane_blocks(rows, lanes),
+        kernel::launch_blocks("softmax", x.device(), kernel::row_blocks(rows, lanes),
                               SoftmaxLanes<T, false>{x.device_data<T>(), y.device_data<T>(), rows, size, lanes});
       return;
     }
@@ -144,11 +138,11 @@ void softmax_backward(const Tensor& y, const Tensor& g, const Tensor& gx, int64_
     if (inner == 1) {
       const int lanes = kernel::reduce_width(size);
       if (log)
-        kernel::launch_blocks("log_softmax_backward", y.device(), lane_blocks(rows, lanes),
+        kernel::launch_blocks("log_softmax_backward", y.device(), kernel::row_blocks(rows, lanes),
                               SoftmaxBackwardLanes<T, true>{y.device_data<T>(), g.device_data<T>(), gx.device_data<T>(),
                                                             rows, size, lanes});
       else
-        kernel::launch_blocks("softmax_backward", y.device(), lane_blocks(rows, lanes),
+        kernel::launch_blocks("softmax_backward", y.device(), kernel::row_blocks(rows, lanes),
                               SoftmaxBackwardLanes<T, false>{y.device_data<T>(), g.device_data<T>(),
                                                              gx.device_data<T>(), rows, size, lanes});
       return;
