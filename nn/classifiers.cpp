@@ -60,7 +60,7 @@ Tensor EncoderClassifier::forward(const Tensor& ids, const std::vector<int64_t>&
   }
   Tensor x = tok_emb->forward(ids);
   if (cls) x = prepend(cls_token, x);
-  x = add(x, pos_emb->forward(Tensor::arange(static_cast<double>(n), DType::Int64).to(ids.device())));
+  x = add(x, pos_emb->range(0, n));
   MhaOptions padding;
   padding.key_padding_mask = key_padding_mask(seen, n).to(ids.device());
   padding.kind = config_.attention;
@@ -92,7 +92,7 @@ Tensor ViT::forward(const Tensor& images, std::vector<Tensor>* weights) const {
             "ViT: images must be [B, ", config_.channels, ", ", config_.image, ", ", config_.image, "], got ",
             shape_str(images.shape()));
   Tensor x = prepend(cls_token, patch_embed->forward(images));
-  x = add(x, pos_emb->forward(Tensor::arange(static_cast<double>(config_.tokens()), DType::Int64).to(images.device())));
+  x = add(x, pos_emb->range(0, config_.tokens()));
   MhaOptions all;  // every patch sees every patch
   all.kind = config_.attention;
   all.fused = config_.fused_attention;

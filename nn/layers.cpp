@@ -46,14 +46,22 @@ Tensor Embedding::forward(const Tensor& ids) const {
   auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(ids.dtype() == DType::Int64, "Embedding(", num_, ", ", dim_, "): ids must be int64, got ",
             dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
-  Tensor host = ids.to(Device::cpu());  // ids on a device are checked through a copy (itself on the CPU)
-  const int64_t* p = host.data<int64_t>();
-  for (int64_t i = 0, n = ids.numel(); i < n; ++i)
-    QKV_CHECK(p[i] >= 0 && p[i] < num_, "Embedding(", num_, ", ", dim_, "): id ", p[i], " out of range [0, ", num_,
-              ")");
+  if (ids.device().is_cpu()) {  // on a device index_select's kernel checks them (a copy here would wait for it)
+    const int64_t* p = ids.data<int64_t>();
+    for (int64_t i = 0, n = ids.numel(); i < n; ++i)
+      QKV_CHECK(p[i] >= 0 && p[i] < num_, "Embedding(", num_, ", ", dim_, "): id ", p[i], " out of range [0, ", num_,
+                ")");
+  }
   Shape shape = ids.shape();
   shape.push_back(dim_);
   return reshape(index_select(weight, 0, reshape(ids, {-1})), shape);
+}
+
+Tensor Embedding::range(int64_t start, int64_t count) const {
+  auto scope = this->scope();
+  QKV_CHECK(start >= 0 && count >= 0 && count <= num_ - start, "Embedding(", num_, ", ", dim_, "): ids ", start, " .. ",
+            start + count - 1, " out of range [0, ", num_, ")");
+  return narrow(weight, 0, start, count);
 }
 
 PatchEmbedding::PatchEmbedding(int64_t channels, int64_t patch, int64_t width, Generator* gen)

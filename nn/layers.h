@@ -39,6 +39,11 @@ class Embedding : public Module {
   Embedding(int64_t num_embeddings, int64_t dim, Generator* gen = nullptr, double std = 1.0);
   Tensor forward(const Tensor& ids) const;
   Tensor operator()(const Tensor& ids) const { return forward(ids); }
+  /// The embeddings of ids start, ..., start + count - 1, [count, dim]: the
+  /// same values and gradients as forward(arange(start, start + count)),
+  /// taken as a slice of the weight, so positions need no index tensor (on a
+  /// device, none is made on the host, copied over and checked).
+  Tensor range(int64_t start, int64_t count) const;
   Tensor weight;
 
  private:

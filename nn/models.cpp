@@ -20,9 +20,7 @@ Tensor token_and_position(const char* who, const Embedding& tok, const Embedding
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, who, ": ids must be int64 [B, T], got ",
             dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   QKV_CHECK(ids.size(1) <= context, who, ": sequence of ", ids.size(1), " tokens exceeds the context of ", context);
-  // Positions are made on the host and go where the ids are (the model's device).
-  Tensor positions = Tensor::arange(static_cast<double>(ids.size(1)), DType::Int64).to(ids.device());
-  return add(tok.forward(ids), pos.forward(positions));
+  return add(tok.forward(ids), pos.range(0, ids.size(1)));
 }
 
 std::shared_ptr<ModuleList<TransformerBlock>> block_stack(int64_t layers, const BlockConfig& block, Generator* gen) {
@@ -71,8 +69,7 @@ Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
   int64_t pos = cache.length, t = ids.size(1);
   QKV_CHECK(pos + t <= config_.context && pos + t <= cache.capacity(), "GPT: generation reached the context of ",
             config_.context, " tokens (", pos, " cached + ", t, " new)");
-  Tensor positions = Tensor::arange(static_cast<double>(pos), static_cast<double>(pos + t), 1, DType::Int64);
-  Tensor x = add(tok_emb->forward(ids), pos_emb->forward(positions.to(ids.device())));
+  Tensor x = add(tok_emb->forward(ids), pos_emb->range(pos, t));
   MhaOptions causal;
   causal.causal = true;
   causal.kind = config_.attention;

@@ -107,6 +107,27 @@ TEST_CASE("Embedding looks rows up for ids of any shape", "[layers]") {
   CHECK_THROWS_WITH(emb(Tensor::ones({2})), Contains("ids must be int64"));
 }
 
+TEST_CASE("Embedding::range gives forward(arange)'s values and gradients, and checks its ids", "[layers]") {
+  Embedding emb(7, 3);
+  emb.to(DType::Float64);
+  Tensor g = Tensor::randn({4, 3}, DType::Float64);
+  Tensor by_index = emb(Tensor::arange(2, 6, 1, DType::Int64));
+  sum(by_index * g).backward();
+  Tensor index_grad = emb.weight.grad().clone();
+  emb.weight.zero_grad();
+  Tensor by_range = emb.range(2, 4);
+  sum(by_range * g).backward();
+  CHECK(by_range.shape() == Shape{4, 3});
+  CHECK(max(abs(by_range - by_index)).item() == 0);
+  CHECK(max(abs(emb.weight.grad() - index_grad)).item() == 0);
+  CHECK(emb.range(7, 0).shape() == Shape{0, 3});
+  GradcheckResult r = check_module(emb, {}, [&] { return emb.range(1, 5); });
+  INFO(r.summary());
+  CHECK(r.ok);
+  CHECK_THROWS_WITH(emb.range(5, 3), Contains("Embedding(7, 3): ids 5 .. 7 out of range [0, 7)"));
+  CHECK_THROWS_WITH(emb.range(-1, 2), Contains("Embedding(7, 3): ids -1 .. 0 out of range [0, 7)"));
+}
+
 TEST_CASE("LayerNorm normalises the last dim like torch (biased variance, eps 1e-5)", "[layers]") {
   LayerNorm ln(4);
   Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, -1, -1, 1, 1}, {2, 4});
