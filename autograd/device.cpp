@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "autograd/device_faults.h"
 #include "autograd/error.h"
 #include "autograd/parallel.h"
 
@@ -181,10 +182,16 @@ DeviceBackend& device_backend(Device device) {
 extern "C" const char* __asan_default_options() { return "protect_shadow_gap=0"; }
 #endif
 
+// The fault slots (autograd/device_faults.h) live in the stand-in's memory:
+// they go when it goes, and a new one starts without any.
 StandInCudaForTests::StandInCudaForTests(DeviceBackend& backend) : previous_(stand_in_cuda()) {
+  forget_device_faults();
   stand_in_cuda() = &backend;
 }
 
-StandInCudaForTests::~StandInCudaForTests() { stand_in_cuda() = previous_; }
+StandInCudaForTests::~StandInCudaForTests() {
+  forget_device_faults();
+  stand_in_cuda() = previous_;
+}
 
 }  // namespace qkv

@@ -6,7 +6,9 @@
 #include <iomanip>
 #include <sstream>
 
+#include "autograd/device_faults.h"
 #include "autograd/engine.h"
+#include "autograd/ops/device_kernels.h"
 
 namespace qkv {
 
@@ -65,7 +67,13 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
-  if (!device.is_cpu()) return full(shape, value, dtype).to(device);
+  if (!device.is_cpu()) {  // a fill kernel: a copy from the host would wait for the device's queued work
+    Tensor t = empty(shape, dtype, device);
+    uint64_t element = 0;
+    write_element(&element, dtype, 0, value);
+    device::fill(t, &element);
+    return t;
+  }
   Tensor t = empty(shape, dtype);
   for (int64_t i = 0, n = t.numel(); i < n; ++i) write_element(t.raw_data(), dtype, i, value);
   return t;
@@ -206,8 +214,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
   if (device().is_cpu()) return read_element(raw_data(), dtype(), i);
   double value[1];  // one element, copied from the device
   std::size_t size = element_size(dtype());
-  device_backend(device()).copy_to_host(value, static_cast<char*>(impl_->storage->data) + i * size, size,
-                                        device().index);
+  read_from_device(device(), value, static_cast<char*>(impl_->storage->data) + i * size, size);
   return read_element(value, dtype(), 0);
 }
 

@@ -3,6 +3,7 @@
 // after their own checks. Outputs come allocated on the inputs' device.
 #pragma once
 
+#include "autograd/device_faults.h"
 #include "autograd/tensor.h"
 
 namespace qkv::nn::device {
@@ -15,11 +16,13 @@ void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& st
                          const Tensor& gw, const Tensor& gb);
 
 /// Per row r of logits [rows, C]: lse[r] (float64) and loss = scale·Σ_r (lse[r] - x[r, t[r]])
-/// over rows whose target is not ignore_index, summed in row order into the 0-d loss.
-void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double scale, const Tensor& lse,
-                   const Tensor& loss);
-/// gx = g·scale·(softmax(x) - onehot(t)) on kept rows, 0 on ignored ones; g is the 0-d upstream gradient.
-void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double scale,
+/// over rows whose target is not ignore_index, into the 0-d loss; scale (float64 [1]) is
+/// 1/(rows counted) for the mean (0 for none), else 1. A target that is neither
+/// ignore_index nor a class is reported to `fault`, and its row is not counted.
+void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, bool mean,
+                   const FaultReport& fault, const Tensor& lse, const Tensor& scale, const Tensor& loss);
+/// gx = g·scale·(softmax(x) - onehot(t)) on counted rows, 0 on others; g is the 0-d upstream gradient.
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& scale,
                             const Tensor& lse, const Tensor& g, const Tensor& gx);
 
 }  // namespace qkv::nn::device

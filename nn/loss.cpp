@@ -19,11 +19,15 @@ namespace qkv::nn {
 QKV_DECLARE_OP(cross_entropy);
 
 namespace {
-// cross_entropy on a device (nn/loss.cu), targets already checked.
-Tensor device_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double scale) {
+// cross_entropy on a device (nn/loss.cu): the kernels check the targets and
+// count the rows, so nothing is copied back (a copy waits for the device).
+Tensor device_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, bool mean) {
   Tensor lse = Tensor::empty({targets.numel()}, DType::Float64, logits.device());
+  Tensor scale = Tensor::empty({1}, DType::Float64, logits.device());
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
-  device::cross_entropy(logits, targets, ignore_index, scale, lse, loss);
+  FaultReport fault =
+      expect_valid(logits.device(), "cross_entropy: target ", cat(" out of range for ", logits.size(-1), " classes"));
+  device::cross_entropy(logits, targets, ignore_index, mean, fault, lse, scale, loss);
   if (needs_grad({logits}))
     record("cross_entropy", loss, {logits},
            [x = logits.detach(), targets = targets.to(DType::Int64), lse, ignore_index,
@@ -45,8 +49,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   QKV_CHECK(targets.shape() == rows_shape, "cross_entropy: targets ", shape_str(targets.shape()),
             " do not match logits ", shape_str(logits.shape()), " (expected ", shape_str(rows_shape), ")");
   int64_t C = logits.size(-1), rows = targets.numel();
-  Tensor host_targets = targets.to(Device::cpu());  // checked on the host
-  const int64_t* t = host_targets.data<int64_t>();
+  if (!logits.device().is_cpu())
+    return device_cross_entropy(logits, targets, ignore_index, reduction == Reduction::Mean);
+  const int64_t* t = targets.data<int64_t>();
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (t[r] == ignore_index) continue;
@@ -55,7 +60,6 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     ++count;
   }
   double scale = reduction == Reduction::Mean ? (count ? 1.0 / count : 0.0) : 1.0;
-  if (!logits.device().is_cpu()) return device_cross_entropy(logits, targets, ignore_index, scale);
   auto lse = std::make_shared<std::vector<double>>(rows);
   double total = 0;
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto zero) {

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -261,6 +262,74 @@ inline void many_parameters_match_cpu(const std::vector<Device>& devices) {
     }
     for (size_t i = 0; i < p_cpu.size(); ++i) expect_close("p" + std::to_string(i), p_dev[i], p_cpu[i], tol);
   }
+}
+
+/// index_select's backward groups its indices on the device: 700 indices
+/// (three blocks of positions) into 300 rows of dim 1 of [2, 300, 3] (the
+/// starts take two rows a thread), a third of them row 7, some rows never.
+/// The gradient must be the CPU's to the bit, which holds only if each row's
+/// repeats are added in index order.
+inline void index_select_backward_matches_cpu(Device d) {
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    INFO(dtype_name(dtype));
+    Generator gen(7);
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < 700; ++i) idx.push_back(i % 3 == 0 ? 7 : static_cast<int64_t>(gen.below(280)));
+    Tensor index = Tensor::from_vector(idx, {700});
+    Tensor x = Tensor::randn({2, 300, 3}, dtype, &gen), g = Tensor::randn({2, 700, 3}, dtype, &gen);
+    Tensor x_cpu = x.clone().requires_grad_(), x_dev = x.to(d).requires_grad_();
+    index_select(x_cpu, 1, index).backward(g);
+    Tensor out = index_select(x_dev, 1, index.to(d));
+    CHECK(out.to_vector() == index_select(x, 1, index).to_vector());
+    out.backward(g.to(d));
+    REQUIRE(x_dev.grad().device() == d);
+    CHECK(x_dev.grad().to_vector() == x_cpu.grad().to_vector());
+  }
+}
+
+/// A bad index on a device is found by the kernel, and raised as the op's
+/// one-line error at the next read from that device (autograd/device_faults.h):
+/// the first one since the last read, once; the device goes on. `other`
+/// (a second device, if defined) keeps its own faults.
+inline void bad_indices_raise_at_the_next_read(Device d, const std::optional<Device>& other) {
+  using Catch::Matchers::Contains;
+  auto ids = [d](std::vector<int64_t> v) { return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}).to(d); };
+  const std::string where = " (found on " + d.str() + " by a kernel)";
+  Tensor x = Tensor::from_vector<double>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {5, 3}).to(d);
+  Tensor out = index_select(x, 0, ids({1, 5, 2}));  // nothing read yet: no error
+  CHECK_THROWS_WITH(out.to(Device::cpu()), Contains("index_select: index 5 out of range for dim 0 of [5, 3]" + where));
+  CHECK(out.to_vector() == std::vector<double>{3, 4, 5, 0, 0, 0, 6, 7, 8});  // once; the bad row reads zeros
+  CHECK(index_select(x, 0, ids({4, 0})).to_vector() == std::vector<double>{12, 13, 14, 0, 1, 2});
+
+  Tensor gathered = gather(x, 1, Tensor::from_vector<int64_t>({0, 3}, {1, 2}).to(d));
+  Tensor second = index_select(x, 0, ids({-1}));
+  CHECK_THROWS_WITH(second.to_vector(), Contains("gather: index 3 out of range for dim 1 of [5, 3]"));  // the first
+  CHECK(second.at({0, 0}) == 0);
+
+  nn::Embedding emb(5, 3);
+  emb.to(d);
+  CHECK_THROWS_WITH(emb(Tensor::from_vector<int64_t>({2, 6}, {1, 2}).to(d)).to_vector(),
+                    Contains("index_select: index 6 out of range for dim 0 of [5, 3]"));
+
+  Tensor logits = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2});
+  Tensor loss = nn::cross_entropy(logits.to(d), ids({1, -100, 2, 0}));
+  CHECK_THROWS_WITH(loss.item(), Contains("cross_entropy: target 2 out of range for 2 classes" + where));
+  Tensor kept = nn::cross_entropy(logits.to(d), ids({1, -100, 1, 0}));  // the mean over the 3 rows that count
+  CHECK(std::abs(kept.item() - nn::cross_entropy(logits, Tensor::from_vector<int64_t>({1, -100, 1, 0})).item()) <
+        1e-15);
+  CHECK(nn::cross_entropy(logits.to(d), ids({-100, -100, -100, -100})).item() == 0);  // none count: 0, as on the CPU
+
+  if (other) {
+    Tensor far = index_select(x.to(*other), 0, ids({8}).to(*other));
+    CHECK(x.to_vector().size() == 15);  // a read from d raises nothing of the other's
+    CHECK_THROWS_WITH(far.to_vector(), Contains("index 8 out of range"));
+  }
+
+  // At most 1024 checks wait for a read: the next launch reads the slot itself.
+  Tensor bad = index_select(x, 0, ids({9}));
+  for (int i = 0; i < 1023; ++i) index_select(x, 0, ids({1}));
+  CHECK_THROWS_WITH(index_select(x, 0, ids({1})), Contains("index_select: index 9 out of range"));
+  CHECK(bad.to_vector().size() == 3);
 }
 
 /// One model kind on a batch: its loss, for the CPU and the device to compare.

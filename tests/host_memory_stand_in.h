@@ -16,7 +16,8 @@
 namespace qkv {
 
 // Two "CUDA devices" in host memory; counts what it holds so a test can see
-// every block given back.
+// every block given back, and the copies each way so a test can see where a
+// GPU would wait.
 class HostMemoryStandIn final : public DeviceBackend {
  public:
   int count() override { return 2; }
@@ -35,8 +36,14 @@ class HostMemoryStandIn final : public DeviceBackend {
     --blocks;
     std::free(p);
   }
-  void copy_from_host(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
-  void copy_to_host(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
+  void copy_from_host(void* d, const void* s, std::size_t n, int) override {
+    ++from_host;
+    std::memcpy(d, s, n);
+  }
+  void copy_to_host(void* d, const void* s, std::size_t n, int) override {
+    ++to_host;  // on a GPU: a wait for everything queued
+    std::memcpy(d, s, n);
+  }
   void copy_within(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
   void fill_zero(void* p, std::size_t n, int) override { std::memset(p, 0, n); }
   void synchronize(int) override {}
@@ -45,6 +52,7 @@ class HostMemoryStandIn final : public DeviceBackend {
   std::string describe(int) override { return "host memory standing in for a GPU"; }
   std::size_t in_use = 0, peak = 0;
   int blocks = 0;
+  int64_t from_host = 0, to_host = 0;  // copies each way
 };
 
 }  // namespace qkv

@@ -210,6 +210,54 @@ TEST_CASE("tiled attention on the stand-in device: the CPU's values and gradient
   device_checks::attention_matches_cpu(Device::cuda(0), true);
 }
 
+TEST_CASE("index_select's backward groups its indices on the device and adds them as the CPU does", "[device][shape]") {
+  SKIP_IN_CUDA_BUILDS();
+  HostMemoryStandIn stand_in;
+  StandInCudaForTests guard(stand_in);
+  device_checks::index_select_backward_matches_cpu(Device::cuda(0));
+  kernel::host_threads_reversed_for_tests = true;  // the blocks' tiles: no phase reads what another thread writes
+  device_checks::index_select_backward_matches_cpu(Device::cuda(0));
+  kernel::host_threads_reversed_for_tests = false;
+}
+
+TEST_CASE("a bad index on a device is raised at the next read from it, once, naming its op", "[device]") {
+  SKIP_IN_CUDA_BUILDS();
+  HostMemoryStandIn stand_in;
+  StandInCudaForTests guard(stand_in);
+  device_checks::bad_indices_raise_at_the_next_read(Device::cuda(0), Device::cuda(1));
+}
+
+// Each copy to the host waits, on a GPU, for all the work queued before it,
+// and so does cudaMemcpy from pageable memory (the CUDA backend stages small
+// copies through pinned memory instead). A training step needs only its
+// batch copied over and its gradient norm and loss read back: positions are
+// a slice of their table, the seed gradient a fill, and indices and targets
+// are checked by the kernels (autograd/device_faults.h).
+TEST_CASE("a GPT training step on a device copies only its batch over and reads only the norm and the loss",
+          "[device][models]") {
+  SKIP_IN_CUDA_BUILDS();
+  HostMemoryStandIn stand_in;
+  StandInCudaForTests guard(stand_in);
+  const Device d = Device::cuda(0);
+  nn::GPT gpt({.vocab = 11, .context = 8, .width = 16, .heads = 2, .layers = 2});
+  gpt.to(d);
+  optim::AdamW opt(gpt.named_parameters(), {.lr = 1e-3});
+  for (int step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    const int64_t from_host = stand_in.from_host, to_host = stand_in.to_host;
+    Tensor ids = Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 2}, {2, 6}).to(d);
+    Tensor targets = Tensor::from_vector<int64_t>({2, 3, 4, 5, 6, -100, 8, 9, 10, 1, 2, 3}, {2, 6}).to(d);
+    opt.zero_grad();
+    Tensor loss = nn::cross_entropy(gpt.forward(ids), targets);
+    loss.backward();
+    optim::clip_grad_norm(gpt.named_parameters(), 1.0);
+    opt.step();
+    CHECK(std::isfinite(loss.item()));
+    CHECK(stand_in.from_host - from_host == 2);  // ids and targets
+    CHECK(stand_in.to_host - to_host == 3);  // the norm's block sums, then the fault slot (checks pending), the loss
+  }
+}
+
 TEST_CASE("optimizers and clip_grad_norm step a device's parameters as they step the CPU's", "[device][optim]") {
   SKIP_IN_CUDA_BUILDS();
   HostMemoryStandIn stand_in;

@@ -22,25 +22,23 @@ Tensor unary(math::Unary kind, double s, const Tensor& x);
 Tensor unary_backward(math::Unary kind, double s, const Tensor& x, const Tensor& y, const Tensor& g);
 
 // ---- shape.cu: outputs come allocated on the inputs' device ----
+/// Every element of out = *element (its bits: any dtype).
+void fill(const Tensor& out, const void* element);
 /// out[i] = src[Σ index_d·strides_d] over out's dims (any dtype).
 void strided_copy(const Tensor& src, const Tensor& out, const std::vector<int64_t>& strides);
 /// dst[o, dst_start + j, :] = src[o, src_start + j, :] for j < len (any dtype).
 void copy_rows(const Tensor& src, int64_t src_mid, int64_t src_start, const Tensor& dst, int64_t dst_mid,
                int64_t dst_start, int64_t outer, int64_t len, int64_t inner);
-/// out[o, j, :] = x[o, index[j], :], and its backward gx[o, index[j], :] += g[o, j, :].
-void index_select(const Tensor& x, const Tensor& index, const Tensor& out, int64_t outer, int64_t mid, int64_t inner);
-/// The indices of an index_select grouped by value, on the device: rows[k]
-/// is the k-th distinct index (ascending), and order[starts[k] ..
-/// starts[k + 1]) the positions j that hold it, in order.
-struct IndexRuns {
-  const int64_t* rows;
-  const int64_t* starts;
-  const int64_t* order;
-  int64_t distinct, n;
-};
-void index_add(const Tensor& g, const IndexRuns& runs, const Tensor& gx, int64_t outer, int64_t mid, int64_t inner);
-/// out[p] = x[p with dim d's coordinate index[p]], and its backward (adds).
-void gather(const Tensor& x, int64_t d, const Tensor& index, const Tensor& out);
+/// out[o, j, :] = x[o, index[j], :] (an index out of range: reported to
+/// `fault`, zeros), and its backward gx[o, r, :] = Σ g[o, j, :] over the j
+/// with index[j] = r, in order (gx written whole).
+void index_select(const Tensor& x, const Tensor& index, const Tensor& out, int64_t outer, int64_t mid, int64_t inner,
+                  const FaultReport& fault);
+void index_select_backward(const Tensor& g, const Tensor& index, const Tensor& gx, int64_t outer, int64_t mid,
+                           int64_t inner);
+/// out[p] = x[p with dim d's coordinate index[p]] (out of range: reported,
+/// zero), and its backward (adds onto a zeroed gx).
+void gather(const Tensor& x, int64_t d, const Tensor& index, const Tensor& out, const FaultReport& fault);
 void scatter_add(const Tensor& g, int64_t d, const Tensor& index, const Tensor& gx);
 /// out = mask ? value : x and out = condition ? a : b, broadcast to out's shape.
 void masked_fill(const Tensor& x, const Tensor& mask, double value, const Tensor& out);

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "autograd/device_faults.h"
 #include "autograd/error.h"
 #include "autograd/ops/strided_loop.h"
 #include "autograd/tensor.h"
@@ -45,6 +46,20 @@ template <class Body> void launch(const char* name, Device device, int64_t n, co
   (void)name;
   (void)device;
   for (int64_t i = 0; i < n; ++i) body(i);
+#endif
+}
+
+/// Records `value` as the failure of report's check, unless a failure is
+/// recorded already: the host raises it at its next read from the device
+/// (autograd/device_faults.h). The kernel goes on without the bad index.
+QKV_HD inline void report_fault(const FaultReport& report, int64_t value) {
+#if defined(__CUDA_ARCH__)
+  auto* check = reinterpret_cast<unsigned long long*>(&report.slot->check);
+  if (atomicCAS(check, 0ull, static_cast<unsigned long long>(report.check)) == 0ull) report.slot->value = value;
+#else
+  if (report.slot->check != 0) return;
+  report.slot->check = report.check;
+  report.slot->value = value;
 #endif
 }
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 
 #include "autograd/engine.h"
 #include "autograd/ops/device_kernels.h"
@@ -288,62 +287,44 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   QKV_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got ", shape_str(index.shape()));
   int64_t d = normalize_dim("index_select", dim, x.dim());
   Split s = split_at(x.shape(), d);
-  Tensor host_index = index.to(Device::cpu());  // a device's indices are checked on the host
-  const int64_t* idx = host_index.data<int64_t>();
   int64_t n = index.numel();
-  for (int64_t j = 0; j < n; ++j)
-    QKV_CHECK(idx[j] >= 0 && idx[j] < s.mid, "index_select: index ", idx[j], " out of range for dim ", dim, " of ",
-              shape_str(x.shape()));
   Shape shape = x.shape();
   shape[d] = n;
   if (index.dim() == 0) shape.erase(shape.begin() + d);  // a 0-d index drops the dim, as in torch
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
-  if (!x.device().is_cpu()) {
-    device::index_select(x, index, out, s.outer, s.mid, s.inner);
+  const std::string suffix = cat(" out of range for dim ", dim, " of ", shape_str(x.shape()));
+  if (!x.device().is_cpu()) {  // checked by the kernel, raised at the next read (autograd/device_faults.h)
+    device::index_select(x, index, out, s.outer, s.mid, s.inner,
+                         expect_valid(x.device(), "index_select: index ", suffix));
   } else {
+    const int64_t* idx = index.data<int64_t>();
+    for (int64_t j = 0; j < n; ++j)
+      if (idx[j] < 0 || idx[j] >= s.mid) throw Error(cat("index_select: index ", idx[j], suffix));
     index_select_rows(x, idx, n, out, s);
   }
-  // A device's backward sums each row's repeats with one thread per element
-  // of gx, from the indices grouped by value: grouped here, where they are
-  // on the host already, and copied over while the device waits anyway.
-  Tensor runs;  // int64 [distinct + (distinct + 1) + n]: rows, starts, order
-  if (!x.device().is_cpu() && needs_grad({x})) {
-    std::vector<int64_t> order(n), grouped;
-    std::iota(order.begin(), order.end(), int64_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return idx[a] < idx[b]; });
-    std::vector<int64_t> starts;
-    for (int64_t p = 0; p < n; ++p)
-      if (p == 0 || idx[order[p]] != idx[order[p - 1]]) grouped.push_back(idx[order[p]]), starts.push_back(p);
-    starts.push_back(n);
-    grouped.insert(grouped.end(), starts.begin(), starts.end());
-    grouped.insert(grouped.end(), order.begin(), order.end());
-    runs = Tensor::from_vector(grouped, {static_cast<int64_t>(grouped.size())}).to(x.device());
-  }
   if (needs_grad({x}))
-    record(
-        "index_select", out, {x},
-        [s, index = index.to(DType::Int64), runs, n, xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
-          Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
-          if (!g.device().is_cpu()) {
-            const int64_t distinct = (runs.numel() - n - 1) / 2;
-            const int64_t* at = runs.device_data<int64_t>();
-            device::index_add(g, {at, at + distinct, at + 2 * distinct + 1, distinct, n}, gx, s.outer, s.mid, s.inner);
-            return {gx};
-          }
-          dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
-            using T = decltype(zero);
-            const int64_t* idx = index.data<int64_t>();
-            const T* pg = g.data<T>();
-            T* pgx = gx.data<T>();
-            for (int64_t o = 0; o < s.outer; ++o)
-              for (int64_t j = 0; j < n; ++j) {
-                T* dst = pgx + (o * s.mid + idx[j]) * s.inner;
-                const T* src = pg + (o * n + j) * s.inner;
-                for (int64_t i = 0; i < s.inner; ++i) dst[i] += src[i];
-              }
-          });
-          return {gx};
-        });
+    record("index_select", out, {x},
+           [s, index = index.to(DType::Int64), n, xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
+             if (!g.device().is_cpu()) {  // every element of gx written: no zeros first
+               Tensor gx = Tensor::empty(xs, g.dtype(), g.device());
+               device::index_select_backward(g, index, gx, s.outer, s.mid, s.inner);
+               return {gx};
+             }
+             Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
+             dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
+               using T = decltype(zero);
+               const int64_t* idx = index.data<int64_t>();
+               const T* pg = g.data<T>();
+               T* pgx = gx.data<T>();
+               for (int64_t o = 0; o < s.outer; ++o)
+                 for (int64_t j = 0; j < n; ++j) {
+                   T* dst = pgx + (o * s.mid + idx[j]) * s.inner;
+                   const T* src = pg + (o * n + j) * s.inner;
+                   for (int64_t i = 0; i < s.inner; ++i) dst[i] += src[i];
+                 }
+             });
+             return {gx};
+           });
   return out;
 }
 
@@ -372,21 +353,21 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   for (int64_t i = 0; fits && i < x.dim(); ++i) fits = i == d || index.shape()[i] <= x.shape()[i];
   QKV_CHECK(fits, "gather: index ", shape_str(index.shape()), " does not fit x ", shape_str(x.shape()), " along dim ",
             dim);
-  Tensor host_index = index.to(Device::cpu());
-  const int64_t* idx = host_index.data<int64_t>();
-  for (int64_t i = 0, n = index.numel(); i < n; ++i)
-    QKV_CHECK(idx[i] >= 0 && idx[i] < x.shape()[d], "gather: index ", idx[i], " out of range for dim ", dim, " of ",
-              shape_str(x.shape()));
+  const std::string suffix = cat(" out of range for dim ", dim, " of ", shape_str(x.shape()));
   Tensor out = Tensor::empty(index.shape(), x.dtype(), x.device());
-  if (!x.device().is_cpu())
-    device::gather(x, d, index, out);
-  else
+  if (!x.device().is_cpu()) {  // checked by the kernel, raised at the next read (autograd/device_faults.h)
+    device::gather(x, d, index, out, expect_valid(x.device(), "gather: index ", suffix));
+  } else {
+    const int64_t* idx = index.data<int64_t>();
+    for (int64_t i = 0, n = index.numel(); i < n; ++i)
+      if (idx[i] < 0 || idx[i] >= x.shape()[d]) throw Error(cat("gather: index ", idx[i], suffix));
     detail::dispatch_bytes(element_size(x.dtype()), [&](auto zero) {
       using U = decltype(zero);
       const U* px = static_cast<const U*>(x.raw_data());
       U* po = static_cast<U*>(out.raw_data());
       for_each_gathered(x, d, index, [&](int64_t o, int64_t src) { po[o] = px[src]; });
     });
+  }
   if (needs_grad({x}))
     // index.to() is a private copy: the caller may reuse its index buffer before backward.
     record("gather", out, {x},

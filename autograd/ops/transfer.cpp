@@ -1,4 +1,5 @@
 // Moving a tensor between devices: the copy, and its backward (the copy back).
+#include "autograd/device_faults.h"
 #include "autograd/engine.h"
 
 namespace qkv {
@@ -16,7 +17,7 @@ Tensor Tensor::to(Device target) const {
   if (device().is_cpu())
     device_backend(target).copy_from_host(copy, source, bytes, target.index);
   else
-    device_backend(device()).copy_to_host(copy, source, bytes, device().index);
+    read_from_device(device(), copy, source, bytes);  // and raises what its kernels found
   if (needs_grad({*this})) {
     Device from = device();
     record("to_device", out, {*this}, [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });

@@ -28,6 +28,25 @@ TEST_CASE("fused attention's tiled kernels on the GPU: the CPU's values and grad
   device_checks::attention_matches_cpu(kGpu, false);
 }
 
+TEST_CASE("index_select's backward groups its indices on the GPU and adds them as the CPU does", "[cuda][shape]") {
+  device_checks::index_select_backward_matches_cpu(kGpu);
+}
+
+TEST_CASE("a bad index on the GPU is raised at the next read from it, once, naming its op", "[cuda]") {
+  device_checks::bad_indices_raise_at_the_next_read(
+      kGpu, cuda_device_count() > 1 ? std::optional<Device>(Device::cuda(1)) : std::nullopt);
+}
+
+TEST_CASE("small copies to the GPU go through pinned slots and arrive whole and in order, past the slots' count",
+          "[cuda][memory]") {
+  Tensor total = Tensor::zeros({1000}, DType::Float64, kGpu);
+  for (int i = 0; i < 20; ++i)  // each host tensor is freed (and its block reused) as soon as to() returns
+    total = add(total, Tensor::full({1000}, i, DType::Float64).to(kGpu));
+  CHECK(total.to_vector() == std::vector<double>(1000, 190));
+  Tensor big = Tensor::full({int64_t{5} << 18}, 2.0, DType::Float32).to(kGpu);  // 5 MiB: more than a slot
+  CHECK(sum(big).item() == 2.0 * (5 << 18));
+}
+
 TEST_CASE("every model kind's loss and gradients on the GPU equal the CPU's, and a cache generates there",
           "[cuda][models]") {
   device_checks::models_match_cpu(kGpu);
