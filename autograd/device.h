@@ -48,7 +48,10 @@ class DeviceBackend {
   /// At least `bytes` (0 allowed) of memory on device `index`, 64-byte aligned.
   virtual void* allocate(std::size_t bytes, int index) = 0;
   virtual void release(void* data, std::size_t bytes, int index) = 0;
-  /// Copies within one device, or between it and host memory.
+  /// Copies within one device, or between it and host memory. A copy from
+  /// the host returns once host_src may be reused: the copy may still be
+  /// queued behind the device's work, before the kernels queued after it.
+  /// A copy to the host waits for all the device's queued work.
   virtual void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes, int index) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes, int index) = 0;
   virtual void copy_within(void* dst, const void* src, std::size_t bytes, int index) = 0;

@@ -1,5 +1,6 @@
 // The CUDA backend's memory: a caching allocator over plain cudaMalloc (never
-// managed memory), copies on the device's one stream, and the figures
+// managed memory), copies on the device's one stream (small ones from the
+// host staged through pinned memory, so they do not wait), and the figures
 // `qkv bench --device cuda` prints.
 #include "autograd/cuda/backend.h"
 
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -121,6 +123,7 @@ class CudaBackend final : public DeviceBackend {
   void copy_from_host(void* dst, const void* src, std::size_t bytes, int index) override {
     if (!bytes) return;
     DeviceGuard on(index);
+    if (bytes <= kStagingSlot) return stage(dst, src, bytes, index);
     check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to the device");
   }
   void copy_to_host(void* dst, const void* src, std::size_t bytes, int index) override {
@@ -165,6 +168,40 @@ class CudaBackend final : public DeviceBackend {
     std::size_t in_use = 0, peak = 0, cached = 0;
   };
 
+  // cudaMemcpy from pageable host memory waits for all the work queued on
+  // the device first: a batch's ids copied over each step would stop the
+  // host there. So a copy of up to kStagingSlot bytes goes through one of
+  // kStagingSlots slots of pinned memory, taken in turn: memcpy into the
+  // slot, an asynchronous copy from it queued after the work before it, an
+  // event recorded after that; a slot is written again only once its last
+  // copy's event has passed (long since, kStagingSlots copies later).
+  static constexpr std::size_t kStagingSlot = std::size_t{4} << 20;
+  static constexpr int kStagingSlots = 8;
+  struct Staging {
+    char* pinned = nullptr;
+    cudaEvent_t done[kStagingSlots] = {};
+    int next = 0;
+  };
+
+  void stage(void* dst, const void* src, std::size_t bytes, int index) {
+    std::lock_guard<std::mutex> lock(staging_mutex_);
+    if (static_cast<int>(staging_.size()) <= index) staging_.resize(index + 1);
+    Staging& s = staging_[index];
+    if (!s.pinned) {
+      void* p = nullptr;
+      check(cudaHostAlloc(&p, kStagingSlot * kStagingSlots, cudaHostAllocDefault), "cudaHostAlloc");
+      for (cudaEvent_t& e : s.done) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+      s.pinned = static_cast<char*>(p);
+    }
+    const int slot = s.next;
+    s.next = (slot + 1) % kStagingSlots;
+    check(cudaEventSynchronize(s.done[slot]), "copy to the device");  // the slot's last copy has been read
+    char* buffer = s.pinned + slot * kStagingSlot;
+    std::memcpy(buffer, src, bytes);
+    check(cudaMemcpyAsync(dst, buffer, bytes, cudaMemcpyHostToDevice, 0), "copy to the device");
+    check(cudaEventRecord(s.done[slot], 0), "copy to the device");
+  }
+
   static constexpr std::size_t kMaxCached = std::size_t{4} << 30;  // freed bytes kept per device, at most
 
   // 512-byte steps below 1 MiB, 2 MiB steps above: few distinct sizes, little waste.
@@ -186,6 +223,8 @@ class CudaBackend final : public DeviceBackend {
     const char* v = std::getenv("QKV_CUDA_NO_CACHE");
     return v && *v && std::string(v) != "0";
   }();
+  std::mutex staging_mutex_;
+  std::vector<Staging> staging_;  // by device; never freed, like the handles (see the_backend())
   std::once_flag counted_;
   int count_ = 0;
   std::string count_error_;
