@@ -85,11 +85,14 @@ case "$mode" in
     step "the rest of the suite in the CUDA build"
     ctest --test-dir build/gpu -LE cuda -E cli_graph -j "$(nproc)" --timeout 120 --output-on-failure 2>&1 |
       grep -vE '^ +Start |Passed +[0-9.]+ sec$' || failed=1
-    # racecheck looks at shared memory, which only tiled kernels use; the models' test runs every kernel.
-    sanitize racecheck 60 models
+    # racecheck looks at shared memory, which only block kernels use: attention's tiles, the shape
+    # kernels' (index_select's backward), and the models' test runs every kernel.
+    for part in attention:60 shape:30 models:60; do sanitize racecheck "${part#*:}" "${part%:*}"; done
     ;;
   sanitize)
-    for part in memory:30 matmul:40 optim:40 models:100 registry:250; do sanitize memcheck "${part#*:}" "${part%:*}"; done
+    for part in memory:30 matmul:40 optim:40 attention:60 shape:20 faults:20 models:100 registry:250; do
+      sanitize memcheck "${part#*:}" "${part%:*}"
+    done
     ;;
   bench)
     "$qkv" bench --config tiny --device cuda --steps 3 --warmup 1 | sed 's/^/  /'

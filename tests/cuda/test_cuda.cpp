@@ -32,7 +32,7 @@ TEST_CASE("index_select's backward groups its indices on the GPU and adds them a
   device_checks::index_select_backward_matches_cpu(kGpu);
 }
 
-TEST_CASE("a bad index on the GPU is raised at the next read from it, once, naming its op", "[cuda]") {
+TEST_CASE("a bad index on the GPU is raised at the next read from it, once, naming its op", "[cuda][faults]") {
   device_checks::bad_indices_raise_at_the_next_read(
       kGpu, cuda_device_count() > 1 ? std::optional<Device>(Device::cuda(1)) : std::nullopt);
 }
