@@ -211,13 +211,17 @@ template <int N> struct StridedIndex {
   int64_t size[kMaxDims] = {};
   int64_t stride[N][kMaxDims] = {};
 
+  /// i < the product of the sizes: what is left of i at dim 0 is its index
+  /// there, so a contiguous walk (one merged dim) divides nothing (a 64-bit
+  /// division is a long instruction sequence on a GPU).
   QKV_HD void offsets(int64_t i, int64_t (&off)[N]) const {
     for (int k = 0; k < N; ++k) off[k] = 0;
-    for (int d = dims - 1; d >= 0; --d) {
+    for (int d = dims - 1; d > 0; --d) {
       int64_t j = i % size[d];
       i /= size[d];
       for (int k = 0; k < N; ++k) off[k] += j * stride[k][d];
     }
+    for (int k = 0; k < N; ++k) off[k] += i * stride[k][0];
   }
 };
 
