@@ -15,7 +15,7 @@ namespace {
 // A device's slot, and the checks launched on it since its last read: a
 // failure's number is its check's place in that list, plus 1.
 struct Faults {
-  Tensor slot;  // int64 [2]: DeviceFault
+  Tensor slot;  // int64 [3]: DeviceFault
   std::vector<std::pair<std::string, std::string>> checks;
 };
 
@@ -44,7 +44,7 @@ FaultReport expect_valid(Device device, std::string prefix, std::string suffix) 
     lock.lock();
   }
   Faults& faults = all_faults()[device.index];
-  if (!faults.slot.defined()) faults.slot = Tensor::zeros({2}, DType::Int64, device);
+  if (!faults.slot.defined()) faults.slot = Tensor::zeros({3}, DType::Int64, device);
   faults.checks.emplace_back(std::move(prefix), std::move(suffix));
   return {static_cast<DeviceFault*>(faults.slot.device_raw_data()), static_cast<int64_t>(faults.checks.size())};
 }
@@ -56,7 +56,7 @@ void raise_device_faults(Device device) {
   if (it == all_faults().end() || it->second.checks.empty()) return;
   Faults& faults = it->second;
   DeviceBackend& backend = device_backend(device);
-  DeviceFault fault{0, 0};
+  DeviceFault fault{0, 0, -1};
   backend.copy_to_host(&fault, faults.slot.device_raw_data(), sizeof fault, device.index);
   std::vector<std::pair<std::string, std::string>> checks = std::move(faults.checks);
   faults.checks.clear();
@@ -66,7 +66,8 @@ void raise_device_faults(Device device) {
   QKV_CHECK(fault.check >= 1 && fault.check <= static_cast<int64_t>(checks.size()), "device ", device.str(),
             ": a kernel reported check ", fault.check, " of ", checks.size(), " (its fault slot was overwritten)");
   const auto& [prefix, suffix] = checks[fault.check - 1];
-  throw Error(cat(prefix, fault.value, suffix, " (found on ", device.str(), " by a kernel)"));
+  const std::string at = fault.at >= 0 ? cat(" at position ", fault.at) : "";
+  throw Error(cat(prefix, fault.value, at, suffix, " (found on ", device.str(), " by a kernel)"));
 }
 
 void read_from_device(Device device, void* host_dst, const void* device_src, std::size_t bytes) {

@@ -2,11 +2,15 @@
 // check on the host would copy the indices back, which waits for everything
 // queued on the device: three or four waits a training step. So a kernel
 // that meets an index out of range records it in its device's fault slot
-// (the first one wins), reads and writes nothing out of bounds, and goes on;
-// the host raises it as the op's one-line error at its next read from that
-// device (Tensor::to(Device::cpu()), item, at, to_vector), when every kernel
-// queued before the read has run. CUDA reports a kernel's assert the same
-// way, late, but there the process cannot go on; here it can.
+// (the first kernel's wins; within a kernel on a GPU, whichever thread is
+// first), reads and writes nothing out of bounds, and goes on; the host
+// raises it as the op's one-line error at its next read from that device
+// (Tensor::to(Device::cpu()), item, at, to_vector), when every kernel queued
+// before the read has run. CUDA reports a kernel's assert the same way,
+// late, but there the process cannot go on; here it can. One host thread
+// drives a device, as everywhere in the library: a check registered by one
+// thread while another reads could be forgotten (the mutex keeps the
+// registry itself whole).
 #pragma once
 
 #include <cstdint>
@@ -16,10 +20,12 @@
 
 namespace qkv {
 
-/// A device's fault slot: 0, or 1 + which check failed and its bad value.
+/// A device's fault slot: 0, or 1 + which check failed, its bad value and
+/// where it was (a position, or -1).
 struct DeviceFault {
   int64_t check;
   int64_t value;
+  int64_t at;
 };
 
 /// What a kernel needs to report a failed check: where, and which check.
@@ -29,8 +35,9 @@ struct FaultReport {
 };
 
 /// Registers a check that kernels about to be launched on `device` make:
-/// when one fails, the next read raises `prefix` + the bad value + `suffix`
-/// (the message the host's own check gives) + where it was found. After 1024
+/// when one fails, the next read raises `prefix` + the bad value (+ " at
+/// position " + where, if the kernel gave one) + `suffix`, the message the
+/// host's own check gives, + the device that found it. After 1024
 /// checks with no read in between, it reads the slot itself (bounded memory).
 FaultReport expect_valid(Device device, std::string prefix, std::string suffix);
 

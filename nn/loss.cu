@@ -60,7 +60,7 @@ template <class T> struct LogSumExpRows {
       if (r >= rows || pos.lane(u) != 0) return;
       row_loss[2 * r] = row_loss[2 * r + 1] = 0;
       if (!counted(t, r, ignore_index, C)) {
-        if (t[r] != ignore_index) kernel::report_fault(fault, t[r]);
+        if (t[r] != ignore_index) kernel::report_fault(fault, t[r], r);
         return;
       }
       lse[r] = sh.m[u] + std::log(sh.s[u]);

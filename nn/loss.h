@@ -13,7 +13,9 @@ enum class Reduction { Mean, Sum };
 /// logits' shape without its last dim), fused with log_softmax for
 /// stability. Targets equal to ignore_index count neither in the loss nor in
 /// the mean's denominator. With Mean and every target ignored the loss is 0
-/// with zero gradient (PyTorch gives NaN).
+/// with zero gradient (PyTorch gives NaN). A target that is neither a class
+/// nor ignore_index is a one-line error: at once on the CPU; on a device, at
+/// the next read from it (autograd/device_faults.h).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                      Reduction reduction = Reduction::Mean);
 

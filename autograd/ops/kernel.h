@@ -49,18 +49,20 @@ template <class Body> void launch(const char* name, Device device, int64_t n, co
 #endif
 }
 
-/// Records `value` as the failure of report's check, unless a failure is
-/// recorded already: the host raises it at its next read from the device
-/// (autograd/device_faults.h). The kernel goes on without the bad index.
-QKV_HD inline void report_fault(const FaultReport& report, int64_t value) {
+/// Records `value` (found at position `at`, or -1) as the failure of
+/// report's check, unless a failure is recorded already: the host raises it
+/// at its next read from the device (autograd/device_faults.h). The kernel
+/// goes on without the bad index.
+QKV_HD inline void report_fault(const FaultReport& report, int64_t value, int64_t at = -1) {
 #if defined(__CUDA_ARCH__)
   auto* check = reinterpret_cast<unsigned long long*>(&report.slot->check);
-  if (atomicCAS(check, 0ull, static_cast<unsigned long long>(report.check)) == 0ull) report.slot->value = value;
+  if (atomicCAS(check, 0ull, static_cast<unsigned long long>(report.check)) != 0ull) return;
 #else
   if (report.slot->check != 0) return;
   report.slot->check = report.check;
-  report.slot->value = value;
 #endif
+  report.slot->value = value;
+  report.slot->at = at;
 }
 
 /// Tests only: the host runs a block's threads last to first, so that a

@@ -119,6 +119,8 @@ struct StartRows {
 
 // A block per 256 positions p: the earlier indices pass through shared
 // memory a tile at a time, and each thread counts those equal to its own.
+// That is n²/2 comparisons: a few million for the models' batches (a few
+// thousand tokens), but a batch of a million tokens would want a sort.
 struct PlaceRows {
   static constexpr int kThreads = 256;
   struct Shared {

@@ -39,10 +39,13 @@ Tensor expand(const Tensor& x, const Shape& shape);
 inline Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shape); }
 
 /// Picks entries `index` (1-D int64) along `dim`; repeated indices are allowed
-/// and their gradients add up (the embedding lookup).
+/// and their gradients add up (the embedding lookup). An index out of range
+/// is a one-line error: at once on the CPU; on a device, at the next read
+/// from it (its kernel finds it: autograd/device_faults.h).
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 /// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (torch.gather): index is
-/// int64 with x's rank and no larger than x outside `dim`.
+/// int64 with x's rank and no larger than x outside `dim`. Indices out of
+/// range: as index_select.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 
 /// Images [B, C, H, W] -> their p×p patches [B, (H/p)·(W/p), C·p·p]: patch
