@@ -1,7 +1,8 @@
 // Device kernels of the shape ops. Copies move elements as unsigned words of
 // the dtype's width, so they serve every dtype. Gradients that add onto
-// repeated indices give each thread one output column and walk the indices
-// in order: no atomics, so sums are the same on every run (as on the CPU).
+// repeated indices give each thread the elements it writes and add in index
+// order: no atomics on values, so sums are the same on every run (as on the
+// CPU). Indices are checked here: a bad one is reported, never followed.
 #include "autograd/ops/device_kernels.h"
 #include "autograd/ops/kernel.h"
 
