@@ -10,9 +10,12 @@
 #                                       kernel's fault names that kernel); qkv train
 #                                       --task reverse --device cuda to its target, its
 #                                       checkpoint evaluated on the CPU and the GPU; the
-#                                       rest of the suite in the CUDA build; racecheck
+#                                       rest of the suite in the CUDA build
 #   bash tests/cuda/on_gpu.sh sanitize  compute-sanitizer memcheck on every CUDA test,
 #                                       with the caching allocator off (QKV_CUDA_NO_CACHE=1)
+#   bash tests/cuda/on_gpu.sh race      compute-sanitizer racecheck on the kernels whose
+#                                       threads share memory (attention's tiles, the shape
+#                                       and reduction blocks, through the models' test)
 #   bash tests/cuda/on_gpu.sh bench     tokens/s against PyTorch eager on the same GPU
 #                                       (SDPA, fused AdamW, TF32 off on both sides) for
 #                                       tiny, small, mini and deep; the fused attention
@@ -85,9 +88,9 @@ case "$mode" in
     step "the rest of the suite in the CUDA build"
     ctest --test-dir build/gpu -LE cuda -E cli_graph -j "$(nproc)" --timeout 120 --output-on-failure 2>&1 |
       grep -vE '^ +Start |Passed +[0-9.]+ sec$' || failed=1
-    # racecheck looks at shared memory, which only block kernels use: attention's tiles, the shape
-    # kernels' (index_select's backward), and the models' test runs every kernel.
-    for part in attention:60 shape:30 models:60; do sanitize racecheck "${part#*:}" "${part%:*}"; done
+    ;;
+  race)  # racecheck looks at shared memory, which only block kernels use; the models' test runs every kernel
+    for part in attention:120 shape:60 models:240; do sanitize racecheck "${part#*:}" "${part%:*}"; done
     ;;
   sanitize)
     for part in memory:30 matmul:40 optim:40 attention:60 shape:20 faults:20 models:100 registry:250; do
@@ -106,7 +109,7 @@ case "$mode" in
     done
     ;;
   *)
-    echo "usage: on_gpu.sh test | sanitize | bench" >&2
+    echo "usage: on_gpu.sh test | sanitize | race | bench" >&2
     exit 2
     ;;
 esac
