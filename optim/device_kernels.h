@@ -12,8 +12,16 @@ namespace qkv::optim::device {
 using math::AdamStep;
 using math::SGDStep;
 
-/// p -= lr·d, d = g + wd·p through the momentum buffer (undefined without momentum).
-void sgd_step(const SGDStep& s, const Tensor& param, const Tensor& grad, const Tensor& buffer);
+/// One parameter of sgd_steps: its tensors (buffer undefined without
+/// momentum), and whether its buffer starts at this step (SGDStep::first).
+struct SGDTensors {
+  Tensor param, grad, buffer;
+  bool first;
+};
+/// p -= lr·d, d = g + wd·p through the momentum buffer, for many parameters
+/// in few launches (those on one device and of one dtype share them); `s`
+/// but its `first` holds for all.
+void sgd_steps(const SGDStep& s, const std::vector<SGDTensors>& params);
 
 /// One parameter of adam_steps: its tensors, and its AdamStep::shrink.
 struct AdamTensors {

@@ -114,8 +114,11 @@ std::map<std::string, std::string> SGD::hyperparameters() const {
 void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
   bool first = !has_buffer(index, "momentum_buffer");
   Tensor* buf = o_.momentum > 0 ? &buffer(index, "momentum_buffer") : nullptr;
+  if (!param.device().is_cpu()) {  // launched with the others in end_step()
+    on_device_.push_back({steps(), index, first});
+    return;
+  }
   const math::SGDStep step{lr(), o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov, first};
-  if (!param.device().is_cpu()) return device::sgd_step(step, param, grad, buf ? *buf : Tensor());
   dispatch_floating(param.dtype(), "SGD", [&](auto zero) {
     using T = decltype(zero);
     const math::SGDItem<T> update{step, param.data<T>(), grad.data<T>(), buf ? buf->data<T>() : nullptr};
@@ -123,6 +126,18 @@ void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
       for (int64_t i = begin; i < end; ++i) update(i);
     });
   });
+}
+
+// The device parameters that update() put aside, in launches of many each.
+void SGD::end_step() {
+  std::vector<device::SGDTensors> params;
+  for (const OnDevice& d : on_device_) {
+    if (d.step != steps()) continue;  // left by a step that threw before its end
+    const Tensor& p = this->params()[d.index].second;
+    params.push_back({p, p.grad(), o_.momentum > 0 ? buffer(d.index, "momentum_buffer") : Tensor(), d.first});
+  }
+  on_device_.clear();
+  device::sgd_steps({lr(), o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov, false}, params);
 }
 
 // ---- Adam / AdamW ----

@@ -1,6 +1,6 @@
 // Device kernels of the optimizers: one element per thread, running the
 // CPU's scalar math (optimizer_math.h); clip_grad_norm's squares a block of
-// threads per block of elements. Adam and clip_grad_norm take up to
+// threads per block of elements. SGD, Adam and clip_grad_norm take up to
 // kManyTensors tensors a launch, their pointers in the kernel's arguments
 // (as PyTorch's multi-tensor apply): a launch costs microseconds of the
 // host's time, and mini has 100 parameters.
@@ -11,15 +11,6 @@
 #include "optim/device_kernels.h"
 
 namespace qkv::optim::device {
-
-void sgd_step(const SGDStep& s, const Tensor& param, const Tensor& grad, const Tensor& buffer) {
-  dispatch_floating(param.dtype(), "SGD", [&](auto zero) {
-    using T = decltype(zero);
-    kernel::launch("sgd", param.device(), param.numel(),
-                   math::SGDItem<T>{s, param.device_data<T>(), grad.device_data<T>(),
-                                    buffer.defined() ? buffer.device_data<T>() : nullptr});
-  });
-}
 
 namespace {
 
@@ -80,6 +71,22 @@ template <class T> struct AdamMany {
   }
 };
 
+// SGD on the elements of up to kManyTensors parameters (SGDItem each).
+template <class T> struct SGDMany {
+  SGDStep s;
+  Ranges ranges;
+  T* p[kManyTensors];
+  const T* g[kManyTensors];
+  T* b[kManyTensors];  // null without momentum
+  bool fresh[kManyTensors];
+  QKV_HD void operator()(int64_t i) const {
+    const int k = ranges.find(i);
+    SGDStep step = s;
+    step.first = fresh[k];
+    math::SGDItem<T>{step, p[k], g[k], b[k]}(i - ranges.first[k]);
+  }
+};
+
 // g *= factor on the elements of up to kManyTensors gradients.
 template <class T> struct ScaleMany {
   Ranges ranges;
@@ -92,6 +99,25 @@ template <class T> struct ScaleMany {
 };
 
 }  // namespace
+
+void sgd_steps(const SGDStep& s, const std::vector<SGDTensors>& params) {
+  auto key = [&](size_t i) { return std::make_pair(params[i].param.device(), params[i].param.dtype()); };
+  in_groups(params.size(), key, [&](const std::vector<size_t>& group) {
+    const Tensor& first = params[group[0]].param;
+    dispatch_floating(first.dtype(), "SGD", [&](auto zero) {
+      using T = decltype(zero);
+      SGDMany<T> many{s, {}, {}, {}, {}, {}};
+      for (size_t i : group) {
+        const SGDTensors& t = params[i];
+        const int k = many.ranges.count;
+        many.p[k] = t.param.device_data<T>(), many.g[k] = t.grad.device_data<T>();
+        many.b[k] = t.buffer.defined() ? t.buffer.device_data<T>() : nullptr, many.fresh[k] = t.first;
+        many.ranges.add(t.param.numel());
+      }
+      kernel::launch("sgd", first.device(), many.ranges.end(), many);
+    });
+  });
+}
 
 void adam_steps(const AdamStep& s, const std::vector<AdamTensors>& params) {
   auto key = [&](size_t i) { return std::make_pair(params[i].param.device(), params[i].param.dtype()); };

@@ -85,9 +85,16 @@ class SGD : public Optimizer {
 
  protected:
   void update(size_t index, const Tensor& param, const Tensor& grad) override;
+  void end_step() override;
 
  private:
-  SGDOptions o_;  // its lr is 0: the one rate is lr()
+  struct OnDevice {
+    int64_t step;
+    size_t index;
+    bool first;  // its momentum buffer starts at this step
+  };
+  SGDOptions o_;                     // its lr is 0: the one rate is lr()
+  std::vector<OnDevice> on_device_;  // device updates for end_step()
 };
 
 struct AdamOptions {

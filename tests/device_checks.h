@@ -215,53 +215,60 @@ inline void attention_matches_cpu(Device d, bool host_threads_reversed) {
 }
 
 /// Many parameters spread over `devices` and the CPU, as a model's are
-/// (the device updates them in launches of up to 24 tensors each): 30 of
-/// them, one of 40000 elements (two whole blocks of clip_grad_norm's
-/// squares and a part), one empty, AdamW decaying every other one. Three
-/// steps of clip_grad_norm (which clips) and AdamW: the CPU's norms and
-/// parameters.
+/// (the device updates them in launches of up to 24 tensors each): 70 of
+/// them (more than 24 on each of two devices), one of 40000 elements (two
+/// whole blocks of clip_grad_norm's squares and a part), one empty. Three
+/// steps of clip_grad_norm (which clips) and AdamW, decaying every other
+/// one, or SGD with momentum and dampening (so a buffer's first step,
+/// b = d, differs from the others'): the CPU's norms and parameters.
 inline void many_parameters_match_cpu(const std::vector<Device>& devices) {
-  for (DType dtype : {DType::Float64, DType::Float32}) {
-    INFO(dtype_name(dtype));
-    Generator gen(5);
-    std::vector<Tensor> starts, weights;
-    for (int64_t i = 0; i < 30; ++i) {
-      const int64_t n = i == 3 ? 40000 : i == 7 ? 0 : i * 37 % 50 + 1;
-      starts.push_back(Tensor::randn({n}, dtype, &gen));
-      weights.push_back(Tensor::randn({n}, dtype, &gen));
-    }
-    auto run = [&](bool on_devices) {
-      io::NamedTensors params;
-      for (size_t i = 0; i < starts.size(); ++i) {
-        Device where = on_devices && i % 5 != 4 ? devices[i % devices.size()] : Device::cpu();
-        params.push_back({"p" + std::to_string(i), starts[i].clone().to(where).requires_grad_()});
+  for (DType dtype : {DType::Float64, DType::Float32})
+    for (bool sgd : {false, true}) {
+      INFO(dtype_name(dtype) << (sgd ? " SGD" : " AdamW"));
+      Generator gen(5);
+      std::vector<Tensor> starts, weights;
+      for (int64_t i = 0; i < 70; ++i) {
+        const int64_t n = i == 3 ? 40000 : i == 7 ? 0 : i * 37 % 50 + 1;
+        starts.push_back(Tensor::randn({n}, dtype, &gen));
+        weights.push_back(Tensor::randn({n}, dtype, &gen));
       }
-      optim::AdamOptions options{0.01, 0.9, 0.99, 1e-8, 0.1};
-      options.decays = [](const std::string& name, const Tensor&) { return name.back() % 2 == 0; };
-      optim::AdamW opt(params, options);
-      std::vector<double> norms;
-      for (int step = 0; step < 3; ++step) {
-        opt.zero_grad();
-        for (size_t i = 0; i < starts.size(); ++i) {  // gradient 2·w ⊙ p
-          const Tensor& p = params[i].second;
-          sum(mul(mul(p, p), weights[i].to(p.device()))).backward();
+      auto run = [&](bool on_devices) {
+        io::NamedTensors params;
+        for (size_t i = 0; i < starts.size(); ++i) {
+          Device where = on_devices && i % 5 != 4 ? devices[i % devices.size()] : Device::cpu();
+          params.push_back({"p" + std::to_string(i), starts[i].clone().to(where).requires_grad_()});
         }
-        norms.push_back(optim::clip_grad_norm(params, 1.0));
-        opt.step();
+        optim::AdamOptions options{0.01, 0.9, 0.99, 1e-8, 0.1};
+        options.decays = [](const std::string& name, const Tensor&) { return name.back() % 2 == 0; };
+        std::unique_ptr<optim::Optimizer> made;
+        if (sgd)
+          made = std::make_unique<optim::SGD>(params, optim::SGDOptions{0.01, 0.9, 0.1, 0.1, false});
+        else
+          made = std::make_unique<optim::AdamW>(params, options);
+        optim::Optimizer& opt = *made;
+        std::vector<double> norms;
+        for (int step = 0; step < 3; ++step) {
+          opt.zero_grad();
+          for (size_t i = 0; i < starts.size(); ++i) {  // gradient 2·w ⊙ p
+            const Tensor& p = params[i].second;
+            sum(mul(mul(p, p), weights[i].to(p.device()))).backward();
+          }
+          norms.push_back(optim::clip_grad_norm(params, 1.0));
+          opt.step();
+        }
+        std::vector<Tensor> values;
+        for (const auto& [name, p] : params) values.push_back(p.detach().to(Device::cpu()));
+        return std::make_pair(norms, values);
+      };
+      auto [n_cpu, p_cpu] = run(false);
+      auto [n_dev, p_dev] = run(true);
+      const double tol = dtype == DType::Float64 ? 1e-12 : 1e-5;  // float32: the CPU's vector lanes round differently
+      for (size_t k = 0; k < n_cpu.size(); ++k) {
+        CHECK(n_cpu[k] > 10);
+        CHECK(std::abs(n_cpu[k] - n_dev[k]) <= tol * n_cpu[k]);
       }
-      std::vector<Tensor> values;
-      for (const auto& [name, p] : params) values.push_back(p.detach().to(Device::cpu()));
-      return std::make_pair(norms, values);
-    };
-    auto [n_cpu, p_cpu] = run(false);
-    auto [n_dev, p_dev] = run(true);
-    const double tol = dtype == DType::Float64 ? 1e-12 : 1e-5;  // float32: the CPU's vector lanes round differently
-    for (size_t k = 0; k < n_cpu.size(); ++k) {
-      CHECK(n_cpu[k] > 10);
-      CHECK(std::abs(n_cpu[k] - n_dev[k]) <= tol * n_cpu[k]);
+      for (size_t i = 0; i < p_cpu.size(); ++i) expect_close("p" + std::to_string(i), p_dev[i], p_cpu[i], tol);
     }
-    for (size_t i = 0; i < p_cpu.size(); ++i) expect_close("p" + std::to_string(i), p_dev[i], p_cpu[i], tol);
-  }
 }
 
 /// index_select's backward groups its indices on the device: 700 indices
