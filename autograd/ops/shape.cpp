@@ -292,14 +292,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   shape[d] = n;
   if (index.dim() == 0) shape.erase(shape.begin() + d);  // a 0-d index drops the dim, as in torch
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
-  const std::string suffix = cat(" out of range for dim ", dim, " of ", shape_str(x.shape()));
+  auto suffix = [&] { return cat(" out of range for dim ", dim, " of ", shape_str(x.shape())); };  // when needed
   if (!x.device().is_cpu()) {  // checked by the kernel, raised at the next read (autograd/device_faults.h)
     device::index_select(x, index, out, s.outer, s.mid, s.inner,
-                         expect_valid(x.device(), "index_select: index ", suffix));
+                         expect_valid(x.device(), "index_select: index ", suffix()));
   } else {
     const int64_t* idx = index.data<int64_t>();
     for (int64_t j = 0; j < n; ++j)
-      if (idx[j] < 0 || idx[j] >= s.mid) throw Error(cat("index_select: index ", idx[j], suffix));
+      if (idx[j] < 0 || idx[j] >= s.mid) throw Error(cat("index_select: index ", idx[j], suffix()));
     index_select_rows(x, idx, n, out, s);
   }
   if (needs_grad({x}))
@@ -353,14 +353,14 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   for (int64_t i = 0; fits && i < x.dim(); ++i) fits = i == d || index.shape()[i] <= x.shape()[i];
   QKV_CHECK(fits, "gather: index ", shape_str(index.shape()), " does not fit x ", shape_str(x.shape()), " along dim ",
             dim);
-  const std::string suffix = cat(" out of range for dim ", dim, " of ", shape_str(x.shape()));
+  auto suffix = [&] { return cat(" out of range for dim ", dim, " of ", shape_str(x.shape())); };  // when needed
   Tensor out = Tensor::empty(index.shape(), x.dtype(), x.device());
   if (!x.device().is_cpu()) {  // checked by the kernel, raised at the next read (autograd/device_faults.h)
-    device::gather(x, d, index, out, expect_valid(x.device(), "gather: index ", suffix));
+    device::gather(x, d, index, out, expect_valid(x.device(), "gather: index ", suffix()));
   } else {
     const int64_t* idx = index.data<int64_t>();
     for (int64_t i = 0, n = index.numel(); i < n; ++i)
-      if (idx[i] < 0 || idx[i] >= x.shape()[d]) throw Error(cat("gather: index ", idx[i], suffix));
+      if (idx[i] < 0 || idx[i] >= x.shape()[d]) throw Error(cat("gather: index ", idx[i], suffix()));
     detail::dispatch_bytes(element_size(x.dtype()), [&](auto zero) {
       using U = decltype(zero);
       const U* px = static_cast<const U*>(x.raw_data());
