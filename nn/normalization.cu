@@ -53,10 +53,8 @@ template <class T> struct ForwardRows {
       const int head = pos.head(t);
       const double mu = sh.v[0][head] / C, rstd = 1.0 / std::sqrt(sh.v[1][head] / C + eps);
       if (t == head) stats[2 * r] = mu, stats[2 * r + 1] = rstd;
-      for (int64_t c = pos.lane(t); c < C; c += lanes) {
-        const T v = static_cast<T>((x[r * C + c] - mu) * rstd);
-        y[r * C + c] = (w ? v * w[c] : v) + (b ? b[c] : T(0));
-      }
+      for (int64_t c = pos.lane(t); c < C; c += lanes)
+        y[r * C + c] = math::layer_norm_y(x[r * C + c], mu, rstd, w, b, c);
     });
   }
 };
@@ -79,7 +77,7 @@ template <class T> struct BackwardRows {
       const int64_t r = pos.row(t);
       if (r < rows)
         for (int64_t c = pos.lane(t); c < C; c += lanes) {
-          const double d = g[r * C + c] * (w ? w[c] : T(1));
+          const double d = math::layer_norm_d(g[r * C + c], w, c);
           sd += d;
           sdx += d * (x[r * C + c] - stats[2 * r]) * stats[2 * r + 1];
         }
@@ -91,10 +89,9 @@ template <class T> struct BackwardRows {
       if (r >= rows) return;
       const int head = pos.head(t);
       const double mu = stats[2 * r], rstd = stats[2 * r + 1], mean_d = sh.v[0][head] / C, mean_dx = sh.v[1][head] / C;
-      for (int64_t c = pos.lane(t); c < C; c += lanes) {
-        const double d = g[r * C + c] * (w ? w[c] : T(1)), xhat = (x[r * C + c] - mu) * rstd;
-        gx[r * C + c] = static_cast<T>(rstd * (d - mean_d - xhat * mean_dx));
-      }
+      for (int64_t c = pos.lane(t); c < C; c += lanes)
+        gx[r * C + c] = static_cast<T>(math::layer_norm_dx(math::layer_norm_d(g[r * C + c], w, c),
+                                                           (x[r * C + c] - mu) * rstd, rstd, mean_d, mean_dx));
     });
   }
 };

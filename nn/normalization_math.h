@@ -12,6 +12,19 @@
 
 namespace qkv::nn::math {
 
+// One element's math, which the CPU's rows and the device's lanes share.
+/// y = x̂·w + b at column c, x̂ = (x − μ)·r (w, b null without affine parameters).
+template <class T> QKV_HD T layer_norm_y(T x, double mu, double rstd, const T* w, const T* b, int64_t c) {
+  const T v = static_cast<T>((x - mu) * rstd);
+  return (w ? v * w[c] : v) + (b ? b[c] : T(0));
+}
+/// d = g·w at column c (the product in T).
+template <class T> QKV_HD double layer_norm_d(T g, const T* w, int64_t c) { return g * (w ? w[c] : T(1)); }
+/// dx = r·(d − mean(d) − x̂·mean(d ⊙ x̂)).
+QKV_HD inline double layer_norm_dx(double d, double xhat, double rstd, double mean_d, double mean_dx) {
+  return rstd * (d - mean_d - xhat * mean_dx);
+}
+
 // μ, r = 1/√(σ² + eps) of row `row`; y = (x - μ)·r·w + b
 template <class T> struct LayerNormRow {
   const T* x;
@@ -30,10 +43,7 @@ template <class T> struct LayerNormRow {
     double rstd = 1.0 / std::sqrt(var / C + eps);
     stats[2 * row] = mu;
     stats[2 * row + 1] = rstd;
-    for (int64_t c = 0; c < C; ++c) {
-      T v = static_cast<T>((in[c] - mu) * rstd);
-      y[row * C + c] = (w ? v * w[c] : v) + (b ? b[c] : T(0));
-    }
+    for (int64_t c = 0; c < C; ++c) y[row * C + c] = layer_norm_y(in[c], mu, rstd, w, b, c);
   }
 };
 
@@ -49,17 +59,15 @@ template <class T> struct LayerNormBackwardRow {
     double mu = stats[2 * row], rstd = stats[2 * row + 1], mean_d = 0, mean_dx = 0;
     const T *xr = x + row * C, *gr = g + row * C;
     for (int64_t c = 0; c < C; ++c) {
-      double d = gr[c] * (w ? w[c] : T(1));
+      double d = layer_norm_d(gr[c], w, c);
       mean_d += d;
       mean_dx += d * (xr[c] - mu) * rstd;
     }
     mean_d /= C;
     mean_dx /= C;
-    for (int64_t c = 0; c < C; ++c) {
-      double d = gr[c] * (w ? w[c] : T(1));
-      double xhat = (xr[c] - mu) * rstd;
-      gx[row * C + c] = static_cast<T>(rstd * (d - mean_d - xhat * mean_dx));
-    }
+    for (int64_t c = 0; c < C; ++c)
+      gx[row * C + c] =
+          static_cast<T>(layer_norm_dx(layer_norm_d(gr[c], w, c), (xr[c] - mu) * rstd, rstd, mean_d, mean_dx));
   }
 };
 
