@@ -97,7 +97,8 @@ ModelSpec small_model_spec(const std::string& kind) {
   return spec;
 }
 
-Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::move(spec)) {
+Runner::Runner(ModelSpec spec, Generator* init, bool read_text, const std::function<void(const ModelSpec&)>& check)
+    : spec_(std::move(spec)) {
   const nn::ModelKind& kind = nn::model_kind(spec_.model);
   spec_.check_sizes();
   nn::AttentionKind::parse(spec_.attention);
@@ -133,6 +134,7 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text) : spec_(std::mov
   check_fits_in_memory(4.0 * static_cast<double>(spec_.parameter_count()),
                        cat("a model of ", spec_.parameter_count(), " parameters"),
                        "use a smaller --dim, --layers or --context");
+  if (check) check(spec_);
   // The registry builds the kind; this program then drives it through its row of drivers.cpp.
   driver_ = driver.make(kind.build(spec_, init));
 }

@@ -81,8 +81,11 @@ class Runner {
  public:
   /// Builds the model the spec describes (task and sizes checked). A text
   /// model reads its text (spec.data; "" for the bundled text) only with
-  /// `read_text`: a model from a checkpoint samples without it.
-  explicit Runner(ModelSpec spec, Generator* init = nullptr, bool read_text = true);
+  /// `read_text`: a model from a checkpoint samples without it. `check`,
+  /// when given, sees the spec resolved (vocabulary, context, classes) before
+  /// the model is built: a run it refuses allocates nothing.
+  explicit Runner(ModelSpec spec, Generator* init = nullptr, bool read_text = true,
+                  const std::function<void(const ModelSpec&)>& check = {});
   /// Loads the data a text or digits model trains or evaluates on ("" for the bundled file).
   void use_data(const std::string& path);
   const ModelSpec& spec() const { return spec_; }
