@@ -37,7 +37,9 @@ Tensor Linear::forward(const Tensor& x) const {
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen, double std)
-    : num_(num_embeddings), dim_(dim) {
+    : num_(num_embeddings),
+      dim_(dim),
+      id_error_{cat("Embedding(", num_, ", ", dim_, "): id "), cat(" out of range [0, ", num_, ")")} {
   QKV_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got ", num_embeddings, " x ", dim);
   weight = register_parameter("weight", (Tensor::randn({num_, dim_}, DType::Float32, gen) * std).detach());
 }
@@ -46,15 +48,11 @@ Tensor Embedding::forward(const Tensor& ids) const {
   auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(ids.dtype() == DType::Int64, "Embedding(", num_, ", ", dim_, "): ids must be int64, got ",
             dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
-  if (ids.device().is_cpu()) {  // on a device index_select's kernel checks them (a copy here would wait for it)
-    const int64_t* p = ids.data<int64_t>();
-    for (int64_t i = 0, n = ids.numel(); i < n; ++i)
-      QKV_CHECK(p[i] >= 0 && p[i] < num_, "Embedding(", num_, ", ", dim_, "): id ", p[i], " out of range [0, ", num_,
-                ")");
-  }
   Shape shape = ids.shape();
   shape.push_back(dim_);
-  return reshape(index_select(weight, 0, reshape(ids, {-1})), shape);
+  // index_select checks the ids in this layer's words: at once on the CPU, and
+  // on a device in its kernel, raised at the next read (a copy here would wait).
+  return reshape(index_select(weight, 0, reshape(ids, {-1}), id_error_), shape);
 }
 
 Tensor Embedding::range(int64_t start, int64_t count) const {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "autograd/generator.h"
+#include "autograd/ops/shape.h"
 #include "nn/module.h"
 
 #include <memory>
@@ -48,6 +49,7 @@ class Embedding : public Module {
 
  private:
   int64_t num_, dim_;
+  IndexError id_error_;  // "Embedding(n, d): id ... out of range [0, n)", made once
 };
 
 /// A Vision Transformer's patch embedding: images [B, C, H, W] -> one token

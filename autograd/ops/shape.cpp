@@ -281,7 +281,10 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 
 // ---- index_select / gather: the backward scatters g back, adding on repeats ----
 
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+namespace {
+// index_select with its error's words: `words`, or index_select's own (built
+// only when needed: every embedding lookup comes through here).
+Tensor index_select_worded(const Tensor& x, int64_t dim, const Tensor& index, const IndexError* words) {
   common_device("index_select", {x, index});
   check_index_tensor("index_select", index);
   QKV_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got ", shape_str(index.shape()));
@@ -292,14 +295,16 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   shape[d] = n;
   if (index.dim() == 0) shape.erase(shape.begin() + d);  // a 0-d index drops the dim, as in torch
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
-  auto suffix = [&] { return cat(" out of range for dim ", dim, " of ", shape_str(x.shape())); };  // when needed
+  auto prefix = [&] { return words ? words->prefix : std::string("index_select: index "); };
+  auto suffix = [&] {
+    return words ? words->suffix : cat(" out of range for dim ", dim, " of ", shape_str(x.shape()));
+  };
   if (!x.device().is_cpu()) {  // checked by the kernel, raised at the next read (autograd/device_faults.h)
-    device::index_select(x, index, out, s.outer, s.mid, s.inner,
-                         expect_valid(x.device(), "index_select: index ", suffix()));
+    device::index_select(x, index, out, s.outer, s.mid, s.inner, expect_valid(x.device(), prefix(), suffix()));
   } else {
     const int64_t* idx = index.data<int64_t>();
     for (int64_t j = 0; j < n; ++j)
-      if (idx[j] < 0 || idx[j] >= s.mid) throw Error(cat("index_select: index ", idx[j], suffix()));
+      if (idx[j] < 0 || idx[j] >= s.mid) throw Error(cat(prefix(), idx[j], suffix()));
     index_select_rows(x, idx, n, out, s);
   }
   if (needs_grad({x}))
@@ -326,6 +331,15 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
              return {gx};
            });
   return out;
+}
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  return index_select_worded(x, dim, index, nullptr);
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, const IndexError& error) {
+  return index_select_worded(x, dim, index, &error);
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // copy. Index tensors are int64, masks and conditions are bool.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "autograd/shape.h"
@@ -43,6 +44,14 @@ inline Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(
 /// is a one-line error: at once on the CPU; on a device, at the next read
 /// from it (its kernel finds it: autograd/device_faults.h).
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+/// The words of an index's out-of-range error: prefix + the index + suffix.
+struct IndexError {
+  std::string prefix, suffix;
+};
+/// index_select whose out-of-range error reads `error`'s words, on the CPU
+/// and on a device alike: a layer that looks up a table of its own names
+/// itself in it ("Embedding(5, 3): id 6 out of range [0, 5)").
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, const IndexError& error);
 /// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (torch.gather): index is
 /// int64 with x's rank and no larger than x outside `dim`. Indices out of
 /// range: as index_select.
