@@ -139,6 +139,13 @@ DeviceBackend* cuda_backend_or_null() {
 
 }  // namespace
 
+namespace {
+std::atomic<int64_t> launches{0};
+}  // namespace
+
+int64_t device_launches() { return launches.load(std::memory_order_relaxed); }
+void detail::count_device_launch() { launches.fetch_add(1, std::memory_order_relaxed); }
+
 bool cuda_built() {
 #ifdef QKV_HAVE_CUDA
   return true;

@@ -77,6 +77,15 @@ int cuda_device_count();
 /// said something ("CUDA: CUDA driver version is insufficient ...").
 std::string cuda_count_error();
 
+/// Kernel launches queued on devices since the program began (a matrix
+/// product counts as one, a copy or a fill as none; on the tests' stand-in,
+/// the launches a GPU would get). On a GPU each launch costs the host a few
+/// microseconds, which bounds a small model's step: `qkv bench` reports them.
+int64_t device_launches();
+namespace detail {
+void count_device_launch();  // kernel::launch, launch_blocks and device products call it
+}
+
 /// Tests only: makes `backend` (host memory standing in for device memory)
 /// serve CUDA devices while the guard lives, so the device plumbing (copies,
 /// the same-device checks, saving from a device) is tested on machines

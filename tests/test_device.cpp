@@ -242,9 +242,10 @@ TEST_CASE("a GPT training step on a device copies only its batch over and reads 
   nn::GPT gpt({.vocab = 11, .context = 8, .width = 16, .heads = 2, .layers = 2});
   gpt.to(d);
   optim::AdamW opt(gpt.named_parameters(), {.lr = 1e-3});
+  int64_t launches_a_step = -1;
   for (int step = 0; step < 3; ++step) {
     INFO("step " << step);
-    const int64_t from_host = stand_in.from_host, to_host = stand_in.to_host;
+    const int64_t from_host = stand_in.from_host, to_host = stand_in.to_host, launches = device_launches();
     Tensor ids = Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 2}, {2, 6}).to(d);
     Tensor targets = Tensor::from_vector<int64_t>({2, 3, 4, 5, 6, -100, 8, 9, 10, 1, 2, 3}, {2, 6}).to(d);
     opt.zero_grad();
@@ -255,7 +256,27 @@ TEST_CASE("a GPT training step on a device copies only its batch over and reads 
     CHECK(std::isfinite(loss.item()));
     CHECK(stand_in.from_host - from_host == 2);  // ids and targets
     CHECK(stand_in.to_host - to_host == 3);  // the norm's block sums, then the fault slot (checks pending), the loss
+    if (step > 0) CHECK(device_launches() - launches == launches_a_step);  // what bench reports: the same every step
+    launches_a_step = device_launches() - launches;
   }
+  CHECK(launches_a_step > 0);
+}
+
+TEST_CASE("device launches count each kernel and each matrix product once, and nothing on the CPU", "[device]") {
+  SKIP_IN_CUDA_BUILDS();
+  HostMemoryStandIn stand_in;
+  StandInCudaForTests guard(stand_in);
+  Tensor a = Tensor::randn({4, 4}), b = a.to(Device::cuda(0));
+  int64_t before = device_launches();
+  Tensor c = a * a + a;
+  c = matmul(a, a);
+  CHECK(device_launches() == before);  // the CPU's ops launch nothing
+  c = b * b;
+  CHECK(device_launches() == before + 1);
+  c = matmul(b, b);
+  CHECK(device_launches() == before + 2);  // a product: one cuBLAS call
+  c = b.to(Device::cpu());
+  CHECK(device_launches() == before + 2);  // copies are not launches
 }
 
 TEST_CASE("optimizers and clip_grad_norm step a device's parameters as they step the CPU's", "[device][optim]") {

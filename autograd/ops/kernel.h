@@ -38,6 +38,7 @@ template <class Body> __global__ void grid_stride(int64_t n, Body body) {
 /// launch error. Items must not depend on each other (they run in any order).
 template <class Body> void launch(const char* name, Device device, int64_t n, const Body& body) {
   if (n <= 0) return;
+  qkv::detail::count_device_launch();
 #if defined(__CUDACC__)
   cuda::DeviceGuard guard(device.index);
   grid_stride<<<cuda::blocks_for(n), cuda::kThreads>>>(n, body);
@@ -107,6 +108,7 @@ template <class Body> void launch_blocks(const char* name, Device device, int64_
   static_assert(std::is_trivially_default_constructible_v<Shared>, "shared memory is not constructed");
   static_assert(sizeof(Shared) <= 160 * 1024, "more shared memory than an sm_80 block may have");
   if (blocks <= 0) return;
+  qkv::detail::count_device_launch();
 #if defined(__CUDACC__)
   cuda::DeviceGuard guard(device.index);
   if constexpr (sizeof(Shared) > 48 * 1024) {  // past the default, allowed once per device (a driver call)

@@ -65,6 +65,7 @@ struct BenchTiming {
   double flops_per_step = 0;
   int64_t parameters = 0;
   size_t allreduced_bytes = 0;
+  int64_t launches = 0;                  // device kernel launches over the timed steps
   std::vector<profile::Region> regions;  // with --profile: the timed steps' regions
 };
 
@@ -116,6 +117,7 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
 template <class Step> void time_steps(const BenchSetup& b, BenchTiming& t, Step&& step) {
   for (int64_t i = 0; i < b.warmup + b.steps; ++i) {
     if (b.profile && i == b.warmup) profile::start();
+    if (i == b.warmup) t.launches = -device_launches();
     auto t0 = std::chrono::steady_clock::now();
     step();
     device_backend(b.device).synchronize(b.device.index);  // a device's work is queued: wait for it
@@ -123,6 +125,7 @@ template <class Step> void time_steps(const BenchSetup& b, BenchTiming& t, Step&
       t.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   if (b.profile) t.regions = profile::stop();
+  t.launches += device_launches();
 }
 
 // One layer's attention alone (no projections): the fused kernel or the composed path.
@@ -205,9 +208,12 @@ BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
     if (p.step > b.warmup) t.ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
     if (b.profile && p.step == b.warmup) profile::start();  // the timed steps' regions, and nothing after them
     if (b.profile && p.step == b.warmup + b.steps) t.regions = profile::stop();
+    if (p.step == b.warmup) t.launches = -device_launches();
+    if (p.step == b.warmup + b.steps) t.launches += device_launches();
     last = now;
   };
   if (b.profile && b.warmup == 0) profile::start();
+  if (b.warmup == 0) t.launches = -device_launches();
   trainer.run();
   // 6 FLOPs per weight per token (forward 2, backward 4) for the blocks' 12·C² and the tied head's V·C,
   // and 12·L·T·C per token for attention's two products (scores, weighted sum; causal half not discounted).
@@ -241,6 +247,9 @@ void report_bench(const BenchSetup& b, BenchTiming& t) {
     std::printf("  %.1f GFLOP/s in the step on %s (%s)\n", step_gflops, b.device.str().c_str(),
                 backend.describe(b.device.index).c_str());
     std::printf("  peak device memory %.1f MiB\n", backend.memory(b.device.index).peak / 1048576.0);
+    // Each launch costs the host microseconds whatever its size: at small sizes they bound the step.
+    std::printf("  %.0f kernel launches a step (a cuBLAS product counts one)\n",
+                static_cast<double>(t.launches) / static_cast<double>(b.steps));
   } else {
     // The model's largest product: the MLP's [B·T, C]·[C, 4C] (for attention alone, a head's scores [T, d]·[d, T];
     // for one layer, a projection [B·T, C]·[C, C]).

@@ -96,9 +96,10 @@ ok "the encoder, the ViT and the recommender train and evaluate on the device"
 
 timed=2; [ -n "$sanitized" ] && timed=1  # a step of tiny takes 3 s on the sanitized stand-in
 bounded "$gpu" bench --config tiny --steps "$timed" --warmup 1 --threads 1 --device cuda >bench.txt 2>&1 || { cat bench.txt; fail "bench"; }
-grep -qE "tokens/s" bench.txt && grep -qE "peak device memory [0-9.]+ MiB" bench.txt && grep -q "on cuda:0" bench.txt ||
-  { cat bench.txt; fail "bench on the device reports no tokens/s or peak device memory"; }
-ok "bench on the device: $(grep -E 'tokens/s|peak device' bench.txt | tr -s ' ' | tr '\n' ';')"
+grep -qE "tokens/s" bench.txt && grep -qE "peak device memory [0-9.]+ MiB" bench.txt && grep -q "on cuda:0" bench.txt &&
+  grep -qE "^  [1-9][0-9]* kernel launches a step" bench.txt ||
+  { cat bench.txt; fail "bench on the device reports no tokens/s, peak device memory or launches"; }
+ok "bench on the device: $(grep -E 'tokens/s|peak device|launches' bench.txt | tr -s ' ' | tr '\n' ';')"
 
 # A program built without CUDA says so in one line, for each command that takes --device.
 "$qkv" info --system | grep -qE "cuda +not in this build" || exit 0
