@@ -201,15 +201,18 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
 
 // The device parameters that update() put aside, in launches of many each.
 void Adam::end_step() {
+  // The step's constants, with and without decay: each parameter takes its shrink from one.
+  const math::AdamStep plain = adam_step(o_, decoupled_, false, lr(), steps()),
+                       decayed = adam_step(o_, decoupled_, true, lr(), steps());
   std::vector<device::AdamTensors> params;
   for (auto [step, i] : on_device_) {
     if (step != steps()) continue;  // left by a step that threw before its end
     const Tensor& p = this->params()[i].second;
-    params.push_back({p, p.grad(), buffer(i, "exp_avg"), buffer(i, "exp_avg_sq"),
-                      adam_step(o_, decoupled_, decays_[i], lr(), steps()).shrink});
+    params.push_back(
+        {p, p.grad(), buffer(i, "exp_avg"), buffer(i, "exp_avg_sq"), (decays_[i] ? decayed : plain).shrink});
   }
   on_device_.clear();
-  device::adam_steps(adam_step(o_, decoupled_, false, lr(), steps()), params);
+  device::adam_steps(plain, params);
 }
 
 // Squares are summed in fixed blocks of kBlock elements (vector lanes within
