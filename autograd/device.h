@@ -77,9 +77,10 @@ int cuda_device_count();
 /// said something ("CUDA: CUDA driver version is insufficient ...").
 std::string cuda_count_error();
 
-/// Kernel launches queued on devices since the program began (a matrix
-/// product counts as one, a copy or a fill as none; on the tests' stand-in,
-/// the launches a GPU would get). On a GPU each launch costs the host a few
+/// Kernel launches queued on devices since the program began: each kernel
+/// (fills and copies within a device included) and each cuBLAS call counts
+/// one; a transfer between host and device, or a zero fill (a memset),
+/// none. On the tests' stand-in, the launches a GPU would get. On a GPU each launch costs the host a few
 /// microseconds, which bounds a small model's step: `qkv bench` reports them.
 int64_t device_launches();
 namespace detail {

@@ -134,7 +134,7 @@ namespace {
 template <class T> void device_gemm(Device device, bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a,
                                     int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T* c,
                                     int64_t ldc, int64_t stride_c, int64_t batch, T beta) {
-  detail::count_device_launch();  // one cuBLAS call (it may launch more than one kernel)
+  if (n > 0 && m > 0 && batch > 0) detail::count_device_launch();  // one cuBLAS call (it may launch more kernels)
 #ifdef QKV_HAVE_CUDA
   if (device.is_cuda())
     return cuda::gemm_strided<T>(device.index, ta, tb, n, m, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,

@@ -83,7 +83,7 @@ class Runner {
   /// model reads its text (spec.data; "" for the bundled text) only with
   /// `read_text`: a model from a checkpoint samples without it. `check`,
   /// when given, sees the spec resolved (vocabulary, context, classes) before
-  /// the model is built: a run it refuses allocates nothing.
+  /// the model is built: a run it refuses builds no model.
   explicit Runner(ModelSpec spec, Generator* init = nullptr, bool read_text = true,
                   const std::function<void(const ModelSpec&)>& check = {});
   /// Loads the data a text or digits model trains or evaluates on ("" for the bundled file).

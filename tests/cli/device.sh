@@ -11,7 +11,7 @@
 #   equal to the other (the same files whichever device wrote them);
 # - text, and the label kinds (encoder, ViT, recommender), train, evaluate and
 #   sample there (the KV cache on the device included);
-# - bench reports tokens/s and peak device memory;
+# - bench reports tokens/s, peak device memory and kernel launches a step;
 # - the program built without CUDA refuses --device cuda in one line.
 # usage: device.sh DEVICE_QKV QKV COMPARE_CHECKPOINTS WORKDIR [sanitized]
 #   DEVICE_QKV: the stand-in build, or (CUDA builds) the program itself
