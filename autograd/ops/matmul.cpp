@@ -78,6 +78,9 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* 
 // Everything else (float64, small products, one-row products that BLAS does
 // as a gemv, SSE2-only CPUs) splits the output into tiles, one
 // single-threaded BLAS call each. The tiling depends only on the shapes.
+// Products under kBlasSerial run on one thread at any thread count, so they
+// are one call, untiled: halves of the attention's 64×64×32 blocks had
+// taken OpenBLAS's packing path where whole ones take its small kernels.
 // About four tiles, split along the rows (or along the columns of a wide,
 // short output), so each call packs its shared operand as few times as
 // possible; more tiles would pack it more often.
@@ -115,7 +118,10 @@ template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, 
     int saved = omp_in_parallel() ? 1 : omp_get_max_threads();
     region.set_path("blas", false);
     if (saved > 1) omp_set_num_threads(1);
-    for (int64_t t = 0; t < tiles; ++t) tile(t);
+    if (n * m * k < kBlasSerial)  // serial at any thread count: one call (the attention's blocks)
+      blas_gemm(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, beta, alpha);
+    else
+      for (int64_t t = 0; t < tiles; ++t) tile(t);
     if (saved > 1) omp_set_num_threads(saved);
     return;
   }
