@@ -80,8 +80,9 @@ std::string cuda_count_error();
 /// Kernel launches queued on devices since the program began: each kernel
 /// (fills and copies within a device included) and each cuBLAS call counts
 /// one; a transfer between host and device, or a zero fill (a memset),
-/// none. On the tests' stand-in, the launches a GPU would get. On a GPU each launch costs the host a few
-/// microseconds, which bounds a small model's step: `qkv bench` reports them.
+/// none. On the tests' stand-in, the launches a GPU would get. On a GPU
+/// each launch costs the host a few microseconds, which bounds a small
+/// model's step: `qkv bench` reports them.
 int64_t device_launches();
 namespace detail {
 void count_device_launch();  // kernel::launch, launch_blocks and device products call it

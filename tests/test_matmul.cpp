@@ -157,12 +157,12 @@ TEST_CASE("linear's bias gradient and LayerNorm's parameter gradients keep their
     Tensor x = Tensor::randn({rows, cols}, DType::Float32, &gen), g = Tensor::randn({rows, cols}, DType::Float32, &gen);
     // The linear's input is narrow: the sums under test are over its output's columns, and a
     // [cols, cols] weight made this the sanitizer pass's slowest test (a 4100² product, 22 s).
-    Tensor narrow = Tensor::randn({rows, 8}, DType::Float32, &gen), w = Tensor::randn({cols, 8}, DType::Float32, &gen);
+    Tensor thin = Tensor::randn({rows, 8}, DType::Float32, &gen), w = Tensor::randn({cols, 8}, DType::Float32, &gen);
     auto grads = [&](int threads) {
       set_num_threads(threads);
       Tensor b = Tensor::zeros({cols}).requires_grad_();
       nn::LayerNorm norm(cols);
-      (sum(linear(narrow, w, b) * g) + sum(norm.forward(x) * g)).backward();
+      (sum(linear(thin, w, b) * g) + sum(norm.forward(x) * g)).backward();
       set_num_threads(0);
       std::vector<double> out = b.grad().to_vector(), gw = norm.weight.grad().to_vector(),
                           gb = norm.bias.grad().to_vector();
