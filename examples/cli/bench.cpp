@@ -3,6 +3,7 @@
 // GFLOP/s against the machine's own sgemm, memory and the kernels that ran.
 #include <cblas.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -112,12 +113,29 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
   return b;
 }
 
+// On a terminal, a line on stderr that counts the steps (`done` of them so
+// far), erased at the end: deep takes 12 s on 2 cores, and a run that prints
+// nothing for that long looks stuck. stdout, the report, is left alone.
+void show_progress(const BenchSetup& b, int64_t done) {
+  static const bool tty = isatty(fileno(stderr)) && dist::rank() == 0;
+  if (!tty) return;
+  const int64_t total = b.warmup + b.steps;
+  if (done < total)
+    std::fprintf(stderr, "\r\033[Kbench %s, %d thread%s: step %lld of %lld%s", b.name.c_str(), get_num_threads(),
+                 get_num_threads() == 1 ? "" : "s", static_cast<long long>(done + 1), static_cast<long long>(total),
+                 done < b.warmup ? " (warm-up)" : "");
+  else
+    std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+}
+
 // Runs warmup + steps calls of `step`, keeping the times of the last `steps`
 // in t.ms (and with --profile, their regions in t.regions).
 template <class Step> void time_steps(const BenchSetup& b, BenchTiming& t, Step&& step) {
   for (int64_t i = 0; i < b.warmup + b.steps; ++i) {
     if (b.profile && i == b.warmup) profile::start();
     if (i == b.warmup) t.launches = -device_launches();
+    show_progress(b, i);
     auto t0 = std::chrono::steady_clock::now();
     step();
     device_backend(b.device).synchronize(b.device.index);  // a device's work is queued: wait for it
@@ -126,6 +144,7 @@ template <class Step> void time_steps(const BenchSetup& b, BenchTiming& t, Step&
   }
   if (b.profile) t.regions = profile::stop();
   t.launches += device_launches();
+  show_progress(b, b.warmup + b.steps);
 }
 
 // One layer's attention alone (no projections): the fused kernel or the composed path.
@@ -210,10 +229,12 @@ BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
     if (b.profile && p.step == b.warmup + b.steps) t.regions = profile::stop();
     if (p.step == b.warmup) t.launches = -device_launches();
     if (p.step == b.warmup + b.steps) t.launches += device_launches();
+    show_progress(b, p.step);
     last = now;
   };
   if (b.profile && b.warmup == 0) profile::start();
   if (b.warmup == 0) t.launches = -device_launches();
+  show_progress(b, 0);
   trainer.run();
   // 6 FLOPs per weight per token (forward 2, backward 4) for the blocks' 12·C² and the tied head's V·C,
   // and 12·L·T·C per token for attention's two products (scores, weighted sum; causal half not discounted).

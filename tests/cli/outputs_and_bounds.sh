@@ -269,10 +269,19 @@ PY
   refused "bench --profile 1,x" "$qkv" bench --profile 1,x --steps 1 --warmup 0
   refused "bench --profile with --threads" "$qkv" bench --profile 1 --threads 1 --steps 1 --warmup 0
   # The region table: one column per thread count, products and loops by name, and the step.
-  bounded "$qkv" bench --config layer --context 64 --profile 1,1 --steps 2 --warmup 0 >out.txt \
-    || fail "bench --profile"
+  bounded "$qkv" bench --config layer --context 64 --profile 1,1 --steps 2 --warmup 0 >out.txt 2>err.txt \
+    || { cat err.txt; fail "bench --profile"; }
   grep -q "speed-up" out.txt && grep -qE "sgemm [0-9]+x[0-9]+x[0-9]+ N[NT]" out.txt && grep -qE "loop [a-z_]+ \([a-z_]+\.cpp:[0-9]+\)" out.txt \
     && grep -qE "^ +[0-9.]+ +[0-9.]+ +[0-9.]+x +step$" out.txt || { cat out.txt; fail "bench --profile's table"; }
-  ok "bench refuses the flags its config does not use; --profile prints its region table" ;;
+  grep -q "step 1 of" out.txt err.txt && fail "bench wrote its progress line into a file"
+  # On a terminal (script(1) gives it one) it counts its steps on stderr, and erases the line at the end.
+  if command -v script >/dev/null; then
+    SHELL=/bin/bash QKV=$qkv script -qec '"$QKV" bench --config layer --context 64 --steps 2 --warmup 1 --threads 1 2>&1 >/dev/null' \
+      /dev/null >tty.txt 2>&1 || { cat tty.txt; fail "bench on a terminal"; }
+    grep -q "bench layer, 1 thread: step 1 of 3 (warm-up)" tty.txt && grep -q "step 3 of 3" tty.txt &&
+      [ "$(tail -c 4 tty.txt | od -An -c | tr -d ' ')" = '\r033[K' ] ||
+      { cat -v tty.txt; fail "bench on a terminal: no progress line, or it was left on the screen"; }
+  fi
+  ok "bench refuses the flags its config does not use; --profile prints its region table; progress only on a terminal" ;;
 *) fail "no such item" ;;
 esac
