@@ -3,7 +3,6 @@
 // GFLOP/s against the machine's own sgemm, memory and the kernels that ran.
 #include <cblas.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -113,20 +112,15 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
   return b;
 }
 
-// On a terminal, a line on stderr that counts the steps (`done` of them so
-// far), erased at the end: deep takes 12 s on 2 cores, and a run that prints
+// On a terminal, a line that counts the steps (`done` of them so far),
+// erased at the end: deep takes 12 s on 2 cores, and a run that prints
 // nothing for that long looks stuck. stdout, the report, is left alone.
 void show_progress(const BenchSetup& b, int64_t done) {
-  static const bool tty = isatty(fileno(stderr)) && dist::rank() == 0;
-  if (!tty) return;
   const int64_t total = b.warmup + b.steps;
-  if (done < total)
-    std::fprintf(stderr, "\r\033[Kbench %s, %d thread%s: step %lld of %lld%s", b.name.c_str(), get_num_threads(),
-                 get_num_threads() == 1 ? "" : "s", static_cast<long long>(done + 1), static_cast<long long>(total),
-                 done < b.warmup ? " (warm-up)" : "");
-  else
-    std::fprintf(stderr, "\r\033[K");
-  std::fflush(stderr);
+  const int threads = get_num_threads();
+  progress_line(done < total ? cat("bench ", b.name, ", ", threads, threads == 1 ? " thread" : " threads", ": step ",
+                                   done + 1, " of ", total, done < b.warmup ? " (warm-up)" : "")
+                             : "");
 }
 
 // Runs warmup + steps calls of `step`, keeping the times of the last `steps`

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -35,6 +36,13 @@ Device set_device_option(const std::string& name) {
   QKV_CHECK(device.is_cpu() || dist::world_size() == 1, "--device ", device.str(),
             ": under mpirun the ranks train on the CPU (data parallel on GPUs is not built yet)");
   return device;
+}
+
+void progress_line(const std::string& line) {
+  static const bool tty = isatty(fileno(stderr)) && dist::rank() == 0;
+  if (!tty) return;
+  std::fprintf(stderr, "\r\033[K%s", line.c_str());
+  std::fflush(stderr);
 }
 
 // Parses argv; prints help and returns false when --help was asked.
@@ -183,6 +191,18 @@ int eval(int argc, char** argv) {
   runner->to(device);
   use_data_flag(*runner, args, path);
   Generator gen(args["seed"].as<uint64_t>() ^ 0xe7a1ULL);
+  // A million examples take a minute: say how far it got, after the first chunk and then at most ten times a second.
+  std::chrono::steady_clock::time_point shown{};
+  runner->on_progress = [&](int64_t done, int64_t total) {
+    auto now = std::chrono::steady_clock::now();
+    if (done < total && shown != std::chrono::steady_clock::time_point{} &&
+        now - shown < std::chrono::milliseconds(100))
+      return;
+    shown = now;
+    progress_line(done < total
+                      ? cat("eval: ", done, " of ", total, runner->spec().task == "text" ? " windows" : " examples")
+                      : "");
+  };
   if (runner->label_task()) {
     print_label_metrics(path, *runner, runner->evaluate_labels(count, gen));
   } else if (runner->task()) {

@@ -25,6 +25,11 @@ std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::strin
 /// correct answer to the input `text`. `what` receives a description.
 Tensor input_loss(Runner& runner, const std::string& text, std::string* what = nullptr);
 
+/// On a terminal, `line` on stderr in place of the previous one: a long
+/// command's progress (bench's steps, eval's examples); "" erases it.
+/// Nothing when stderr is a file or a pipe, or on ranks past the first.
+void progress_line(const std::string& line);
+
 // ---- the commands ----
 
 /// --threads: n > 0 threads, or 0 for as many as there are idle cores now

@@ -301,6 +301,7 @@ double Runner::accuracy(int64_t count, Generator& gen) {
     std::vector<std::vector<int64_t>> got = answer(inputs);
     for (int64_t i = 0; i < n; ++i) right += got[i] == examples[i].answer;
     done += n;
+    if (on_progress) on_progress(done, count);
   }
   return static_cast<double>(right) / static_cast<double>(count);
 }
@@ -312,7 +313,10 @@ double Runner::held_out_loss(int64_t windows, Generator& gen) {
   double total = 0, entropy_weight = entropy_weight_;
   entropy_weight_ = 0;  // the held-out loss is the plain cross-entropy
   int64_t batches = (windows + 31) / 32;
-  for (int64_t i = 0; i < batches; ++i) total += text_loss("held_out", 32, gen).item();
+  for (int64_t i = 0; i < batches; ++i) {
+    total += text_loss("held_out", 32, gen).item();
+    if (on_progress) on_progress(std::min(windows, (i + 1) * 32), windows);
+  }
   entropy_weight_ = entropy_weight;
   module().train(was_training);
   return total / static_cast<double>(batches);
@@ -352,6 +356,7 @@ LabelMetrics Runner::evaluate_labels(int64_t count, Generator& gen) {
       auto at = std::find(popular.begin(), popular.end(), truth);
       if (at != popular.end()) m.popular_hit_rate += 1, m.popular_ndcg += 1 / std::log2((at - popular.begin()) + 2.0);
     }
+    if (on_progress) on_progress(static_cast<int64_t>(first + chunk.size()), static_cast<int64_t>(held.size()));
   }
   m.examples = static_cast<int64_t>(held.size());
   const double n = std::max<double>(1, static_cast<double>(m.examples));

@@ -121,6 +121,9 @@ class Runner {
   /// Continues a byte prompt by max_new bytes (text task).
   std::string continue_text(const std::string& prompt, int64_t max_new, double temperature, int64_t top_k,
                             Generator& gen);
+  /// Called by accuracy, held_out_loss and evaluate_labels after each chunk
+  /// with how many of their examples (or windows) are done, and of how many.
+  std::function<void(int64_t done, int64_t total)> on_progress;
   /// Exact-match accuracy on `count` fresh examples from `gen`.
   double accuracy(int64_t count, Generator& gen);
   /// Held-out loss in nats per byte over `windows` windows (text task).

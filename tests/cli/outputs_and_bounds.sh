@@ -282,6 +282,16 @@ PY
       [ "$(tail -c 4 tty.txt | od -An -c | tr -d ' ')" = '\r033[K' ] ||
       { cat -v tty.txt; fail "bench on a terminal: no progress line, or it was left on the screen"; }
   fi
-  ok "bench refuses the flags its config does not use; --profile prints its region table; progress only on a terminal" ;;
+  # eval too: its first chunk of 1024 examples is always shown, then at most ten lines a second.
+  trained ck.safetensors
+  bounded "$qkv" eval --checkpoint ck.safetensors --examples 2000 >out.txt 2>err.txt || { cat err.txt; fail "eval"; }
+  [ ! -s err.txt ] || { cat -v err.txt; fail "eval wrote progress to a file"; }
+  if command -v script >/dev/null; then
+    SHELL=/bin/bash QKV=$qkv script -qec '"$QKV" eval --checkpoint ck.safetensors --examples 2000 2>&1 >/dev/null' \
+      /dev/null >tty.txt 2>&1 || { cat tty.txt; fail "eval on a terminal"; }
+    grep -q "eval: 1024 of 2000 examples" tty.txt && [ "$(tail -c 4 tty.txt | od -An -c | tr -d ' ')" = '\r033[K' ] ||
+      { cat -v tty.txt; fail "eval on a terminal: no progress line, or it was left on the screen"; }
+  fi
+  ok "bench refuses the flags its config does not use; --profile prints its region table; bench and eval show progress only on a terminal" ;;
 *) fail "no such item" ;;
 esac
