@@ -85,7 +85,8 @@ struct GemmTileArgs {
   float* c;                 // the tile's first element in C (row-major, leading dimension ldc)
   int64_t ldc, rows, cols;  // rows <= mr and cols <= nr of the tile are real
   float alpha, beta;
-  bool first;  // the first k-block: c = alpha·acc + beta·c; later ones add alpha·acc
+  bool first;         // the first k-block: c = alpha·acc + beta·c (or + bias); later ones add alpha·acc
+  const float* bias;  // or null: the tile's columns of a row added to every row in the first k-block (beta = 0)
 };
 
 /// Packing panels [begin, end) of op(X) for the micro-kernel, at depth [p0, p0 + kc):

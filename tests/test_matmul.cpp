@@ -197,3 +197,28 @@ TEST_CASE("linear's bias gradient sums over every row of a folded batch", "[matm
   REQUIRE(got.size() == expect.size());
   for (size_t c = 0; c < got.size(); ++c) CHECK(got[c] == Approx(expect[c]).epsilon(1e-13));
 }
+
+TEST_CASE("linear adds its bias with the bits of matmul then add, on every product path", "[matmul][linear]") {
+  Generator gen(4);
+  // [6, 200, 40] x [48, 40]ᵀ is 2.3M multiply-adds (BLAS); [4, 256, 96] x [160, 96]ᵀ is 15.7M (qkv's own kernel,
+  // which adds the bias as it writes the output), so both paths are compared.
+  for (Shape xs : {Shape{6, 200, 40}, Shape{4, 256, 96}})
+    for (DType dtype : {DType::Float32, DType::Float64}) {
+      INFO(shape_str(xs) << " " << dtype_name(dtype));
+      const int64_t in = xs.back(), out = in == 40 ? 48 : 160;
+      Tensor x = Tensor::randn(xs, dtype, &gen), w = Tensor::randn({out, in}, dtype, &gen);
+      Tensor b = Tensor::randn({out}, dtype, &gen);
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        bool same = linear(x, w, b).to_vector() == (matmul(x, w, false, true) + b).to_vector();
+        CHECK(same);
+      }
+      set_num_threads(0);
+    }
+  // No inputs (in = 0): every row is the bias.
+  Tensor b = Tensor::randn({3}, DType::Float32, &gen);
+  Tensor y = linear(Tensor::zeros({4, 0}), Tensor::zeros({3, 0}), b);
+  CHECK(y.shape() == Shape{4, 3});
+  bool rows_are_bias = y.to_vector() == expand(b, {4, 3}).to_vector();
+  CHECK(rows_are_bias);
+}

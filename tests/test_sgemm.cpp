@@ -116,6 +116,34 @@ TEST_CASE("sgemm: beta = 0 never reads C, so NaN left in it does not spread", "[
   for (float x : run(p, o, 2)) REQUIRE(std::isfinite(x));
 }
 
+TEST_CASE("sgemm: a bias row gives the bits of copying it into C and taking beta = 1, for any thread count",
+          "[matmul][threads]") {
+  if (!has_kernel()) {
+    WARN("this CPU's vector level has no micro-kernel (SSE2)");
+    return;
+  }
+  for (Product p : kProducts) {
+    INFO("n=" << p.n << " m=" << p.m << " k=" << p.k);
+    Operands o = make(p, 5);
+    std::vector<float> bias(o.c.begin(), o.c.begin() + p.m);  // C's first row: any values
+    Operands copied = o;
+    for (int64_t i = 0; i < p.n; ++i) std::copy(bias.begin(), bias.end(), copied.c.begin() + i * o.ldc);
+    p.beta = 1;
+    const std::vector<float> want = run(p, copied, 1);
+    p.beta = 0;
+    for (int threads : {1, 2, 5}) {
+      INFO(threads << " threads");
+      Operands biased = o;  // C holds other values: beta = 0 with a bias must not read them
+      REQUIRE(packed_sgemm(p.ta, p.tb, p.n, p.m, p.k, biased.a.data(), biased.lda, biased.b.data(), biased.ldb,
+                           biased.c.data(), biased.ldc, 0.0f, p.alpha, threads, bias.data()));
+      bool same = biased.c == want;  // padding past m untouched in both
+      CHECK(same);
+    }
+    CHECK_FALSE(packed_sgemm(p.ta, p.tb, p.n, p.m, p.k, o.a.data(), o.lda, o.b.data(), o.ldb, o.c.data(), o.ldc, 0.5f,
+                             p.alpha, 2, bias.data()));  // a bias replaces beta·C: both at once is refused
+  }
+}
+
 TEST_CASE("sgemm: AVX2 and AVX-512 give the same bits, and SSE2 leaves the product to BLAS", "[matmul][simd]") {
   const simd::Isa original = simd::active_isa();
   std::vector<simd::Isa> isas = simd::available_isas();

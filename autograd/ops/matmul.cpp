@@ -18,6 +18,7 @@
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/sgemm.h"
 #include "autograd/ops/shape.h"
+#include "autograd/ops/strided_loop.h"
 #include "autograd/parallel.h"
 #include "autograd/profile.h"
 #include "autograd/simd.h"
@@ -84,17 +85,28 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* 
 // About four tiles, split along the rows (or along the columns of a wide,
 // short output), so each call packs its shared operand as few times as
 // possible; more tiles would pack it more often.
+//
+// A bias row is added by the own kernel as it writes C; BLAS gets it copied
+// into C first and beta = 1: the same bits either way.
 template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b,
-                             int64_t ldb, T* c, int64_t ldc, T beta, T alpha) {
+                             int64_t ldb, T* c, int64_t ldc, T beta, T alpha, const T* bias) {
   constexpr int64_t kBlasSerial = 65536 * 4;  // smaller products stay on one thread: forking costs more
   constexpr int64_t kOwnKernel = int64_t{1} << 23;
+  QKV_CHECK(!bias || beta == T(0), "gemm: a bias row replaces beta·C (beta must be 0)");
   profile::Scope region(std::is_same_v<T, float> ? 's' : 'd', ta, tb, n, m, k);
   if constexpr (std::is_same_v<T, float>) {
     const int64_t work = n * m * k;
     int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(get_num_threads(), work / kBlasSerial));
     region.set_path("own", threads > 1);
-    if (work >= kOwnKernel && n > 1 && packed_sgemm(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, beta, alpha, threads))
+    if (work >= kOwnKernel && n > 1 &&
+        packed_sgemm(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, beta, alpha, threads, bias))
       return;
+  }
+  if (bias) {
+    parallel_for(n, m, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) std::copy(bias, bias + m, c + r * ldc);
+    });
+    beta = T(1);
   }
   constexpr int64_t kParts = 4, kMinRows = 32, kMinCols = 64;
   auto part = [](int64_t size, int64_t least) {  // tile length: size / kParts rounded up to 16, at least `least`
@@ -130,9 +142,9 @@ template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, 
   for (int64_t t = 0; t < tiles; ++t) tile(t);
 }
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
-                          int64_t, float, float);
+                          int64_t, float, float, const float*);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t,
-                           double*, int64_t, double, double);
+                           double*, int64_t, double, double, const double*);
 
 namespace {
 
@@ -303,28 +315,22 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   shape.back() = out_features;
   Tensor y = Tensor::empty(shape, x.dtype(), x.device());
   Device device = x.device();
-  if (!device.is_cpu() && bias.defined()) {  // the bias on every row, then the product adds onto it
-    std::vector<int64_t> strides(y.dim(), 0);
-    strides.back() = 1;
-    device::strided_copy(bias, y, strides);
+  if (in == 0 || rows == 0 || out_features == 0) {  // no products: the bias on every row, or zeros
+    if (in == 0) y = bias.defined() ? expand(bias.detach(), shape) : Tensor::zeros(shape, x.dtype(), device);
+  } else if (device.is_cpu()) {  // the product adds the bias as it writes y
+    dispatch_floating(x.dtype(), "linear", [&](auto zero) {
+      using T = decltype(zero);
+      gemm<T>(false, true, rows, out_features, in, x.data<T>(), in, weight.data<T>(), in, y.data<T>(), out_features,
+              T(0), T(1), bias.defined() ? bias.data<T>() : nullptr);
+    });
+  } else {  // the bias on every row, then the product adds onto it
+    if (bias.defined()) device::strided_copy(bias, y, detail::broadcast_strides(bias.shape(), shape));
+    dispatch_floating(x.dtype(), "linear", [&](auto zero) {
+      using T = decltype(zero);
+      product<T>(device, false, true, rows, out_features, in, x.device_data<T>(), in, weight.device_data<T>(), in,
+                 y.device_data<T>(), out_features, bias.defined() ? T(1) : T(0));
+    });
   }
-  dispatch_floating(x.dtype(), "linear", [&](auto zero) {
-    using T = decltype(zero);
-    T* py = y.device_data<T>();
-    if (bias.defined() && device.is_cpu()) {
-      const T* pb = bias.data<T>();
-      parallel_for(rows, out_features, [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) std::copy(pb, pb + out_features, py + r * out_features);
-      });
-    }
-    if (rows == 0 || out_features == 0) return;
-    if (in == 0) {
-      if (!bias.defined()) y = Tensor::zeros(shape, x.dtype(), device);
-      return;
-    }
-    product<T>(device, false, true, rows, out_features, in, x.device_data<T>(), in, weight.device_data<T>(), in, py,
-               out_features, bias.defined() ? T(1) : T(0));
-  });
   if (needs_grad({x, weight, bias}))
     record("linear", y, {x, weight, bias},
            [x = x.detach(), w = weight.detach(), rows, in, out_features, rx = x.requires_grad(),

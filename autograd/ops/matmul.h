@@ -11,15 +11,18 @@ namespace qkv {
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 
 /// x·Wᵀ + b, as torch.nn.functional.linear: x [..., in], weight [out, in],
-/// bias [out] or undefined -> [..., out]. One op: the bias is written into
-/// the output first and the product added onto it (BLAS beta = 1).
+/// bias [out] or undefined -> [..., out]. One op: the product adds the bias
+/// as it writes the output (on a device, and where BLAS computes, the bias
+/// is written first and the product added onto it: the same bits).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 /// C[n, m] = alpha·op(A)·op(B) + beta·C on raw row-major arrays with leading
 /// dimensions (so a head inside [B, n, heads, d] is an operand without a
 /// copy). Split over threads in fixed output tiles: the result does not
-/// depend on the thread count. For kernels that build on BLAS.
+/// depend on the thread count. For kernels that build on BLAS. With `bias`
+/// (m values; beta must be 0), C = alpha·op(A)·op(B) + bias on every row.
 template <class T> void gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
-                             const T* b, int64_t ldb, T* c, int64_t ldc, T beta, T alpha = T(1));
+                             const T* b, int64_t ldb, T* c, int64_t ldc, T beta, T alpha = T(1),
+                             const T* bias = nullptr);
 
 }  // namespace qkv

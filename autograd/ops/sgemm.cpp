@@ -62,6 +62,7 @@ struct Product {
   float* c;
   int64_t ldc;
   float alpha, beta;
+  const float* bias;  // or null
 
   int64_t depth() const { return std::min(k, kKc); }
   int64_t a_panels(int64_t rows) const { return (rows + kernel.mr - 1) / kernel.mr; }
@@ -74,7 +75,7 @@ struct Product {
     const int mr = kernel.mr, nr = kernel.nr;
     kernel.tile({kc, pa + (p - p_first) * mr * kc, ta ? 0 : kc, pb + (q - q_first) * nr * kc,
                  c + (i0 + p * mr) * ldc + j0 + q * nr, ldc, std::min<int64_t>(mr, rows - p * mr),
-                 std::min<int64_t>(nr, cols - q * nr), alpha, beta, p0 == 0});
+                 std::min<int64_t>(nr, cols - q * nr), alpha, beta, p0 == 0, bias ? bias + j0 + q * nr : nullptr});
   }
 
   // Thread `me` of a small team: a run of each block's row panels (with all its column panels), or of its
@@ -148,11 +149,11 @@ struct Product {
 }  // namespace
 
 bool packed_sgemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, float beta, float alpha, int threads) {
+                  int64_t ldb, float* c, int64_t ldc, float beta, float alpha, int threads, const float* bias) {
   const simd::GemmKernel kernel = simd::gemm_kernel();
-  if (kernel.mr == 0 || k == 0) return false;  // k = 0: C = beta·C, left to BLAS
+  if (kernel.mr == 0 || k == 0 || (bias && beta != 0)) return false;  // k = 0: C = beta·C, left to BLAS
   if (n == 0 || m == 0) return true;
-  const Product product{kernel, ta, tb, n, m, k, a, lda, b, ldb, c, ldc, alpha, beta};
+  const Product product{kernel, ta, tb, n, m, k, a, lda, b, ldb, c, ldc, alpha, beta, bias};
   if (threads <= kPrivateTeam) {
 #pragma omp parallel num_threads(threads) if (threads > 1)
     product.run_private(omp_get_thread_num(), omp_get_num_threads());

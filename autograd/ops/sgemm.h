@@ -13,8 +13,12 @@ namespace qkv {
 /// Every element of C is the same sum of the same products in the same order
 /// (k-blocks of a fixed depth, FMAs in k order within each) whichever thread
 /// computes it, so C is bit-identical for any thread count.
-/// Returns false, and computes nothing, where the level has no micro-kernel.
+/// With `bias` (m values) and beta = 0, C = alpha·op(A) op(B) + bias on every
+/// row: the bits of copying the bias into C first and taking beta = 1.
+/// Returns false, and computes nothing, where the level has no micro-kernel
+/// (or k = 0, or a bias with beta ≠ 0).
 bool packed_sgemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda,
-                  const float* b, int64_t ldb, float* c, int64_t ldc, float beta, float alpha, int threads);
+                  const float* b, int64_t ldb, float* c, int64_t ldc, float beta, float alpha, int threads,
+                  const float* bias = nullptr);
 
 }  // namespace qkv

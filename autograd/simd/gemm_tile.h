@@ -7,7 +7,9 @@
 // with the A panel k-major (A(r, k) = a[k·MR + r]) or row-major (a[r·a_rows + k]),
 // and writes it into C:
 //   first k-block:  c = alpha·acc + beta·c   (beta == 0: c = alpha·acc, C is not read)
+//                   c = alpha·acc + bias[j]  (with a bias row: linear's, without a pass to copy it into C)
 //   later blocks:   c = c + alpha·acc
+// The bias gives the bits of copying it into C and taking beta = 1 (1·c is exact).
 // A partial tile (rows < MR or cols < NR) runs the same loop over zero-padded
 // panels and the same multiplies and adds, one element at a time, so every
 // element of C is computed the same way wherever it lies. With FMAs in k
@@ -131,6 +133,9 @@ template <class A, int MR> struct GemmTile {
         if (!t.first) {
           x0 = B::load_unaligned(c) + x0;
           x1 = B::load_unaligned(c + W) + x1;
+        } else if (t.bias) {
+          x0 = x0 + B::load_unaligned(t.bias);
+          x1 = x1 + B::load_unaligned(t.bias + W);
         } else if (t.beta != 0.0f) {
           x0 = x0 + beta * B::load_unaligned(c);
           x1 = x1 + beta * B::load_unaligned(c + W);
@@ -151,6 +156,8 @@ template <class A, int MR> struct GemmTile {
         float x = out[r * NR + j] * t.alpha;
         if (!t.first)
           x = c[j] + x;
+        else if (t.bias)
+          x = x + t.bias[j];
         else if (t.beta != 0.0f)
           x = x + t.beta * c[j];
         c[j] = x;
