@@ -384,8 +384,8 @@ int bench(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("full"),
       "KIND")("checkpoint-activations", "GPT configs: recompute each block in backward")(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"), "N")(
-      "kernel", "attention kernel: fused (default) or composed", cxxopts::value<std::string>()->default_value("fused"),
-      "NAME")("threads", "threads per process (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
+      "kernel", "attention kernel: fused or composed", cxxopts::value<std::string>()->default_value("fused"), "NAME")(
+      "threads", "threads per process (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
       "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE")(
       "profile",
       "time each parallel loop and product of the step at these thread counts (e.g. 2,16) and print one table "

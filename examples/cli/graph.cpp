@@ -67,7 +67,7 @@ int graph(int argc, char** argv) {
   options.add_options("drawing")("focus",
                                  "draw one module in full: 'attention' (the first attention layer) or a module path "
                                  "such as blocks.1.attn (default: everything)",
-                                 cxxopts::value<std::string>()->default_value(""), "MODULE")(
+                                 cxxopts::value<std::string>(), "MODULE")(
       "fused", "draw the fused attention kernel training runs, not attention's separate steps")(
       "out", "DOT file to write; the SVG goes beside it (x.dot and x.svg, whichever of the two is named)",
       cxxopts::value<std::string>()->default_value("graph.dot"),
@@ -87,8 +87,8 @@ int graph(int argc, char** argv) {
   std::string svg = ends(".dot") ? out.substr(0, out.size() - 4) + ".svg" : out + ".svg";
   const bool force = args.count("force") > 0;
   io::check_output_file(out, "--out", force, {path});
-  io::check_output_file(svg, "--out's SVG", force, {path});
-  const bool fused = args.count("fused") > 0;  // by default attention shows each of its steps
+  io::check_output_file(svg, "--out", force, {path});  // the message names the SVG's path
+  const bool fused = args.count("fused") > 0;          // by default attention shows each of its steps
 
   Generator gen(1);
   manual_seed(1);
@@ -128,7 +128,7 @@ int graph(int argc, char** argv) {
   graph.retain_grads();
   loss.backward();
 
-  std::string focus = args["focus"].as<std::string>();
+  std::string focus = args.count("focus") ? args["focus"].as<std::string>() : "";
   if (focus == "attention") focus = first_attention(graph);
   if (!focus.empty()) title += cat(" — ", focus, " only");
   std::string dot = graph_dot(graph, {title, focus});

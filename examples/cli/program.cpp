@@ -99,9 +99,14 @@ int run(const std::string& command, int argc, char** argv) {
     std::fprintf(stderr, "qkv: unknown command '%s' (%s; see qkv --help)\n", name.c_str(), command_names().c_str());
     return 2;
   } catch (const cxxopts::exceptions::exception& e) {
-    // cxxopts quotes the user's own words: they pass through the one printer too.
-    std::fprintf(stderr, "qkv %s%s: %s (see qkv %s --help)\n", name.c_str(), who.c_str(),
-                 qkv::one_line(with_flag(e.what(), argc, argv)).c_str(), name.c_str());
+    // A usage error (exit 2, as getopt's programs do): an unknown flag, a
+    // missing or malformed value. cxxopts quotes the user's own words: they
+    // pass through the one printer too, its curly quotes made plain.
+    std::string message = with_flag(e.what(), argc, argv);
+    for (const char* quote : {"\u2018", "\u2019"})
+      for (size_t at; (at = message.find(quote)) != std::string::npos;) message.replace(at, 3, "'");
+    std::fprintf(stderr, "qkv %s%s: error: %s (see qkv %s --help)\n", name.c_str(), who.c_str(),
+                 qkv::one_line(message).c_str(), name.c_str());
     return failed(2);
   } catch (const qkv::Error& e) {
     std::fprintf(stderr, "qkv %s%s: error: %s\n", name.c_str(), who.c_str(), qkv::one_line(e.what()).c_str());

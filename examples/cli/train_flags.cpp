@@ -1,8 +1,11 @@
 // qkv train's flags, and the run they resolve to: on a new run the flags,
 // else each task's defaults; on --resume the checkpoint's model, task and
 // settings, with only the run's own flags (steps, save, log, ...) changing.
+#include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "bounds.h"
 #include "commands.h"
@@ -37,6 +40,32 @@ TaskDefaults defaults_for(const std::string& task) {
   if (task == "sessions")
     d.max_len = 20, d.steps = 800, d.dropout = 0.1, d.target = 1.0;  // 1,000 users: longer overfits
   return d;
+}
+
+const char* const kTasks[] = {"copy", "reverse", "sort", "add", "text", "brackets", "digits", "sessions"};
+
+// "default V; W for text, X for digits and sessions": the sequence tasks'
+// value, then each other value with its tasks, read from defaults_for itself
+// so that --help cannot drift from what a run uses.
+template <class V> std::string defaults_text(V TaskDefaults::*field) {
+  const V base = TaskDefaults{}.*field;
+  std::vector<std::pair<V, std::vector<std::string>>> others;
+  for (const char* task : kTasks) {
+    const V value = defaults_for(task).*field;
+    if (value == base) continue;
+    auto same = std::find_if(others.begin(), others.end(), [&](const auto& o) { return o.first == value; });
+    if (same == others.end())
+      others.push_back({value, {task}});
+    else
+      same->second.push_back(task);
+  }
+  std::string text = cat("default ", base);
+  for (size_t i = 0; i < others.size(); ++i) {
+    text += cat(i == 0 ? "; " : ", ", others[i].first, " for ");
+    const std::vector<std::string>& tasks = others[i].second;
+    for (size_t t = 0; t < tasks.size(); ++t) text += (t == 0 ? "" : t + 1 == tasks.size() ? " and " : ", ") + tasks[t];
+  }
+  return text;
 }
 
 // A new run's model and task from the flags; flags the task does not use are mistakes.
@@ -104,25 +133,27 @@ cxxopts::Options train_options() {
               cxxopts::value<int64_t>(), "N")(
       "patch", "vit: the side of a square patch, dividing the image's (default 2)", cxxopts::value<int64_t>(), "P")(
       "pooling", "encoder: cls (a learned [CLS] token) | mean (over the unpadded tokens) (default cls)",
-      cxxopts::value<std::string>(), "HOW")(
-      "digits", cat("operand digits for add, in ", range(1, kMaxDigits), " (default 3)"), cxxopts::value<int64_t>(),
-      "N")("layers",
-           cat("transformer layers, per side for seq2seq, in ", range(1, kMaxLayers), " (default 2; 4 for brackets)"),
-           cxxopts::value<int64_t>(),
-           "N")("heads", "attention heads, dividing --dim (default 4)", cxxopts::value<int64_t>(), "N")(
+      cxxopts::value<std::string>(),
+      "HOW")("digits", cat("operand digits for add, in ", range(1, kMaxDigits), " (default 3)"),
+             cxxopts::value<int64_t>(), "N")("layers",
+                                             cat("transformer layers, per side for seq2seq, in ", range(1, kMaxLayers),
+                                                 " (", defaults_text(&TaskDefaults::layers), ")"),
+                                             cxxopts::value<int64_t>(), "N")(
+      "heads", "attention heads, dividing --dim (default 4)", cxxopts::value<int64_t>(), "N")(
       "dim", cat("model width, in ", range(1, kMaxWidth), " (default 64)"), cxxopts::value<int64_t>(), "N")(
       "attention", "full | window:W (a token sees the W before it) | linear (default full)",
       cxxopts::value<std::string>(), "KIND")(
       "context", cat("context length, in ", range(1, kMaxContext), " (default: what the task needs; 64 for text)"),
       cxxopts::value<int64_t>(),
-      "N")("dropout", "dropout probability (default 0; 0.2 for text)", cxxopts::value<double>(), "P");
+      "N")("dropout", cat("dropout probability (", defaults_text(&TaskDefaults::dropout), ")"),
+           cxxopts::value<double>(), "P");
   options.add_options("training (fixed by the checkpoint on --resume)")(
       "batch",
-      cat("examples per step, in ", range(1, kMaxBatch),
-          " (default 64; 32 for text); under mpirun the "
+      cat("examples per step, in ", range(1, kMaxBatch), " (", defaults_text(&TaskDefaults::batch),
+          "); under mpirun the "
           "global batch, split into contiguous slices, one per rank"),
       cxxopts::value<int64_t>(),
-      "N")("lr", "peak learning rate (default 0.001; 0.003 for text)", cxxopts::value<double>(), "LR")(
+      "N")("lr", cat("peak learning rate (", defaults_text(&TaskDefaults::lr), ")"), cxxopts::value<double>(), "LR")(
       "optimizer", "adamw | adam | sgd (default adamw)", cxxopts::value<std::string>(), "NAME")(
       "schedule", "constant | cosine (default cosine)", cxxopts::value<std::string>(), "NAME")(
       "warmup", "warm-up steps (default 100)", cxxopts::value<int64_t>(), "N")(
@@ -130,8 +161,8 @@ cxxopts::Options train_options() {
       "clip", "gradient norm limit, 0 for none (default 1)", cxxopts::value<double>(), "NORM")(
       "seed", "random seed (default 1)", cxxopts::value<uint64_t>(), "N")(
       "target",
-      "tasks: stop when the held-out metric (exact match, accuracy, HR@10) reaches this (default 0.99; 1 for "
-      "digits and sessions)",
+      cat("tasks: stop when the held-out metric (exact match, accuracy, HR@10) reaches this (",
+          defaults_text(&TaskDefaults::target), ")"),
       cxxopts::value<double>(),
       "FRACTION")("attn-entropy",
                   "add this x the mean attention entropy to the loss, in [-100, 100]; < 0 spreads attention "
@@ -139,16 +170,18 @@ cxxopts::Options train_options() {
                   cxxopts::value<double>(),
                   "LAMBDA")("checkpoint-activations", "recompute each block in backward: less memory, more time");
   options.add_options("the run (may change on --resume)")(
-      "steps", "step budget, counting resumed steps (default 4000; 800 for text)", cxxopts::value<int64_t>(), "N")(
-      "save", "checkpoint file (default: the resumed file, else a new <task>[-N].safetensors)",
-      cxxopts::value<std::string>(), "FILE")("force", "let --save and --log replace files of another run")(
+      "steps", cat("step budget, counting resumed steps (", defaults_text(&TaskDefaults::steps), ")"),
+      cxxopts::value<int64_t>(),
+      "N")("save", "checkpoint file (default: the resumed file, else a new <task>[-N].safetensors)",
+           cxxopts::value<std::string>(), "FILE")("force", "let --save and --log replace files of another run")(
       "save-every", "also save every N steps (default 0: at the end only)", cxxopts::value<int64_t>(), "N")(
-      "eval-every", "steps between evaluations (default 250; 100 for text)", cxxopts::value<int64_t>(), "N")(
-      "resume", "continue the run saved in a checkpoint, with its settings", cxxopts::value<std::string>(), "FILE")(
-      "log", "per-step log: CSV if FILE ends in .csv, else JSON lines (appended to on --resume)",
-      cxxopts::value<std::string>(),
-      "FILE")("threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
-              cxxopts::value<int>(), "N")("device", kDeviceHelp, cxxopts::value<std::string>(), "DEVICE")(
+      "eval-every", cat("steps between evaluations (", defaults_text(&TaskDefaults::eval_every), ")"),
+      cxxopts::value<int64_t>(),
+      "N")("resume", "continue the run saved in a checkpoint, with its settings", cxxopts::value<std::string>(),
+           "FILE")("log", "per-step log: CSV if FILE ends in .csv, else JSON lines (appended to on --resume)",
+                   cxxopts::value<std::string>(), "FILE")(
+      "threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
+      cxxopts::value<int>(), "N")("device", kDeviceHelp, cxxopts::value<std::string>(), "DEVICE")(
       "check-grads", "gradient-check a float64 copy of the model before the first step and at the end")(
       "h,help", "show this help");
   return options;
