@@ -77,7 +77,14 @@ if [ -n "$sanitized" ]; then
   ok "the browser part runs in the Release pass (its pages are these)"
   exit 0
 fi
-[ -n "$chromium" ] || fail "no chromium: install Debian's chromium (./qkv.sh test does) for the browser test"
+# Without chromium: a failure in CI (which ./qkv.sh test equips), a skip
+# elsewhere (ctest exit 77: the device machine has no package registry),
+# once everything above has passed.
+if [ -z "$chromium" ]; then
+  [ "${CI:-}" != true ] || fail "no chromium: install Debian's chromium (./qkv.sh test does) for the browser test"
+  echo "skipped: the browser part needs Debian's chromium (./qkv.sh test installs it; in CI it must run)"
+  exit 77
+fi
 for name in reverse text seq2seq; do
   CHROMIUM=$chromium python3 "$here/../browser/explore_test.py" "$name.html" "$shots" >browser.txt 2>&1 || { cat browser.txt; fail "the browser test of $name.html"; }
   echo "  $name: $(tail -1 browser.txt)"

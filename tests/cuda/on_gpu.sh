@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 23's checks and figures on a machine with an NVIDIA GPU: the device
-# machine of DEVELOPERS.md (run ../shared/device/pack.sh here once, then the
+# machine of DEVELOPERS.md (run tests/device/pack.sh here once, then the
 # device tool's run with carry [".device"]), or any Linux box with CUDA.
 # Each mode builds build/gpu (Release, -DQKV_CUDA=ON) first, so each device
 # call stands alone, and each ends within the device tool's 600 s; logs go to
@@ -31,7 +31,7 @@ logs=${OUT:-$root/build/gpu/logs}
 mkdir -p "$logs"
 exec > >(tee "$logs/on_gpu_$mode.log") 2>&1
 
-# Debian's build dependencies, brought in .device/ by pack.sh (as on-device.sh does).
+# Debian's build dependencies, brought in .device/ by tests/device/pack.sh (unpacked as on-device.sh does).
 if [ -d .device/debs ]; then
   for d in .device/debs/*.deb; do
     case "$d" in
