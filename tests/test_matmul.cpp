@@ -198,10 +198,12 @@ TEST_CASE("linear's bias gradient sums over every row of a folded batch", "[matm
   for (size_t c = 0; c < got.size(); ++c) CHECK(got[c] == Approx(expect[c]).epsilon(1e-13));
 }
 
-TEST_CASE("linear adds its bias with the bits of matmul then add, on every product path", "[matmul][linear]") {
+TEST_CASE("linear adds its bias with the bits of matmul then add (inputs within one k-block), on both product paths",
+          "[matmul][linear]") {
   Generator gen(4);
   // [6, 200, 40] x [48, 40]ᵀ is 2.3M multiply-adds (BLAS); [4, 256, 96] x [160, 96]ᵀ is 15.7M (qkv's own kernel,
-  // which adds the bias as it writes the output), so both paths are compared.
+  // which adds the bias as it writes the output), so both paths are compared. Past one k-block (512 inputs) the
+  // bias joins the first block's sum, (P1 + b) + P2, as it did when it was copied into the output first.
   for (Shape xs : {Shape{6, 200, 40}, Shape{4, 256, 96}})
     for (DType dtype : {DType::Float32, DType::Float64}) {
       INFO(shape_str(xs) << " " << dtype_name(dtype));
@@ -215,10 +217,12 @@ TEST_CASE("linear adds its bias with the bits of matmul then add, on every produ
       }
       set_num_threads(0);
     }
-  // No inputs (in = 0): every row is the bias.
-  Tensor b = Tensor::randn({3}, DType::Float32, &gen);
-  Tensor y = linear(Tensor::zeros({4, 0}), Tensor::zeros({3, 0}), b);
-  CHECK(y.shape() == Shape{4, 3});
-  bool rows_are_bias = y.to_vector() == expand(b, {4, 3}).to_vector();
+  // No inputs (in = 0): every row is the bias, and the bias's gradient counts every row (as PyTorch's).
+  Tensor b = Tensor::randn({3}, DType::Float32, &gen).requires_grad_();
+  Tensor y = linear(Tensor::zeros({2, 2, 0}), Tensor::zeros({3, 0}), b);
+  CHECK(y.shape() == Shape{2, 2, 3});
+  bool rows_are_bias = y.to_vector() == expand(b.detach(), {2, 2, 3}).to_vector();
   CHECK(rows_are_bias);
+  sum(y).backward();
+  CHECK(b.grad().to_vector() == std::vector<double>{4, 4, 4});
 }

@@ -306,7 +306,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
             " and weight ", shape_str(weight.shape()), " do not fit (weight is [out, in])");
   QKV_CHECK(x.dtype() == weight.dtype(), "linear: dtypes differ: ", dtype_name(x.dtype()), " and ",
             dtype_name(weight.dtype()));
-  int64_t in = weight.size(1), out_features = weight.size(0), rows = x.numel() / std::max<int64_t>(in, 1);
+  const int64_t in = weight.size(1), out_features = weight.size(0);
+  const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));  // not numel / in: in may be 0
   if (bias.defined())
     QKV_CHECK((bias.shape() == Shape{out_features} && bias.dtype() == x.dtype()), "linear: bias ",
               shape_str(bias.shape()), " ", dtype_name(bias.dtype()), " must be [", out_features, "] ",
