@@ -24,7 +24,7 @@ struct Product {
 };
 
 // Shapes around the kernel's edges: tiles of 12 (or 6) rows and 32 (or 16) columns, k-blocks of 512,
-// packed blocks of 3072 rows and 4096 columns.
+// packed blocks of 1536 rows and 2048 columns.
 const Product kProducts[] = {
     {false, false, 37, 45, 70, 1, 0, 0},   {false, true, 100, 33, 257, 1, 0, 3},
     {true, false, 13, 64, 1100, 1, 1, 0},  {true, true, 25, 31, 513, 0.125f, 0.5f, 5},

@@ -53,7 +53,8 @@ int info(int argc, char** argv) {
     std::printf("  cuda       %s\n", describe_cuda().c_str());
     if (!args.count("checkpoint")) return 0;
   }
-  QKV_CHECK(args.count("checkpoint"), "give the checkpoint file: qkv info FILE (or qkv info --system: this machine)");
+  QKV_CHECK(args.count("checkpoint") && !args["checkpoint"].as<std::string>().empty(),
+            "give the checkpoint file: qkv info FILE (or qkv info --system: this machine)");
   std::string path = args["checkpoint"].as<std::string>();
   io::TensorFile file = io::load_safetensors(path);
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);

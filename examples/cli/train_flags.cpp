@@ -127,9 +127,8 @@ cxxopts::Options train_options() {
       "model", kind_names() + " (default: gpt; encoder for brackets, vit for digits, recommender for sessions)",
       cxxopts::value<std::string>(),
       "KIND")("max-len",
-              cat("longest input for copy, reverse, sort (default 8) and brackets (default 12), longest history for "
-                  "sessions (default 20), in ",
-                  range(1, kMaxInputLength)),
+              cat("longest input (copy, reverse, sort, brackets) or history (sessions), in ", range(1, kMaxInputLength),
+                  " (", defaults_text(&TaskDefaults::max_len), ")"),
               cxxopts::value<int64_t>(), "N")(
       "patch", "vit: the side of a square patch, dividing the image's (default 2)", cxxopts::value<int64_t>(), "P")(
       "pooling", "encoder: cls (a learned [CLS] token) | mean (over the unpadded tokens) (default cls)",
@@ -208,7 +207,7 @@ Run resolve(const cxxopts::ParseResult& args) {
                 " cannot change on --resume: the checkpoint holds the run's "
                 "settings (--resume takes --steps --save --force --save-every --eval-every --log --threads --device "
                 "--check-grads, "
-                "and --data for text)");
+                "and --data for text and digits)");
     resumed = io::load_safetensors(resume);
     if (resumed.metadata.count("qkv.train")) saved = io::parse_json_object(resumed.metadata.at("qkv.train"));
   }
