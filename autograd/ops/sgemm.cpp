@@ -85,8 +85,8 @@ struct Product {
   // evenness alone, a [1088, 64]·[64, 192] product split its 6 column panels, every thread packed all 1088
   // rows of A, and 2 threads ran 13% slower than 4 BLAS tiles; split by rows, 5%.)
   void run_private(int64_t me, int64_t team) const {
-    constexpr int64_t kPackCost =
-        16;  // a packed element against a vector FMA's multiply-adds (16 on AVX-512, 8 on AVX2)
+    // A packed element against a vector FMA's multiply-adds (16 on AVX-512, 8 on AVX2).
+    constexpr int64_t kPackCost = 16;
     const int mr = kernel.mr, nr = kernel.nr;
     auto busiest = [&](int64_t count) { return (count + team - 1) / team; };
     for (int64_t i0 = 0; i0 < n; i0 += kMaxRows) {
