@@ -308,7 +308,9 @@ train::Evaluation evaluate(Runner& runner, const Run& run) {
     e.reached = e.metric >= run.target;
   } else if (runner.task()) {
     e.metric = runner.accuracy(500, held_out);
-    e.text = cat("held-out exact match ", std::to_string(100 * e.metric).substr(0, 5), "%");
+    char text[64];  // two decimals, as eval and the classifiers print (500 examples: steps of 0.2%)
+    std::snprintf(text, sizeof text, "held-out exact match %.2f%%", 100 * e.metric);
+    e.text = text;
     e.reached = e.metric >= run.target;
   } else {
     e.metric = runner.held_out_loss(64, held_out);
