@@ -123,12 +123,22 @@ void show_progress(const BenchSetup& b, int64_t done) {
                              : "");
 }
 
+// The timed steps (those after the warm-up) open and close a window: their
+// regions (with --profile) and their device launches, and nothing outside it.
+void open_window(const BenchSetup& b, BenchTiming& t) {
+  if (b.profile) profile::start();
+  t.launches = -device_launches();
+}
+void close_window(const BenchSetup& b, BenchTiming& t) {
+  if (b.profile) t.regions = profile::stop();
+  t.launches += device_launches();
+}
+
 // Runs warmup + steps calls of `step`, keeping the times of the last `steps`
-// in t.ms (and with --profile, their regions in t.regions).
+// in t.ms (and the window's regions and launches).
 template <class Step> void time_steps(const BenchSetup& b, BenchTiming& t, Step&& step) {
   for (int64_t i = 0; i < b.warmup + b.steps; ++i) {
-    if (b.profile && i == b.warmup) profile::start();
-    if (i == b.warmup) t.launches = -device_launches();
+    if (i == b.warmup) open_window(b, t);
     show_progress(b, i);
     auto t0 = std::chrono::steady_clock::now();
     step();
@@ -136,8 +146,7 @@ template <class Step> void time_steps(const BenchSetup& b, BenchTiming& t, Step&
     if (i >= b.warmup)
       t.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  if (b.profile) t.regions = profile::stop();
-  t.launches += device_launches();
+  close_window(b, t);
   show_progress(b, b.warmup + b.steps);
 }
 
@@ -219,15 +228,12 @@ BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
   trainer.on_step = [&](const train::Progress& p) {  // rank 0: the time since the previous step ended
     auto now = std::chrono::steady_clock::now();
     if (p.step > b.warmup) t.ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
-    if (b.profile && p.step == b.warmup) profile::start();  // the timed steps' regions, and nothing after them
-    if (b.profile && p.step == b.warmup + b.steps) t.regions = profile::stop();
-    if (p.step == b.warmup) t.launches = -device_launches();
-    if (p.step == b.warmup + b.steps) t.launches += device_launches();
+    if (p.step == b.warmup) open_window(b, t);
+    if (p.step == b.warmup + b.steps) close_window(b, t);
     show_progress(b, p.step);
     last = now;
   };
-  if (b.profile && b.warmup == 0) profile::start();
-  if (b.warmup == 0) t.launches = -device_launches();
+  if (b.warmup == 0) open_window(b, t);  // step 0 has no on_step
   show_progress(b, 0);
   trainer.run();
   // 6 FLOPs per weight per token (forward 2, backward 4) for the blocks' 12·C² and the tied head's V·C,

@@ -103,8 +103,8 @@ int run(const std::string& command, int argc, char** argv) {
     // missing or malformed value. cxxopts quotes the user's own words: they
     // pass through the one printer too, its curly quotes made plain.
     std::string message = with_flag(e.what(), argc, argv);
-    for (const char* quote : {"\u2018", "\u2019"})
-      for (size_t at; (at = message.find(quote)) != std::string::npos;) message.replace(at, 3, "'");
+    for (const std::string quote : {"\u2018", "\u2019"})
+      for (size_t at; (at = message.find(quote)) != std::string::npos;) message.replace(at, quote.size(), "'");
     std::fprintf(stderr, "qkv %s%s: error: %s (see qkv %s --help)\n", name.c_str(), who.c_str(),
                  qkv::one_line(message).c_str(), name.c_str());
     return failed(2);

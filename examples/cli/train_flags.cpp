@@ -16,10 +16,11 @@ namespace qkv::cli {
 
 namespace {
 
-std::string kind_names() {
-  std::string names;
-  for (const std::string& n : nn::model_kind_names()) names += (names.empty() ? "" : " | ") + n;
-  return names;
+// "a | b | c": a flag's choices, for its help.
+template <class Names> std::string choices(const Names& names) {
+  std::string text;
+  for (const auto& name : names) text += (text.empty() ? "" : " | ") + std::string(name);
+  return text;
 }
 
 // Each task's defaults, where they differ from the sequence tasks'. The
@@ -120,16 +121,17 @@ cxxopts::Options train_options() {
                            "The progress line's loss is an exponential moving average over about 20 steps "
                            "(the --log file has each step's own loss).");
   options.add_options("model and task (fixed by the checkpoint on --resume)")(
-      "task", "copy | reverse | sort | add | text | brackets | digits | sessions (default reverse)",
+      "task", choices(kTasks) + " (default reverse)", cxxopts::value<std::string>(), "NAME")(
+      "data", "the text for --task text, the image CSV for digits (default: the bundled one)",
       cxxopts::value<std::string>(),
-      "NAME")("data", "the text for --task text, the image CSV for digits (default: the bundled one)",
-              cxxopts::value<std::string>(), "FILE")(
-      "model", kind_names() + " (default: gpt; encoder for brackets, vit for digits, recommender for sessions)",
-      cxxopts::value<std::string>(),
-      "KIND")("max-len",
-              cat("longest input (copy, reverse, sort, brackets) or history (sessions), in ", range(1, kMaxInputLength),
-                  " (", defaults_text(&TaskDefaults::max_len), ")"),
-              cxxopts::value<int64_t>(), "N")(
+      "FILE")("model",
+              choices(nn::model_kind_names()) +
+                  " (default: gpt; encoder for brackets, vit for digits, recommender for sessions)",
+              cxxopts::value<std::string>(),
+              "KIND")("max-len",
+                      cat("longest input (copy, reverse, sort, brackets) or history (sessions), in ",
+                          range(1, kMaxInputLength), " (", defaults_text(&TaskDefaults::max_len), ")"),
+                      cxxopts::value<int64_t>(), "N")(
       "patch", "vit: the side of a square patch, dividing the image's (default 2)", cxxopts::value<int64_t>(), "P")(
       "pooling", "encoder: cls (a learned [CLS] token) | mean (over the unpadded tokens) (default cls)",
       cxxopts::value<std::string>(),

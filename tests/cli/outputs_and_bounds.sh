@@ -274,12 +274,14 @@ PY
   grep -q "speed-up" out.txt && grep -qE "sgemm [0-9]+x[0-9]+x[0-9]+ N[NT]" out.txt && grep -qE "loop [a-z_]+ \([a-z_]+\.cpp:[0-9]+\)" out.txt \
     && grep -qE "^ +[0-9.]+ +[0-9.]+ +[0-9.]+x +step$" out.txt || { cat out.txt; fail "bench --profile's table"; }
   grep -q "step 1 of" out.txt err.txt && fail "bench wrote its progress line into a file"
-  # On a terminal (script(1) gives it one) it counts its steps on stderr, and erases the line at the end.
+  # on_terminal ARGS...: qkv ARGS with stderr on a terminal (script(1) gives it one) and stdout
+  # dropped, its stderr into tty.txt; erased: tty.txt ends by erasing its line.
+  on_terminal() { SHELL=/bin/bash QKV=$qkv script -qec "\"\$QKV\" $* 2>&1 >/dev/null" /dev/null >tty.txt 2>&1; }
+  erased() { [ "$(tail -c 4 tty.txt | od -An -c | tr -d ' ')" = '\r033[K' ]; }
+  # On a terminal it counts its steps on stderr, and erases the line at the end.
   if command -v script >/dev/null; then
-    SHELL=/bin/bash QKV=$qkv script -qec '"$QKV" bench --config layer --context 64 --steps 2 --warmup 1 --threads 1 2>&1 >/dev/null' \
-      /dev/null >tty.txt 2>&1 || { cat tty.txt; fail "bench on a terminal"; }
-    grep -q "bench layer, 1 thread: step 1 of 3 (warm-up)" tty.txt && grep -q "step 3 of 3" tty.txt &&
-      [ "$(tail -c 4 tty.txt | od -An -c | tr -d ' ')" = '\r033[K' ] ||
+    on_terminal bench --config layer --context 64 --steps 2 --warmup 1 --threads 1 || { cat tty.txt; fail "bench on a terminal"; }
+    grep -q "bench layer, 1 thread: step 1 of 3 (warm-up)" tty.txt && grep -q "step 3 of 3" tty.txt && erased ||
       { cat -v tty.txt; fail "bench on a terminal: no progress line, or it was left on the screen"; }
   fi
   # eval too: its first chunk of 1024 examples is always shown, then at most ten lines a second.
@@ -287,9 +289,8 @@ PY
   bounded "$qkv" eval --checkpoint ck.safetensors --examples 2000 >out.txt 2>err.txt || { cat err.txt; fail "eval"; }
   [ ! -s err.txt ] || { cat -v err.txt; fail "eval wrote progress to a file"; }
   if command -v script >/dev/null; then
-    SHELL=/bin/bash QKV=$qkv script -qec '"$QKV" eval --checkpoint ck.safetensors --examples 2000 2>&1 >/dev/null' \
-      /dev/null >tty.txt 2>&1 || { cat tty.txt; fail "eval on a terminal"; }
-    grep -q "eval: 1024 of 2000 examples" tty.txt && [ "$(tail -c 4 tty.txt | od -An -c | tr -d ' ')" = '\r033[K' ] ||
+    on_terminal eval --checkpoint ck.safetensors --examples 2000 || { cat tty.txt; fail "eval on a terminal"; }
+    grep -q "eval: 1024 of 2000 examples" tty.txt && erased ||
       { cat -v tty.txt; fail "eval on a terminal: no progress line, or it was left on the screen"; }
   fi
   ok "bench refuses the flags its config does not use; --profile prints its region table; bench and eval show progress only on a terminal" ;;
