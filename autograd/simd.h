@@ -78,9 +78,8 @@ void adam(const AdamStep& s, float* p, const float* g, float* m, float* v, int64
 /// One call: a tile of at most mr × nr of C from packed panels of A and B
 /// (autograd/simd/gemm_tile.h gives the math).
 struct GemmTileArgs {
-  int64_t kc;      // depth of this k-block
-  const float* a;  // packed A panel: kc groups of mr values, or (a_rows > 0) mr rows a_rows apart
-  int64_t a_rows;
+  int64_t kc;               // depth of this k-block
+  const float* a;           // packed A panel: kc groups of mr values
   const float* b;           // packed B panel: kc groups of nr values, 64-byte aligned
   float* c;                 // the tile's first element in C (row-major, leading dimension ldc)
   int64_t ldc, rows, cols;  // rows <= mr and cols <= nr of the tile are real
@@ -103,8 +102,8 @@ struct GemmPackArgs {
 
 /// The active level's micro-kernel: tile rows mr and columns nr (mr = 0 where the
 /// level has none and BLAS computes the products: SSE2, which lacks FMA).
-/// pack_a lays A's panels out as tile() reads them (a_rows = 0 if trans, else kc),
-/// pack_b B's (k-major, zero past the last column).
+/// pack_a and pack_b lay A's and B's panels out as tile() reads them (k-major, zero
+/// past the last row or column).
 struct GemmKernel {
   int mr = 0, nr = 0;
   void (*tile)(const GemmTileArgs&) = nullptr;

@@ -144,6 +144,46 @@ TEST_CASE("sgemm: a bias row gives the bits of copying it into C and taking beta
   }
 }
 
+// Packing a stored [n, k] A or [m, k] B transposes it in registers (autograd/simd/transpose.h); packing
+// the other layout is a copy. The tile's arithmetic is the same either way, so all four layouts of the
+// same matrices must give the same bits: the copies are the transposes' reference, at every level.
+TEST_CASE("sgemm: each layout of the same operands gives the same bits, at every vector level", "[matmul][simd]") {
+  const simd::Isa original = simd::active_isa();
+  int levels = 0;
+  for (simd::Isa isa : simd::available_isas()) {
+    simd::force_isa(isa);
+    if (!has_kernel()) continue;
+    ++levels;
+    for (const Product& p : kProducts) {
+      INFO(simd::isa_name(isa) << " n=" << p.n << " m=" << p.m << " k=" << p.k << " pad " << p.pad);
+      Operands o = make(p, 6);
+      // The logical operands op(A)[n, k] and op(B)[k, m], stored either way round.
+      auto A = [&](int64_t i, int64_t t) { return p.ta ? o.a[t * o.lda + i] : o.a[i * o.lda + t]; };
+      auto B = [&](int64_t t, int64_t j) { return p.tb ? o.b[j * o.ldb + t] : o.b[t * o.ldb + j]; };
+      std::vector<std::vector<float>> results;
+      for (int layout = 0; layout < 4; ++layout) {
+        Product q = p;
+        q.ta = layout & 1, q.tb = layout & 2;
+        Operands s = o;
+        s.lda = (q.ta ? p.n : p.k) + p.pad, s.ldb = (q.tb ? p.k : p.m) + p.pad;
+        s.a.assign((q.ta ? p.k : p.n) * s.lda, NAN), s.b.assign((q.tb ? p.m : p.k) * s.ldb, NAN);  // NaN padding
+        for (int64_t i = 0; i < p.n; ++i)
+          for (int64_t t = 0; t < p.k; ++t) (q.ta ? s.a[t * s.lda + i] : s.a[i * s.lda + t]) = A(i, t);
+        for (int64_t t = 0; t < p.k; ++t)
+          for (int64_t j = 0; j < p.m; ++j) (q.tb ? s.b[j * s.ldb + t] : s.b[t * s.ldb + j]) = B(t, j);
+        results.push_back(run(q, s, 2));
+      }
+      for (int layout = 1; layout < 4; ++layout) {
+        INFO((layout & 1 ? "Aᵀ" : "A") << (layout & 2 ? " Bᵀ" : " B") << " against A B");
+        bool same = results[layout] == results[0];
+        CHECK(same);
+      }
+    }
+  }
+  simd::force_isa(original);
+  if (levels == 0) WARN("this CPU's vector level has no micro-kernel (SSE2): BLAS computes every product");
+}
+
 TEST_CASE("sgemm: AVX2 and AVX-512 give the same bits, and SSE2 leaves the product to BLAS", "[matmul][simd]") {
   const simd::Isa original = simd::active_isa();
   std::vector<simd::Isa> isas = simd::available_isas();

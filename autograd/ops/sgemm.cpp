@@ -73,9 +73,9 @@ struct Product {
   void tile(int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t p0, int64_t kc, const float* pa,
             int64_t p_first, const float* pb, int64_t q_first, int64_t p, int64_t q) const {
     const int mr = kernel.mr, nr = kernel.nr;
-    kernel.tile({kc, pa + (p - p_first) * mr * kc, ta ? 0 : kc, pb + (q - q_first) * nr * kc,
-                 c + (i0 + p * mr) * ldc + j0 + q * nr, ldc, std::min<int64_t>(mr, rows - p * mr),
-                 std::min<int64_t>(nr, cols - q * nr), alpha, beta, p0 == 0, bias ? bias + j0 + q * nr : nullptr});
+    kernel.tile({kc, pa + (p - p_first) * mr * kc, pb + (q - q_first) * nr * kc, c + (i0 + p * mr) * ldc + j0 + q * nr,
+                 ldc, std::min<int64_t>(mr, rows - p * mr), std::min<int64_t>(nr, cols - q * nr), alpha, beta, p0 == 0,
+                 bias ? bias + j0 + q * nr : nullptr});
   }
 
   // Thread `me` of a small team: a run of each block's row panels (with all its column panels), or of its
