@@ -3,6 +3,8 @@
 
 Runs only where PyTorch is installed (Debian: apt-get install python3-torch,
 then /usr/bin/python3); nothing in qkv's build or test suite needs it.
+Debian 12's is 1.13; bench/torch2_chroot.sh puts Debian 13's 2.6 in a chroot
+and says how to run this script there.
 
 The model is the GPT of `qkv bench`: pre-LN blocks, causal multi-head
 attention, GELU-tanh MLP, tied head, vocab 256, AdamW lr 1e-4, clipping at
@@ -27,7 +29,7 @@ backward of q, k, v [B, n, heads, d] (qkv's fused kernel; PyTorch's SDPA);
 
 Set OPENBLAS_CORETYPE (e.g. Haswell) in the environment to pin both systems'
 BLAS kernels: qkv's OpenBLAS reads it, and so does PyTorch's (Debian's torch
-links the same OpenBLAS). Left unset, qkv replaces OpenBLAS's fallback
+links the system's OpenBLAS: the same one, or 0.3.29 in the chroot). Left unset, qkv replaces OpenBLAS's fallback
 kernels on a CPU OpenBLAS does not know (autograd/cpu.h).
 """
 import argparse
