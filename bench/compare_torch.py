@@ -3,8 +3,8 @@
 
 Runs only where PyTorch is installed (Debian: apt-get install python3-torch,
 then /usr/bin/python3); nothing in qkv's build or test suite needs it.
-Debian 12's is 1.13; bench/torch2_chroot.sh puts Debian 13's 2.6 in a chroot
-and says how to run this script there.
+Debian 12's is 1.13; `sudo bench/torch2_chroot.sh ARGS` runs this script with
+ARGS against Debian 13's 2.6, in a chroot.
 
 The model is the GPT of `qkv bench`: pre-LN blocks, causal multi-head
 attention, GELU-tanh MLP, tied head, vocab 256, AdamW lr 1e-4, clipping at

@@ -1,52 +1,69 @@
 #!/usr/bin/env bash
-# PyTorch 2.x beside qkv on a Debian 12 machine, for bench/compare_torch.py.
+# PyTorch 2.x beside qkv on a Debian 12 machine: runs bench/compare_torch.py
+# against Debian 13's PyTorch, in a chroot.
 #
 # Debian 12 packages PyTorch 1.13, which has neither SDPA for training nor a
 # fused CPU AdamW, while the speed targets are set against PyTorch 2.x's best
 # eager path. Debian 13 packages 2.6 (oneDNN, AVX-512 kernels; its BLAS is the
-# system's, here OpenBLAS 0.3.29). This puts Debian 13 in a chroot (from
-# Debian's registry only: debootstrap, then apt inside) and a wrapper,
-# /usr/local/bin/qkv-host, that runs this checkout's Release qkv back in the
-# host's root, with the host's libraries. A measuring instrument only:
-# nothing in qkv's build or tests uses it.
+# system's, here OpenBLAS 0.3.29). The first run puts Debian 13 into DIR
+# (debootstrap, then apt inside: Debian's registry only; about a minute,
+# 1.3 GB); every run then starts compare_torch.py there with ARGS, and
+# compare_torch.py times this checkout's Release qkv, which runs back in the
+# host's root with the host's libraries. A measuring instrument only: nothing
+# in qkv's build or tests uses it.
 #
-#   sudo bench/torch2_chroot.sh [DIR]        # default DIR /opt/trixie; about 1 minute, 1.3 GB
-#   chroot DIR python3 /host$PWD/bench/compare_torch.py --qkv /usr/local/bin/qkv-host \
-#       --configs tiny,small,mini --threads 1,2 --rounds 5
+#   sudo bench/torch2_chroot.sh [ARGS for compare_torch.py]
+#   sudo bench/torch2_chroot.sh --configs tiny,small,mini --threads 1,2 --rounds 5
 #
-# Running again skips what is done. The mounts (DIR/proc, DIR/dev, and the
-# host's root at DIR/host) last until reboot; `umount -R DIR/host DIR/proc
-# DIR/dev` removes them. Never delete DIR while they stand: DIR/host is the
-# whole machine.
+# DIR is $QKV_TORCH2_ROOT, default /opt/qkv-torch2. The mounts a run needs
+# (the host's root at DIR/host, /proc, /dev) live in a mount namespace of
+# the run's own, which does not pass mount events back to the host: they go
+# when the run ends, and DIR is then a plain directory (rm -rf removes it).
 set -euo pipefail
-dir=${1:-/opt/trixie}
+dir=${QKV_TORCH2_ROOT:-/opt/qkv-torch2}
 top=$(cd "$(dirname "$0")/.." && pwd)
 qkv="$top/build/release/examples/cli/qkv"
-[ "$(id -u)" = 0 ] || { echo "torch2_chroot.sh: run as root (debootstrap, mount and chroot need it)" >&2; exit 1; }
-[ -x "$qkv" ] || { echo "torch2_chroot.sh: build qkv first ($qkv is missing; ./qkv.sh train builds it)" >&2; exit 1; }
+fail() {
+  echo "torch2_chroot.sh: $*" >&2
+  exit 1
+}
+[ "$(id -u)" = 0 ] || fail "run as root (debootstrap, mount and chroot need it)"
+[ -x "$qkv" ] || fail "build qkv first ($qkv is missing; ./qkv.sh train builds it)"
+case "$dir" in /*) ;; *) fail "QKV_TORCH2_ROOT must be an absolute path, not '$dir'" ;; esac
+[ "$(realpath -m "$dir")" != / ] || fail "QKV_TORCH2_ROOT must not be /"
+if [ -e "$dir" ] && [ -n "$(ls -A "$dir")" ] && [ ! -e "$dir/.qkv-torch2" ]; then
+  fail "$dir holds something else (no .qkv-torch2 in it): choose another QKV_TORCH2_ROOT"
+fi
 
-command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
-if [ ! -x "$dir/usr/bin/apt-get" ]; then
-  echo "torch2_chroot.sh: Debian 13 (trixie) into $dir"
+# Everything from here runs in a private mount namespace (unshare -m, slave propagation).
+in_namespace() {
+  unshare -m --propagation slave bash -euo pipefail -c '
+    dir=$1; shift
+    mount --bind /proc "$dir/proc"
+    mount --rbind /dev "$dir/dev"  # with /dev/pts, which apt wants
+    mkdir -p "$dir/host"
+    mount --rbind / "$dir/host"
+    chroot "$dir" "$@"' in_namespace "$dir" "$@"
+}
+
+if [ ! -e "$dir/.qkv-torch2" ]; then
+  if ! command -v debootstrap >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+  fi
+  echo "torch2_chroot.sh: Debian 13 (trixie) into $dir" >&2
   debootstrap --variant=minbase trixie "$dir" http://deb.debian.org/debian >/dev/null
-fi
-mountpoint -q "$dir/proc" || mount --bind /proc "$dir/proc"
-mountpoint -q "$dir/dev" || mount --rbind /dev "$dir/dev"  # with /dev/pts, which apt wants
-mkdir -p "$dir/host"
-mountpoint -q "$dir/host" || mount --rbind / "$dir/host"
-if ! chroot "$dir" python3 -c 'import torch' 2>/dev/null; then
-  echo "torch2_chroot.sh: python3-torch and OpenBLAS (OpenMP) inside"
+  echo "torch2_chroot.sh: python3-torch and OpenBLAS (OpenMP) inside" >&2
   # Without libopenblas0-openmp, torch's BLAS is the reference libblas3: 10x slower products.
-  chroot "$dir" bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+  in_namespace bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
     --no-install-recommends python3-torch python3-numpy libopenblas0-openmp >/dev/null'
+  touch "$dir/.qkv-torch2"
 fi
-# qkv re-executes itself through /proc/self/exe, so it runs in the host's root rather than under the
-# chroot's loader: its libraries (OpenBLAS 0.3.21, libgomp) are then exactly those of a normal run.
+# The wrapper compare_torch.py runs as qkv: a chroot back into the host's root, so qkv runs with the
+# host's loader and libraries (OpenBLAS 0.3.21, libgomp), as in a normal run. (Run by the chroot's loader
+# with the host's libraries instead, it could not re-execute itself through /proc/self/exe.)
 cat >"$dir/usr/local/bin/qkv-host" <<EOF
 #!/bin/sh
-exec chroot /host "$qkv" "\$@"
+exec chroot /host '$qkv' "\$@"
 EOF
 chmod +x "$dir/usr/local/bin/qkv-host"
-chroot "$dir" python3 -c 'import torch; print("torch", torch.__version__, "with", torch.backends.mkldnn.is_available() and "oneDNN" or "no oneDNN")'
-chroot "$dir" qkv-host info --system | sed -n 's/^ *kernels */qkv: /p'
-echo "torch2_chroot.sh: ready: chroot $dir python3 /host$top/bench/compare_torch.py --qkv /usr/local/bin/qkv-host"
+in_namespace python3 "/host$top/bench/compare_torch.py" --qkv /usr/local/bin/qkv-host "$@"

@@ -145,8 +145,9 @@ TEST_CASE("sgemm: a bias row gives the bits of copying it into C and taking beta
 }
 
 // Packing a stored [n, k] A or [m, k] B transposes it in registers (autograd/simd/transpose.h); packing
-// the other layout is a copy. The tile's arithmetic is the same either way, so all four layouts of the
-// same matrices must give the same bits: the copies are the transposes' reference, at every level.
+// a stored [k, n] A or [k, m] B is a copy. The tile's arithmetic is the same either way, so every layout of
+// the same matrices must give the bits of Aᵀ·B, the layout packed by copies alone: the transposes'
+// reference, at every vector level.
 TEST_CASE("sgemm: each layout of the same operands gives the same bits, at every vector level", "[matmul][simd]") {
   const simd::Isa original = simd::active_isa();
   int levels = 0;
@@ -160,24 +161,26 @@ TEST_CASE("sgemm: each layout of the same operands gives the same bits, at every
       // The logical operands op(A)[n, k] and op(B)[k, m], stored either way round.
       auto A = [&](int64_t i, int64_t t) { return p.ta ? o.a[t * o.lda + i] : o.a[i * o.lda + t]; };
       auto B = [&](int64_t t, int64_t j) { return p.tb ? o.b[j * o.ldb + t] : o.b[t * o.ldb + j]; };
-      std::vector<std::vector<float>> results;
-      for (int layout = 0; layout < 4; ++layout) {
+      auto layout = [&](bool ta, bool tb, int threads) {
         Product q = p;
-        q.ta = layout & 1, q.tb = layout & 2;
+        q.ta = ta, q.tb = tb;
         Operands s = o;
-        s.lda = (q.ta ? p.n : p.k) + p.pad, s.ldb = (q.tb ? p.k : p.m) + p.pad;
-        s.a.assign((q.ta ? p.k : p.n) * s.lda, NAN), s.b.assign((q.tb ? p.m : p.k) * s.ldb, NAN);  // NaN padding
+        s.lda = (ta ? p.n : p.k) + p.pad, s.ldb = (tb ? p.k : p.m) + p.pad;
+        s.a.assign((ta ? p.k : p.n) * s.lda, NAN), s.b.assign((tb ? p.m : p.k) * s.ldb, NAN);  // NaN padding
         for (int64_t i = 0; i < p.n; ++i)
-          for (int64_t t = 0; t < p.k; ++t) (q.ta ? s.a[t * s.lda + i] : s.a[i * s.lda + t]) = A(i, t);
+          for (int64_t t = 0; t < p.k; ++t) (ta ? s.a[t * s.lda + i] : s.a[i * s.lda + t]) = A(i, t);
         for (int64_t t = 0; t < p.k; ++t)
-          for (int64_t j = 0; j < p.m; ++j) (q.tb ? s.b[j * s.ldb + t] : s.b[t * s.ldb + j]) = B(t, j);
-        results.push_back(run(q, s, 2));
-      }
-      for (int layout = 1; layout < 4; ++layout) {
-        INFO((layout & 1 ? "Aᵀ" : "A") << (layout & 2 ? " Bᵀ" : " B") << " against A B");
-        bool same = results[layout] == results[0];
-        CHECK(same);
-      }
+          for (int64_t j = 0; j < p.m; ++j) (tb ? s.b[j * s.ldb + t] : s.b[t * s.ldb + j]) = B(t, j);
+        return run(q, s, threads);
+      };
+      const std::vector<float> copies = layout(true, false, 1);
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (int threads : {2, 5}) {  // 5: packed together by the team (autograd/ops/sgemm.cpp)
+            INFO((ta ? "Aᵀ" : "A") << (tb ? " Bᵀ" : " B") << ", " << threads << " threads, against Aᵀ B");
+            bool same = layout(ta, tb, threads) == copies;
+            CHECK(same);
+          }
     }
   }
   simd::force_isa(original);

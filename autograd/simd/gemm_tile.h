@@ -74,6 +74,10 @@ template <class A, int MR> struct GemmTile {
     const int64_t whole = kc / W * W;
     for (int64_t j0 = 0; j0 < width; j0 += W) {
       const int64_t real = std::clamp<int64_t>(count - j0, 0, W), stored = std::min<int64_t>(W, width - j0);
+      if (real == 0) {  // a half panel past the last column: zeros, nothing to transpose
+        for (int64_t k = 0; k < whole; ++k) std::fill_n(panel + k * width + j0, stored, 0.0f);
+        continue;
+      }
       for (int64_t k = 0; k < whole; k += W) {
         B rows[W];
         for (int64_t i = 0; i < W; ++i) rows[i] = i < real ? B::load_unaligned(src + (j0 + i) * ld + k) : B(0.0f);
@@ -103,12 +107,6 @@ template <class A, int MR> struct GemmTile {
       return;
     }
     for (int64_t j = 0; j < N; ++j) dst[j] = j < available ? src[j] : 0.0f;
-  }
-
-  static void copy(const float* src, float* dst, int64_t n) {
-    int64_t i = 0;
-    for (; i + W <= n; i += W) B::load_unaligned(src + i).store_unaligned(dst + i);
-    for (; i < n; ++i) dst[i] = src[i];
   }
 
   static void tile(const GemmTileArgs& t) {

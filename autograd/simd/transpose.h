@@ -17,7 +17,7 @@ namespace {
 #if XSIMD_WITH_AVX512F
 inline void transpose_block(xsimd::batch<float, xsimd::avx512f>* rows) {
   __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved: lane L holds columns 4L..4L+3 of both
+  for (int i = 0; i < 8; ++i) {  // rows 2i and 2i+1 interleaved: lane L holds two of columns 4L..4L+3 of both
     t[2 * i] = _mm512_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
   }
