@@ -98,6 +98,8 @@ struct GemmPackArgs {
   int64_t p0, kc;
   int64_t begin, end;  // panels to pack; panel p goes to out + (p − begin)·(mr or nr)·kc
   float* out;
+  float* sums = nullptr;  // or (pack_a of a transposed A) sums[r] += op(A)(first + r, k) for the packed rows,
+                          // k in order: a product's row sums in its own pass over A (linear's bias gradient)
 };
 
 /// The active level's micro-kernel: tile rows mr and columns nr (mr = 0 where the

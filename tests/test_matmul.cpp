@@ -186,6 +186,34 @@ TEST_CASE("linear's bias gradient and LayerNorm's parameter gradients keep their
   }
 }
 
+TEST_CASE("linear's bias gradient has the same bits whether or not its weight gradient is computed beside it",
+          "[matmul][linear][threads]") {
+  // With the weight's gradient, the bias's is summed while that product packs g (qkv's own kernel) or by a
+  // column sum inside gemm (BLAS); without it, by a column sum on its own. [6, 200, 40] → 48 takes BLAS;
+  // [4, 256, 96] → 160 the own kernel, split by rows; [2, 1024, 256] → 24 the own kernel, split by columns
+  // at 2 and 3 threads (every thread packs all of g, and one adds); 5 and 16 threads pack together.
+  Generator gen(8);
+  for (auto [xs, out] : {std::pair<Shape, int64_t>{{6, 200, 40}, 48}, {{4, 256, 96}, 160}, {{2, 1024, 256}, 24}})
+    for (DType dtype : {DType::Float32, DType::Float64}) {
+      INFO(shape_str(xs) << " -> " << out << " " << dtype_name(dtype));
+      Tensor x = Tensor::randn(xs, dtype, &gen), g = Tensor::randn({xs[0], xs[1], out}, dtype, &gen);
+      Tensor w0 = Tensor::randn({out, xs[2]}, dtype, &gen);
+      auto bias_grad = [&](bool with_weight, int threads) {
+        set_num_threads(threads);
+        Tensor w = w0.detach().requires_grad_(with_weight), b = Tensor::zeros({out}, dtype).requires_grad_();
+        sum(linear(x, w, b) * g).backward();
+        set_num_threads(0);
+        return b.grad().to_vector();
+      };
+      const std::vector<double> alone = bias_grad(false, 1);
+      for (int threads : {1, 2, 3, 5, 16}) {
+        INFO(threads << " threads");
+        bool same = bias_grad(true, threads) == alone && bias_grad(false, threads) == alone;
+        CHECK(same);
+      }
+    }
+}
+
 TEST_CASE("linear's bias gradient sums over every row of a folded batch", "[matmul][linear]") {
   Generator gen(3);
   Tensor x = Tensor::randn({3, 50, 6}, DType::Float64, &gen), w = Tensor::randn({5, 6}, DType::Float64, &gen);

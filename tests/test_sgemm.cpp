@@ -144,6 +144,41 @@ TEST_CASE("sgemm: a bias row gives the bits of copying it into C and taking beta
   }
 }
 
+TEST_CASE("sgemm: row sums of a transposed A are its stored columns added row by row, for any thread count",
+          "[matmul][threads]") {
+  if (!has_kernel()) {
+    WARN("this CPU's vector level has no micro-kernel (SSE2)");
+    return;
+  }
+  // The transposed products of the edge list, and one past a block of rows (1536) and split by columns.
+  std::vector<Product> products{{true, false, 1700, 40, 30, 1, 0, 2}, {true, false, 24, 256, 700, 1, 0, 0}};
+  for (const Product& p : kProducts)
+    if (p.ta) products.push_back(p);
+  for (const Product& p : products) {
+    INFO("n=" << p.n << " m=" << p.m << " k=" << p.k);
+    Operands o = make(p, 7);
+    std::vector<float> want(p.n, 0.0f);  // one row of the stored A at a time, in order
+    for (int64_t t = 0; t < p.k; ++t)
+      for (int64_t i = 0; i < p.n; ++i) want[i] += o.a[t * o.lda + i];
+    const std::vector<float> plain = run(p, o, 1);
+    for (int threads : {1, 2, 3, 5, 16}) {
+      INFO(threads << " threads");
+      Operands s = o;
+      std::vector<float> sums(p.n, NAN);  // every element written
+      REQUIRE(packed_sgemm(p.ta, p.tb, p.n, p.m, p.k, s.a.data(), s.lda, s.b.data(), s.ldb, s.c.data(), s.ldc, p.beta,
+                           p.alpha, threads, nullptr, sums.data()));
+      bool same_sums = sums == want, same_product = s.c == plain;
+      CHECK(same_sums);
+      CHECK(same_product);
+    }
+  }
+  Product p{false, false, 20, 20, 20, 1, 0, 0};  // an untransposed A: refused, nothing computed
+  Operands o = make(p, 8);
+  std::vector<float> sums(20);
+  CHECK_FALSE(packed_sgemm(p.ta, p.tb, p.n, p.m, p.k, o.a.data(), o.lda, o.b.data(), o.ldb, o.c.data(), o.ldc, 0.0f,
+                           1.0f, 2, nullptr, sums.data()));
+}
+
 // Packing a stored [n, k] A or [m, k] B transposes it in registers (autograd/simd/transpose.h); packing
 // a stored [k, n] A or [k, m] B is a copy. The tile's arithmetic is the same either way, so every layout of
 // the same matrices must give the bits of Aᵀ·B, the layout packed by copies alone: the transposes'

@@ -64,6 +64,27 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* 
               ldb, beta, c, ldc);
 }
 
+// out[c] = Σ_r g[r·ld + c] for c < cols: threads split the columns and each
+// adds the rows in order, so the sums do not depend on the thread count.
+// Each thread's columns are one contiguous run of whole chunks (a 1-thread
+// call adds whole rows); a chunk is one cache line of floats, so a product of
+// C columns can use C/16 threads (64-column chunks capped a width-128 model's
+// at 2).
+template <class T> void column_sums(const T* g, int64_t rows, int64_t cols, int64_t ld, T* out) {
+  constexpr int64_t kCols = 16;
+  parallel_for((cols + kCols - 1) / kCols, 2 * kCols * rows, [&](int64_t begin, int64_t end) {
+    int64_t c0 = begin * kCols, c1 = std::min(cols, end * kCols);
+    std::fill(out + c0, out + c1, T(0));
+    for (int64_t r = 0; r < rows; ++r) {
+      if constexpr (std::is_same_v<T, float>) {
+        simd::add_inplace(out + c0, g + r * ld + c0, c1 - c0);
+      } else {
+        for (int64_t c = c0; c < c1; ++c) out[c] += g[r * ld + c];
+      }
+    }
+  });
+}
+
 }  // namespace
 
 // A product must be bit-identical for any thread count, and OpenBLAS's own
@@ -87,21 +108,26 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* 
 // possible; more tiles would pack it more often.
 //
 // A bias row is added by the own kernel as it writes C; BLAS gets it copied
-// into C first and beta = 1: the same bits either way.
+// into C first and beta = 1: the same bits either way. Row sums of op(A)
+// (linear's bias gradient beside its weight gradient) come from the own
+// kernel's packing of A, or else from a column sum of the stored A: the same
+// bits again.
 template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b,
-                             int64_t ldb, T* c, int64_t ldc, T beta, T alpha, const T* bias) {
+                             int64_t ldb, T* c, int64_t ldc, T beta, T alpha, const T* bias, T* a_row_sums) {
   constexpr int64_t kBlasSerial = 65536 * 4;  // smaller products stay on one thread: forking costs more
   constexpr int64_t kOwnKernel = int64_t{1} << 23;
   QKV_CHECK(!bias || beta == T(0), "gemm: a bias row replaces beta·C (beta must be 0)");
+  QKV_CHECK(!a_row_sums || ta, "gemm: row sums are of a transposed A only");
   profile::Scope region(std::is_same_v<T, float> ? 's' : 'd', ta, tb, n, m, k);
   if constexpr (std::is_same_v<T, float>) {
     const int64_t work = n * m * k;
     int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(get_num_threads(), work / kBlasSerial));
     region.set_path("own", threads > 1);
     if (work >= kOwnKernel && n > 1 &&
-        packed_sgemm(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, beta, alpha, threads, bias))
+        packed_sgemm(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, beta, alpha, threads, bias, a_row_sums))
       return;
   }
+  if (a_row_sums) column_sums(a, k, n, lda, a_row_sums);  // op(A)[i, k] = a[k·lda + i]
   if (bias) {
     parallel_for(n, m, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) std::copy(bias, bias + m, c + r * ldc);
@@ -142,9 +168,9 @@ template <class T> void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, 
   for (int64_t t = 0; t < tiles; ++t) tile(t);
 }
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
-                          int64_t, float, float, const float*);
+                          int64_t, float, float, const float*, float*);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t,
-                           double*, int64_t, double, double, const double*);
+                           double*, int64_t, double, double, const double*, double*);
 
 namespace {
 
@@ -277,28 +303,6 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return out;
 }
 
-namespace {
-// out[c] = Σ_r g[r, c]: threads split the columns and each adds the rows in
-// order, so the sums do not depend on the thread count. Each thread's columns
-// are one contiguous run of whole chunks (a 1-thread call adds whole rows);
-// a chunk is one cache line of floats, so a product of C columns can use C/16
-// threads (64-column chunks capped a width-128 model's at 2).
-template <class T> void column_sums(const T* g, int64_t rows, int64_t cols, T* out) {
-  constexpr int64_t kCols = 16;
-  parallel_for((cols + kCols - 1) / kCols, 2 * kCols * rows, [&](int64_t begin, int64_t end) {
-    int64_t c0 = begin * kCols, c1 = std::min(cols, end * kCols);
-    std::fill(out + c0, out + c1, T(0));
-    for (int64_t r = 0; r < rows; ++r) {
-      if constexpr (std::is_same_v<T, float>) {
-        simd::add_inplace(out + c0, g + r * cols + c0, c1 - c0);
-      } else {
-        for (int64_t c = c0; c < c1; ++c) out[c] += g[r * cols + c];
-      }
-    }
-  });
-}
-}  // namespace
-
 // y = x·Wᵀ + b:  dx = g·W,  dW = gᵀ·x (rows of every batch folded),  db = Σ_rows g
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   common_device("linear", {x, weight, bias});
@@ -353,10 +357,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                if (rx && gemm_x)
                  product<T>(device, false, false, rows, in, out_features, pg, out_features, w.device_data<T>(), in,
                             gx.device_data<T>(), in, T(0));
-               if (rw && gemm_w)
+               // db = Σ_rows g: on the CPU, summed while dW's product packs g (one pass over g, not two).
+               T* const summed_here = rb && device.is_cpu() ? gb.data<T>() : nullptr;
+               if (rw && gemm_w && device.is_cpu())
+                 gemm<T>(true, false, out_features, in, rows, pg, out_features, x.data<T>(), in, gw.data<T>(), in, T(0),
+                         T(1), nullptr, summed_here);
+               else if (rw && gemm_w)
                  product<T>(device, true, false, out_features, in, rows, pg, out_features, x.device_data<T>(), in,
                             gw.device_data<T>(), in, T(0));
-               if (rb && device.is_cpu()) column_sums(pg, rows, out_features, gb.data<T>());
+               if (summed_here && !(rw && gemm_w)) column_sums(pg, rows, out_features, out_features, summed_here);
                if (rb && !device.is_cpu()) device::sum_block(g, gb, rows, out_features);  // g as [1, rows, out]
              });
              return {gx, gw, gb};

@@ -21,8 +21,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// copy). Split over threads in fixed output tiles: the result does not
 /// depend on the thread count. For kernels that build on BLAS. With `bias`
 /// (m values; beta must be 0), C = alpha·op(A)·op(B) + bias on every row.
+/// With `a_row_sums` (n values; trans_a only), also a_row_sums[i] = Σ_k op(A)[i, k],
+/// added in k order (a linear layer's bias gradient beside its weight gradient).
 template <class T> void gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
                              const T* b, int64_t ldb, T* c, int64_t ldc, T beta, T alpha = T(1),
-                             const T* bias = nullptr);
+                             const T* bias = nullptr, T* a_row_sums = nullptr);
 
 }  // namespace qkv

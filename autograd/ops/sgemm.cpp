@@ -63,6 +63,7 @@ struct Product {
   int64_t ldc;
   float alpha, beta;
   const float* bias;  // or null
+  float* row_sums;    // or null: op(A)'s row sums, added while packing A (trans A only)
 
   int64_t depth() const { return std::min(k, kKc); }
   int64_t a_panels(int64_t rows) const { return (rows + kernel.mr - 1) / kernel.mr; }
@@ -105,9 +106,12 @@ struct Product {
         const int64_t a_floats = round16((p_end - p_begin) * mr * depth());
         float* const pa = packing_buffer(a_floats + round16((q_end - q_begin) * nr * depth()));
         float* const pb = pa + a_floats;
+        // Row sums once per row: in the first column block, by the thread that packs those rows (split by
+        // columns, every thread packs them all; the last always has columns, so it adds).
+        float* const sums = row_sums && j0 == 0 && (rows_cost <= cols_cost || me == team - 1) ? row_sums + i0 : nullptr;
         for (int64_t p0 = 0; p0 < k; p0 += kKc) {
           const int64_t kc = std::min(kKc, k - p0);
-          kernel.pack_a({ta, a, lda, i0, rows, p0, kc, p_begin, p_end, pa});
+          kernel.pack_a({ta, a, lda, i0, rows, p0, kc, p_begin, p_end, pa, sums});
           kernel.pack_b({tb, b, ldb, j0, cols, p0, kc, q_begin, q_end, pb});
           for (int64_t first_q = q_begin; first_q < q_end; first_q += kGroupCols)
             for (int64_t p = p_begin; p < p_end; ++p)
@@ -134,7 +138,9 @@ struct Product {
           float* const pb = pa + a_floats;
           int64_t begin, end;
           share(p_count, me, team, begin, end);
-          if (begin < end) kernel.pack_a({ta, a, lda, i0, rows, p0, kc, begin, end, pa + begin * mr * kc});
+          if (begin < end)  // a block's rows are packed by one thread, the same one in every k-block
+            kernel.pack_a({ta, a, lda, i0, rows, p0, kc, begin, end, pa + begin * mr * kc,
+                           row_sums && j0 == 0 ? row_sums + i0 : nullptr});
           share(q_count, me, team, begin, end);
           if (begin < end) kernel.pack_b({tb, b, ldb, j0, cols, p0, kc, begin, end, pb + begin * nr * kc});
 #pragma omp barrier
@@ -158,11 +164,14 @@ struct Product {
 }  // namespace
 
 bool packed_sgemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, float beta, float alpha, int threads, const float* bias) {
+                  int64_t ldb, float* c, int64_t ldc, float beta, float alpha, int threads, const float* bias,
+                  float* row_sums) {
   const simd::GemmKernel kernel = simd::gemm_kernel();
-  if (kernel.mr == 0 || k == 0 || (bias && beta != 0)) return false;  // k = 0: C = beta·C, left to BLAS
+  if (kernel.mr == 0 || k == 0 || (bias && beta != 0) || (row_sums && (!ta || m == 0)))
+    return false;  // k = 0: C = beta·C, left to BLAS (as are row sums without columns to pack A for)
   if (n == 0 || m == 0) return true;
-  const Product product{kernel, ta, tb, n, m, k, a, lda, b, ldb, c, ldc, alpha, beta, bias};
+  if (row_sums) std::fill(row_sums, row_sums + n, 0.0f);
+  const Product product{kernel, ta, tb, n, m, k, a, lda, b, ldb, c, ldc, alpha, beta, bias, row_sums};
   if (threads <= kPrivateTeam) {
 #pragma omp parallel num_threads(threads) if (threads > 1)
     product.run_private(omp_get_thread_num(), omp_get_num_threads());

@@ -15,10 +15,13 @@ namespace qkv {
 /// computes it, so C is bit-identical for any thread count.
 /// With `bias` (m values) and beta = 0, C = alpha·op(A) op(B) + bias on every
 /// row: the bits of copying the bias into C first and taking beta = 1.
+/// With `row_sums` (n values, and trans_a), also row_sums[i] = Σ_k op(A)[i, k],
+/// added one k at a time from 0 as A is packed: the bits of a column sum of
+/// the stored A, row by row, in one pass over A instead of two.
 /// Returns false, and computes nothing, where the level has no micro-kernel
-/// (or k = 0, or a bias with beta ≠ 0).
+/// (or k = 0, or a bias with beta ≠ 0, or row sums of an untransposed A).
 bool packed_sgemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float* c, int64_t ldc, float beta, float alpha, int threads,
-                  const float* bias = nullptr);
+                  const float* bias = nullptr, float* row_sums = nullptr);
 
 }  // namespace qkv

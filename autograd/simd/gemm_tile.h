@@ -37,11 +37,13 @@ template <class A, int MR> struct GemmTile {
   // instead, a copy, the tile read 12 rows at once, and [2048, 256]·[256, 768] ran 3-6% slower.)
   static void pack_a(const GemmPackArgs& g) {
     if (g.trans) {
+      const int64_t lo = g.begin * MR, hi = std::min(g.end * MR, g.size);  // the packed rows
       for (int64_t kk = 0; kk < g.kc; ++kk) {
         const float* src = g.x + (g.p0 + kk) * g.ld + g.first;
         for (int64_t p = g.begin; p < g.end; ++p) {
           padded<MR>(src + p * MR, g.out + (p - g.begin) * MR * g.kc + kk * MR, g.size - p * MR);
         }
+        if (g.sums) add(src + lo, g.sums + lo, hi - lo);
       }
       return;
     }
@@ -107,6 +109,13 @@ template <class A, int MR> struct GemmTile {
       return;
     }
     for (int64_t j = 0; j < N; ++j) dst[j] = j < available ? src[j] : 0.0f;
+  }
+
+  // acc[i] += x[i]: lanes add element by element, so the sums are those of adding one at a time.
+  static void add(const float* x, float* acc, int64_t n) {
+    int64_t i = 0;
+    for (; i + W <= n; i += W) (B::load_unaligned(acc + i) + B::load_unaligned(x + i)).store_unaligned(acc + i);
+    for (; i < n; ++i) acc[i] += x[i];
   }
 
   static void tile(const GemmTileArgs& t) {
