@@ -87,7 +87,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                });
                // Column sums: threads split the columns and each walks every row
                // in order, so the result is the same for any thread count (chunks
-               // of 16 columns, as linear's bias gradient: autograd/ops/matmul.cpp).
+               // of 16 columns, as column_sums in autograd/ops/matmul.cpp).
                T* pgw = gw.defined() ? gw.data<T>() : nullptr;
                T* pgb = gb.defined() ? gb.data<T>() : nullptr;
                if (!pgw && !pgb) return;

@@ -19,7 +19,8 @@ namespace qkv {
 /// added one k at a time from 0 as A is packed: the bits of a column sum of
 /// the stored A, row by row, in one pass over A instead of two.
 /// Returns false, and computes nothing, where the level has no micro-kernel
-/// (or k = 0, or a bias with beta ≠ 0, or row sums of an untransposed A).
+/// (or k = 0, or a bias with beta ≠ 0, or row sums of an untransposed A or
+/// with m = 0: no column block would pack A).
 bool packed_sgemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float* c, int64_t ldc, float beta, float alpha, int threads,
                   const float* bias = nullptr, float* row_sums = nullptr);
