@@ -7,7 +7,7 @@
 # the build does not configure there. on-device.sh and tests/cuda/on_gpu.sh
 # unpack every .deb in .device/debs, so nothing else changes. Then call the
 # device tool's run with carry [".device"] and
-#     bash .device/on-device.sh test | bench ARGS     (the Xeon: issue 19)
+#     bash tests/device/xeon.sh check | speed          (the Xeon: issue 19)
 #     bash tests/cuda/on_gpu.sh test | sanitize | race | bench   (the H100)
 set -euo pipefail
 top=$(git rev-parse --show-toplevel)
