@@ -9,8 +9,8 @@
 #
 # Environment: QKV_SANITIZE=0 skips the sanitizer pass of `test` (quicker
 # local runs; CI always runs it). QKV_JOBS sets build parallelism.
-# QKV_CUDA=AUTO|ON builds the CUDA backend (CMake's default is OFF until every
-# op has its CUDA kernel: see the README's "Devices").
+# QKV_CUDA=AUTO|ON builds the CUDA backend (CMake's default is OFF until the
+# kernels have run on a GPU: see the README's "Devices").
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 
