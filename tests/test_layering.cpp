@@ -20,14 +20,14 @@ namespace {
 const std::map<std::string, int> kFloor{{"autograd", 0}, {"io", 1},    {"dist", 1},    {"nn", 2},
                                         {"optim", 3},    {"train", 4}, {"examples", 5}};
 
-// Every source and header under the floors' folders: path (from the root) -> the project files it includes.
+// Every source, header and CUDA file under the floors' folders: path (from the root) -> the project files it includes.
 std::map<std::string, std::vector<std::string>> includes() {
   std::map<std::string, std::vector<std::string>> out;
   const std::regex line_re("^\\s*#\\s*include\\s+\"([^\"]+)\"");
   for (const auto& [folder, floor] : kFloor) {
     for (const auto& entry : fs::recursive_directory_iterator(fs::path(QKV_SOURCE_DIR) / folder)) {
       std::string ext = entry.path().extension().string();
-      if (!entry.is_regular_file() || (ext != ".h" && ext != ".cpp")) continue;
+      if (!entry.is_regular_file() || (ext != ".h" && ext != ".cpp" && ext != ".cu")) continue;
       std::string file = fs::relative(entry.path(), QKV_SOURCE_DIR).generic_string();
       std::ifstream in(entry.path());
       std::string line;
