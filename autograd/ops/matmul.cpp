@@ -359,13 +359,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                             gx.device_data<T>(), in, T(0));
                // db = Σ_rows g: on the CPU, summed while dW's product packs g (one pass over g, not two).
                T* const summed_here = rb && device.is_cpu() ? gb.data<T>() : nullptr;
-               if (rw && gemm_w && device.is_cpu())
+               const bool product_w = rw && gemm_w;
+               if (product_w && device.is_cpu())
                  gemm<T>(true, false, out_features, in, rows, pg, out_features, x.data<T>(), in, gw.data<T>(), in, T(0),
                          T(1), nullptr, summed_here);
-               else if (rw && gemm_w)
+               else if (product_w)
                  product<T>(device, true, false, out_features, in, rows, pg, out_features, x.device_data<T>(), in,
                             gw.device_data<T>(), in, T(0));
-               if (summed_here && !(rw && gemm_w)) column_sums(pg, rows, out_features, out_features, summed_here);
+               if (summed_here && !product_w) column_sums(pg, rows, out_features, out_features, summed_here);
                if (rb && !device.is_cpu()) device::sum_block(g, gb, rows, out_features);  // g as [1, rows, out]
              });
              return {gx, gw, gb};

@@ -27,6 +27,8 @@
 namespace qkv::simd::detail {
 namespace {
 
+template <class A> struct Kernels;  // kernels.h, which includes this file: its add_inplace sums rows
+
 template <class A, int MR> struct GemmTile {
   using B = xsimd::batch<float, A>;
   static constexpr int W = static_cast<int>(B::size);
@@ -43,7 +45,7 @@ template <class A, int MR> struct GemmTile {
         for (int64_t p = g.begin; p < g.end; ++p) {
           padded<MR>(src + p * MR, g.out + (p - g.begin) * MR * g.kc + kk * MR, g.size - p * MR);
         }
-        if (g.sums) add(src + lo, g.sums + lo, hi - lo);
+        if (g.sums) Kernels<A>::add_inplace(g.sums + lo, src + lo, hi - lo);  // column_sums' own add
       }
       return;
     }
@@ -109,13 +111,6 @@ template <class A, int MR> struct GemmTile {
       return;
     }
     for (int64_t j = 0; j < N; ++j) dst[j] = j < available ? src[j] : 0.0f;
-  }
-
-  // acc[i] += x[i]: lanes add element by element, so the sums are those of adding one at a time.
-  static void add(const float* x, float* acc, int64_t n) {
-    int64_t i = 0;
-    for (; i + W <= n; i += W) (B::load_unaligned(acc + i) + B::load_unaligned(x + i)).store_unaligned(acc + i);
-    for (; i < n; ++i) acc[i] += x[i];
   }
 
   static void tile(const GemmTileArgs& t) {
