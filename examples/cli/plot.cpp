@@ -32,6 +32,11 @@ constexpr int64_t kMaxLogBytes = int64_t{256} << 20;
 // kMaxPoints points (every k-th, stated on the chart), and at most
 // kMaxCharts charts (the rest named on the page).
 constexpr size_t kMaxColumns = 4096, kMaxPoints = 2000, kMaxCharts = 300, kMaxLogs = 8;
+// Each restart (steps going back) walks every column, and the page lists
+// them: 10 MB of steps 1, 0, 1, 0, ... under 4096 columns took 11 s, so the
+// 256 MB a log may hold about 5 minutes. qkv's own logs have none (--resume
+// trims the log to its checkpoint); an older log gained one per resumed run.
+constexpr size_t kMaxRestarts = 1000;
 
 // One logged quantity: its points in step order.
 struct Series {
@@ -83,6 +88,8 @@ Log parse_log(const std::string& path, const std::string& text) {
   // column forgets its points from that step on (sparse ones too, like evaluations).
   auto row_step = [&](double step) {
     if (step <= last_step) {
+      QKV_CHECK(log.restarts.size() < kMaxRestarts, shown, " line ", number, ": the steps go back more than ",
+                kMaxRestarts, " times (a log starts again once per resumed run): not a qkv log");
       log.restarts.push_back(step);
       for (auto& [name, sr] : series)
         while (!sr.steps.empty() && sr.steps.back() >= step) sr.steps.pop_back(), sr.values.pop_back();

@@ -246,7 +246,12 @@ PY
   "$qkv" plot old.csv >/dev/null || fail "plot of repeated steps"
   [ "$(page_data old.csv.html "len(d['curves']['runs'][0]['restarts'])")" = 1 ] || fail "no note on the repeated steps"
   [ "$(page_data old.csv.html "j(d['curves']['runs'][0]['columns']['loss']['steps'])")" = "1 2 3 4 5 6" ] || fail "repeated steps drawn twice"
-  ok "--resume trims the log to the checkpoint (saved $saved, logged $last); plot says where a log restarts" ;;
+  # Steps that go back and forth are not a log: refused at the 1,001st restart
+  # (each walks every column: 10 MB of them under 4,096 columns took 11 s).
+  { echo "step,loss"; for _ in $(seq 1 1001); do echo "1,1"; echo "0,1"; done; } >back.csv
+  bounded "$qkv" plot back.csv >/dev/null 2>err.txt && fail "a log whose steps go back 1,001 times was drawn"
+  grep -q "line 2003: the steps go back more than 1000 times" err.txt || { cat err.txt; fail "no bound on restarts"; }
+  ok "--resume trims the log to the checkpoint (saved $saved, logged $last); plot says where a log restarts, at most 1000 times" ;;
 15) # messages that misled
   refused "--attn-entropy 1e308" "$qkv" train --attn-entropy 1e308 --steps 1 --threads 1 --save e.safetensors
   grep -q "must be in \[-100, 100\]" err.txt || fail "--attn-entropy: no bound given"
