@@ -69,9 +69,10 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
 
   GradcheckResult result;
   NoGradGuard no_grad;
-  for (const auto& [name, leaf] : leaves) {
+  for (const auto& named : leaves) {
+    const Tensor& leaf = named.second;  // not a structured binding: clang cannot capture one with OpenMP on
     InputReport report;
-    report.name = name;
+    report.name = named.first;
     report.shape = leaf.shape();
     Tensor analytic = leaf.grad().defined() ? leaf.grad().to(Device::cpu()) : Tensor();
     // Leaves on a device are perturbed one element at a time through host copies.
