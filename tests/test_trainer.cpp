@@ -81,6 +81,16 @@ TEST_CASE("trainer: a non-finite loss throws before the update, without saving")
   CHECK_THROWS_WITH(t->run(), Contains("the loss is nan at step 3") && Contains("nothing was saved"));
   CHECK(s.opt.steps() == 2);
   CHECK(saves == 0);
+  // Resumed from one file and saving to another: the message names the file that holds the steps.
+  auto resumed = s.make({.steps = 5, .eval_every = 100});
+  resumed->save = [&] { ++saves; };
+  resumed->loss = [&](int64_t) { return train::StepLoss{nn::cross_entropy(s.gpt.forward(s.x), s.y) * NAN, 1, 8}; };
+  resumed->save_name = "new.safetensors";
+  resumed->set_saved_step(2, "resumed.safetensors");
+  CHECK_THROWS_WITH(resumed->run(),
+                    Contains("the loss is nan at step 3") &&
+                        Contains("training stopped without saving; resumed.safetensors still holds step 2"));
+  CHECK(saves == 0);
 }
 
 TEST_CASE("trainer: the log has a header and one row per step, with each layer's norms") {

@@ -138,6 +138,7 @@ bool Trainer::stop_requested() { return stop_flag.load(); }
 void Trainer::save_now() {
   if (save && leads()) save();
   saved_step_ = optimizer_.steps();
+  saved_file_.clear();  // now in save_name
 }
 
 Outcome Trainer::run() {
@@ -174,12 +175,13 @@ Outcome Trainer::run() {
     stop = shared[1] > 0;
     if (!std::isfinite(value) || !std::isfinite(norm)) {
       // Stepping on would fill the model with NaN; saving would replace the last good checkpoint with it.
-      throw Error(cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ",
-                      std::isfinite(value) ? norm : value, " at step ", step + 1, " (lr ", optimizer_.lr(),
-                      "): training stopped without saving; ",
-                      saved_step_ >= 0 ? cat(printable(save_name), " still holds step ", saved_step_)
-                                       : std::string("nothing was saved"),
-                      o_.divergence_advice));
+      throw Error(
+          cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ", std::isfinite(value) ? norm : value,
+              " at step ", step + 1, " (lr ", optimizer_.lr(), "): training stopped without saving; ",
+              saved_step_ >= 0
+                  ? cat(printable(saved_file_.empty() ? save_name : saved_file_), " still holds step ", saved_step_)
+                  : std::string("nothing was saved"),
+              o_.divergence_advice));
     }
     optimizer_.step();
     tokens += part.tokens;

@@ -106,7 +106,12 @@ class Trainer {
 
   /// The steps saved so far end at this one (-1: nothing saved by this run or before it).
   int64_t saved_step() const { return saved_step_; }
-  void set_saved_step(int64_t step) { saved_step_ = step; }
+  /// Before run(): the steps saved before this run end at `step`, in `file`
+  /// (a resumed run's own checkpoint, which --save may not be).
+  void set_saved_step(int64_t step, std::string file) {
+    saved_step_ = step;
+    saved_file_ = std::move(file);
+  }
   /// Names the checkpoint in error messages ("reverse.safetensors").
   std::string save_name = "the checkpoint";
 
@@ -127,6 +132,7 @@ class Trainer {
   TrainerOptions o_;
   std::unique_ptr<Log> log_;
   int64_t saved_step_ = -1;
+  std::string saved_file_;  // where saved_step_ is, when not save_name
 };
 
 /// A progress line in qkv's format: "step 40/4000  avg loss 2.4562  lr 6.67e-04  31774 tok/s  1m02s elapsed  ETA

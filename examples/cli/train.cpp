@@ -419,7 +419,7 @@ int train(int argc, char** argv) {
   train::Trainer trainer(params, *opt, *schedule, to);
   trainer.save_name = save;
   const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), log_path, save);
-  trainer.set_saved_step(run.resuming ? opt->steps() : -1);
+  trainer.set_saved_step(run.resuming ? opt->steps() : -1, run.resume);
   trainer.loss = [&](int64_t) { return step_loss(runner, run, data, mine); };
   trainer.evaluate = [&](int64_t) { return evaluate(runner, run); };
   trainer.save = [&] { optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, metadata); };

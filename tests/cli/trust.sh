@@ -56,6 +56,10 @@ cp nan.safetensors nan_before.safetensors
 grep -q "training stopped without saving" err.txt || { cat err.txt; fail "no clear message for a non-finite loss"; }
 cmp -s nan.safetensors nan_before.safetensors || fail "the last good checkpoint changed"
 grep -qi "nan\|inf" nan.jsonl && fail "the log holds a non-finite number"
+# Saving elsewhere: the resumed file holds the last good step, not --save (it named --save, which held nothing).
+"$qkv" train --resume nan.safetensors --steps 100 --save other.safetensors >out.txt 2>err.txt && fail "a diverged run exited 0"
+grep -q "training stopped without saving; nan.safetensors still holds step 1" err.txt || { cat err.txt; fail "the message names the wrong file"; }
+[ -e other.safetensors ] && fail "a diverged run wrote --save"
 ok "a diverging run stops, exits non-zero and leaves the checkpoint byte-identical"
 
 # SIGTERM (and SIGHUP) save like Ctrl-C; the checkpoint resumes bit-identically.
