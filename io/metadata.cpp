@@ -134,4 +134,13 @@ std::map<std::string, std::string> parse_json_object(std::string_view text) {
   return out;
 }
 
+std::map<std::string, std::string> metadata_object(const std::map<std::string, std::string>& metadata,
+                                                   const std::string& key, const std::string& path) {
+  try {
+    return parse_json_object(metadata.at(key));
+  } catch (const Error& e) {
+    throw Error(cat(printable(path), ": bad ", key, " in its metadata (", e.what(), ")"));
+  }
+}
+
 }  // namespace qkv::io

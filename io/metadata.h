@@ -26,5 +26,9 @@ std::string json_object(const std::map<std::string, std::string>& fields);
 /// The inverse of json_object(): strict JSON (nlohmann-json; repeated keys,
 /// deep nesting and invalid UTF-8 refused), every value a string.
 std::map<std::string, std::string> parse_json_object(std::string_view text);
+/// parse_json_object() of a checkpoint's metadata field `key`, which must be
+/// there: its errors name the file and the field.
+std::map<std::string, std::string> metadata_object(const std::map<std::string, std::string>& metadata,
+                                                   const std::string& key, const std::string& path);
 
 }  // namespace qkv::io

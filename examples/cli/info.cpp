@@ -58,7 +58,10 @@ int info(int argc, char** argv) {
   std::string path = args["checkpoint"].as<std::string>();
   io::TensorFile file = io::load_safetensors(path);
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
-  spec.check_tensors(file, path);  // the model is described, never built
+  spec.check_tensors(file, path);                                  // the model is described, never built
+  const bool has_settings = file.metadata.count("qkv.train") > 0;  // read before anything is printed
+  const auto settings_read =
+      has_settings ? io::metadata_object(file.metadata, "qkv.train", path) : std::map<std::string, std::string>{};
   auto meta = [&](const char* key) {
     return file.metadata.count(key) ? printable(file.metadata.at(key)) : std::string("-");
   };
@@ -90,10 +93,10 @@ int info(int argc, char** argv) {
     std::printf("  task       %s, inputs up to %lld digits\n", spec.task.c_str(), static_cast<long long>(spec.max_len));
   std::printf("  step       %s\n  optimizer  %s %s\n", meta("qkv.step").c_str(), meta("qkv.optimizer").c_str(),
               meta("qkv.optimizer.hyperparameters").c_str());
-  if (file.metadata.count("qkv.train")) {
+  if (has_settings) {
     std::string settings;
     // As the flags that give them: a switch appears only when on (train takes no value for it).
-    for (const auto& [k, v] : io::parse_json_object(file.metadata.at("qkv.train"))) {
+    for (const auto& [k, v] : settings_read) {
       if (k == "checkpoint-activations" && v == "0") continue;
       settings +=
           (settings.empty() ? "" : " ") + ("--" + k + (k == "checkpoint-activations" ? "" : " " + printable(v)));

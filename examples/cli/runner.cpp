@@ -62,6 +62,7 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
     s.max_len = integer("max_len", kMaxInputLength);
     s.digits = integer("digits", kMaxDigits);
     s.data = field("data");  // where it trained: shown, never opened (qkv reads only files the user names)
+    s.source = path;
   } catch (const Error& e) {
     std::string what = e.what();
     throw Error(what.compare(0, file.size(), file) == 0
@@ -99,6 +100,27 @@ ModelSpec small_model_spec(const std::string& kind) {
 
 Runner::Runner(ModelSpec spec, Generator* init, bool read_text, const std::function<void(const ModelSpec&)>& check)
     : spec_(std::move(spec)) {
+  // A checkpoint's description can still fail the task's own checks (a
+  // context too short for it, a max_len under the task's least): the error
+  // then names the file, and the data (the user's, never the file's) is
+  // read once the description has passed, so its errors name only the data.
+  const bool from_file = !spec_.source.empty();
+  try {
+    resolve_task(read_text && !from_file);
+  } catch (const Error& e) {
+    if (!from_file) throw;
+    throw Error(cat(printable(spec_.source), ": bad model description in its metadata (", e.what(), ")"));
+  }
+  if (from_file && read_text && (spec_.task == "text" || spec_.task == "digits")) use_data(spec_.data);
+  check_fits_in_memory(4.0 * static_cast<double>(spec_.parameter_count()),
+                       cat("a model of ", spec_.parameter_count(), " parameters"),
+                       "use a smaller --dim, --layers or --context");
+  if (check) check(spec_);
+  // The registry builds the kind; this program then drives it through its row of drivers.cpp.
+  driver_ = driver_kind(spec_.model).make(nn::model_kind(spec_.model).build(spec_, init));
+}
+
+void Runner::resolve_task(bool read_data) {
   const nn::ModelKind& kind = nn::model_kind(spec_.model);
   spec_.check_sizes();
   nn::AttentionKind::parse(spec_.attention);
@@ -108,9 +130,9 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text, const std::funct
   if (spec_.task == "text") {
     spec_.vocab = 256;
     if (spec_.context <= 0) spec_.context = 64;
-    if (read_text) use_data(spec_.data);
+    if (read_data) use_data(spec_.data);
   } else if (is_label_task(spec_.task)) {
-    labels_ = make_label_task(spec_.task, spec_.max_len, spec_.data, read_text, spec_.image > 0 ? spec_.image : 8);
+    labels_ = make_label_task(spec_.task, spec_.max_len, spec_.data, read_data, spec_.image > 0 ? spec_.image : 8);
     spec_.vocab = labels_->vocab();
     if (spec_.model != "recommender" && spec_.classes == 0) spec_.classes = labels_->labels();
     // A checkpoint's classes must be the task's: scores past them would index past the confusion matrix.
@@ -131,12 +153,6 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text, const std::funct
     QKV_CHECK(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task,
               " task: it needs ", need);
   }
-  check_fits_in_memory(4.0 * static_cast<double>(spec_.parameter_count()),
-                       cat("a model of ", spec_.parameter_count(), " parameters"),
-                       "use a smaller --dim, --layers or --context");
-  if (check) check(spec_);
-  // The registry builds the kind; this program then drives it through its row of drivers.cpp.
-  driver_ = driver.make(kind.build(spec_, init));
 }
 
 void Runner::use_data(const std::string& path) {

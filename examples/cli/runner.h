@@ -25,6 +25,7 @@ struct ModelSpec : nn::ModelShape {
   std::string task = "reverse";
   int64_t max_len = 8, digits = 3;  // sequence tasks, brackets and sessions (max_len)
   std::string data;                 // text and digits: the --data file, "" for the bundled one
+  std::string source;               // the checkpoint it was read from ("" from flags): errors name it
   std::map<std::string, std::string> metadata() const;
   /// Parses and bounds a checkpoint's description (one-line errors naming `path`).
   static ModelSpec from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
@@ -165,6 +166,10 @@ class Runner {
   Study study(const std::string& prompt);
 
  private:
+  /// The task, and what the spec leaves to it (vocabulary, context,
+  /// classes), checked against the spec; reads the text or images only when
+  /// `read_data`.
+  void resolve_task(bool read_data);
   Tensor with_entropy(const Tensor& loss, const std::vector<Tensor>& weights);
   int64_t pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const;
   ModelSpec spec_;

@@ -211,7 +211,7 @@ Run resolve(const cxxopts::ParseResult& args) {
                 "--check-grads, "
                 "and --data for text and digits)");
     resumed = io::load_safetensors(resume);
-    if (resumed.metadata.count("qkv.train")) saved = io::parse_json_object(resumed.metadata.at("qkv.train"));
+    if (resumed.metadata.count("qkv.train")) saved = io::metadata_object(resumed.metadata, "qkv.train", resume);
   }
   ModelSpec& spec = run.spec;
   if (resuming) {
@@ -246,13 +246,25 @@ Run resolve(const cxxopts::ParseResult& args) {
     QKV_CHECK(io::parse_integer(v, out), printable(resume), ": bad training setting ", name, " = '", printable(v), "'");
     return out;
   };
+  // A setting's name in its errors: the flag, and the checkpoint when the value is the checkpoint's.
+  auto source = [&](const char* name) {
+    return !args.count(name) && saved.count(name) ? cat("--", name, " (from ", printable(resume), ")")
+                                                  : cat("--", name);
+  };
   auto real_setting = [&](const char* name, double fallback) {
     return io::parse_number(
         setting(name, args.count(name) ? io::exact_number(args[name].as<double>()) : "", io::exact_number(fallback)),
-        cat("--", name));
+        source(name));
   };
-  auto word_setting = [&](const char* name, const char* fallback) {
-    return setting(name, args.count(name) ? args[name].as<std::string>() : "", fallback);
+  auto word_setting = [&](const char* name, const char* fallback, const std::vector<std::string>& words) {
+    std::string v = setting(name, args.count(name) ? args[name].as<std::string>() : "", fallback), known;
+    for (const std::string& w : words) known += (known.empty() ? "" : ", ") + w;
+    QKV_CHECK(std::find(words.begin(), words.end(), v) != words.end(), "unknown ", source(name), " '", printable(v),
+              "' (", known, ")");
+    return v;
+  };
+  auto in_range = [&](const char* name, int64_t v, int64_t low, int64_t high) {
+    QKV_CHECK(v >= low && v <= high, source(name), " must be in ", range(low, high), ", got ", v);
   };
   const int64_t batch = run.batch = int_setting("batch", defaults.batch);
   const int64_t eval_every = run.eval_every = int_setting("eval-every", defaults.eval_every);
@@ -266,8 +278,8 @@ Run resolve(const cxxopts::ParseResult& args) {
   const double clip = run.clip = real_setting("clip", 1.0);
   run.target = real_setting("target", defaults.target);
   const double entropy_weight = run.entropy_weight = real_setting("attn-entropy", 0);
-  run.optimizer = word_setting("optimizer", "adamw");
-  run.schedule = word_setting("schedule", "cosine");
+  run.optimizer = word_setting("optimizer", "adamw", {"adamw", "adam", "sgd"});
+  run.schedule = word_setting("schedule", "cosine", {"constant", "cosine"});
   uint64_t& seed = run.seed;
   if (args.count("seed")) {
     seed = args["seed"].as<uint64_t>();
@@ -281,15 +293,15 @@ Run resolve(const cxxopts::ParseResult& args) {
   run.checkpoint_activations = args.count("checkpoint-activations") > 0 ||
                                (saved.count("checkpoint-activations") && saved.at("checkpoint-activations") == "1");
   settings["checkpoint-activations"] = run.checkpoint_activations ? "1" : "0";
-  check_range("batch", batch, 1, kMaxBatch);
-  check_range("eval-every", eval_every, 1, kMaxSteps);
-  check_range("steps", total, 0, kMaxSteps);
-  check_range("warmup", warmup_setting, 0, kMaxSteps);
-  check_range("save-every", save_every, 0, kMaxSteps);
-  QKV_CHECK(std::isfinite(lr) && lr > 0, "--lr must be positive and finite, got ", lr);
-  QKV_CHECK(clip >= 0, "--clip must be >= 0, got ", clip);
+  in_range("batch", batch, 1, kMaxBatch);
+  in_range("eval-every", eval_every, 1, kMaxSteps);
+  in_range("steps", total, 0, kMaxSteps);
+  in_range("warmup", warmup_setting, 0, kMaxSteps);
+  in_range("save-every", save_every, 0, kMaxSteps);
+  QKV_CHECK(std::isfinite(lr) && lr > 0, source("lr"), " must be positive and finite, got ", lr);
+  QKV_CHECK(clip >= 0, source("clip"), " must be >= 0, got ", clip);
   // A weight far past the loss's own size only turns the loss into the entropy term (1e308 overflowed it).
-  QKV_CHECK(entropy_weight >= -100 && entropy_weight <= 100, "--attn-entropy must be in [-100, 100], got ",
+  QKV_CHECK(entropy_weight >= -100 && entropy_weight <= 100, source("attn-entropy"), " must be in [-100, 100], got ",
             entropy_weight);
   return run;
 }
