@@ -7,19 +7,18 @@
 //   text        qkv train --task text --data FILE, one step of a tiny model
 //   digits      qkv train --task digits --data FILE, one step of a tiny model
 // Each command must either finish or throw qkv::Error (its one-line error)
-// naming the file: the user must learn which file is bad, as the flags'
-// words alone once told them (--context 16 is too short..., of a value the
-// checkpoint held). Any other exception, an error that does not name the
+// naming the file, so that the user learns which file is bad (some errors
+// once named only the flag of a value the checkpoint held: "--context 16 is
+// too short ..."). Any other exception, an error that does not name the
 // file, a crash, a sanitizer report, a leak, more than the fuzzer's memory
-// or time limits, is a finding. Built two ways (CMake option
-// QKV_FUZZ, tests/fuzz/README.md): with clang's libFuzzer, which searches
-// for findings, and with main.cpp, which replays tests/fuzz/corpus/ in ctest.
+// or time limits, is a finding. Built two ways (tests/fuzz/README.md): with
+// libfuzzer.cpp, clang's libFuzzer search (CMake option QKV_FUZZ), and with
+// replay.cpp, which replays tests/fuzz/corpus/ in ctest in every build.
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -35,14 +34,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A folder of this process's own for the input and whatever the command writes.
+// A folder of this process's own for the input and whatever the command
+// writes. Never destroyed: qkv_fuzz_cleanup may run at exit, after statics.
 const std::string& scratch() {
-  static const std::string dir = [] {
+  static const std::string& dir = *new std::string([] {
     std::string d = (fs::temp_directory_path() / ("qkv-fuzz-" + std::to_string(::getpid()))).string();
     fs::remove_all(d);
     fs::create_directories(d);
     return d;
-  }();
+  }());
   return dir;
 }
 
@@ -66,8 +66,8 @@ std::string next_step(const std::string& path) {
   return "1";
 }
 
-// Everything a command may pass over to the input: both runs below are one
-// step of a width-8 model, one thread.
+// The training runs below: one step of a width-8 model on one thread, so
+// that a run's time goes to reading its input.
 const std::vector<std::string> kTiny = {"--dim",   "8", "--heads",      "2", "--layers",  "1", "--batch", "2",
                                         "--steps", "1", "--eval-every", "1", "--threads", "1"};
 

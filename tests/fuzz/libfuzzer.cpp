@@ -8,6 +8,7 @@
 // or removed, a tensor's shape, dtype, offsets or name changed, a tensor
 // dropped; the file is then written back as a safetensors file.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -196,6 +197,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   kind = qkv_fuzz_kind();
   // The commands' reports would bury libFuzzer's own; errors are thrown, not printed.
   if (!std::freopen("/dev/null", "w", stdout)) return 1;
+  std::atexit(qkv_fuzz_cleanup);  // a finding ends in abort(): its input stays for a look
   return 0;
 }
 
