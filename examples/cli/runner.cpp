@@ -19,6 +19,14 @@ std::vector<double> row(const Tensor& logits, int64_t b, int64_t t) {
   return out;
 }
 
+// The error of a checkpoint whose description qkv cannot use: `what`, naming
+// the file (`file`, printable) once.
+Error bad_description(const std::string& file, const std::string& what) {
+  return Error(what.compare(0, file.size(), file) == 0
+                   ? what
+                   : cat(file, ": bad model description in its metadata (", what, ")"));
+}
+
 }  // namespace
 
 std::map<std::string, std::string> ModelSpec::metadata() const {
@@ -64,10 +72,7 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
     s.data = field("data");  // where it trained: shown, never opened (qkv reads only files the user names)
     s.source = path;
   } catch (const Error& e) {
-    std::string what = e.what();
-    throw Error(what.compare(0, file.size(), file) == 0
-                    ? what
-                    : cat(file, ": bad model description in its metadata (", what, ")"));
+    throw bad_description(file, e.what());
   }
   return s;
 }
@@ -109,7 +114,7 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_text, const std::funct
     resolve_task(read_text && !from_file);
   } catch (const Error& e) {
     if (!from_file) throw;
-    throw Error(cat(printable(spec_.source), ": bad model description in its metadata (", e.what(), ")"));
+    throw bad_description(printable(spec_.source), e.what());
   }
   if (from_file && read_text && (spec_.task == "text" || spec_.task == "digits")) use_data(spec_.data);
   check_fits_in_memory(4.0 * static_cast<double>(spec_.parameter_count()),

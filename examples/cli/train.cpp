@@ -126,17 +126,14 @@ double training_bytes(const ModelSpec& s, int64_t batch) {
 // Refuses a run whose training (this rank's share of the batch) would not
 // fit in memory. A resumed run's model and batch are its checkpoint's, which
 // no flag changes: the error names the file instead of flags to lower.
-void check_training_fits(const ModelSpec& spec, int64_t batch, const dist::Slice& mine, const Run& run) {
-  const std::string share = mine.count < batch ? " (this rank's share)" : "",
-                    parts = " (parameters, gradients, optimizer state, activations)";
-  if (run.resuming)
-    check_fits_in_memory(
-        training_bytes(spec, mine.count),
-        cat(printable(run.resume), ": training the model it holds on its batch of ", batch, share, parts),
-        "resume it on a machine with more memory");
-  else
-    check_fits_in_memory(training_bytes(spec, mine.count), cat("training this model on --batch ", batch, share, parts),
-                         "use a smaller --batch, --dim, --layers or --context");
+void check_training_fits(const ModelSpec& spec, const dist::Slice& mine, const Run& run) {
+  const std::string parts = cat(run.batch, mine.count < run.batch ? " (this rank's share)" : "",
+                                " (parameters, gradients, optimizer state, activations)");
+  check_fits_in_memory(
+      training_bytes(spec, mine.count),
+      run.resuming ? cat(printable(run.resume), ": training the model it holds on its batch of ", parts)
+                   : cat("training this model on --batch ", parts),
+      run.resuming ? "resume it on a machine with more memory" : "use a smaller --batch, --dim, --layers or --context");
 }
 
 // The first field of a log row: its step (CSV "12,..." or JSON '{"step":12,...'); -1 if none.
@@ -395,8 +392,7 @@ int train(int argc, char** argv) {
 
   manual_seed(run.seed);
   // Checked before the model is built: after, a refused --dim 4096 had spent 8 s initialising 800 MB of weights.
-  Runner runner(run.spec, nullptr, true,
-                [&](const ModelSpec& spec) { check_training_fits(spec, run.batch, mine, run); });
+  Runner runner(run.spec, nullptr, true, [&](const ModelSpec& spec) { check_training_fits(spec, mine, run); });
   runner.to(device);  // before the optimizer: its state is made where the parameters are
   runner.set_attention_entropy(run.entropy_weight);
   runner.set_checkpoint_activations(run.checkpoint_activations);
