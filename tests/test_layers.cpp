@@ -142,6 +142,44 @@ TEST_CASE("LayerNorm normalises the last dim like torch (biased variance, eps 1e
                     Contains("layer_norm: weight/bias [4]"));
 }
 
+TEST_CASE("LayerNorm's float32 backward, in blocks of rows, matches the float64 reference at any thread count",
+          "[layers]") {
+  // 111 rows: three blocks of 32 and a part; 45 columns: vectors and a tail.
+  // Weight and bias each with and without a gradient, or absent.
+  Generator gen(7);
+  Tensor x64 = Tensor::randn({3, 37, 45}, DType::Float64, &gen) * 2.0 + 0.5;
+  Tensor g64 = Tensor::randn({3, 37, 45}, DType::Float64, &gen);
+  Tensor w64 = Tensor::randn({45}, DType::Float64, &gen), b64 = Tensor::randn({45}, DType::Float64, &gen);
+  auto grads = [&](DType dtype, bool want_w, bool want_b, bool affine) {
+    Tensor x = x64.to(dtype).detach().requires_grad_(true);
+    Tensor w = affine ? w64.to(dtype).detach().requires_grad_(want_w) : Tensor();
+    Tensor b = affine ? b64.to(dtype).detach().requires_grad_(want_b) : Tensor();
+    sum(layer_norm(x, w, b, 1e-5) * g64.to(dtype)).backward();
+    std::vector<std::vector<double>> out{x.grad().to_vector()};
+    for (const Tensor& p : {w, b})
+      out.push_back(p.defined() && p.grad().defined() ? p.grad().to_vector() : std::vector<double>{});
+    return out;
+  };
+  for (auto [want_w, want_b, affine] : {std::tuple{true, true, true}, std::tuple{true, false, true},
+                                        std::tuple{false, true, true}, std::tuple{false, false, false}}) {
+    CAPTURE(want_w, want_b, affine);
+    auto reference = grads(DType::Float64, want_w, want_b, affine);
+    set_num_threads(1);
+    auto one = grads(DType::Float32, want_w, want_b, affine);
+    set_num_threads(2);
+    auto two = grads(DType::Float32, want_w, want_b, affine);
+    set_num_threads(0);
+    bool same_bits = one == two;  // (Catch would print every value of a vector)
+    CHECK(same_bits);
+    for (size_t k = 0; k < reference.size(); ++k) {
+      REQUIRE(one[k].size() == reference[k].size());
+      CHECK(one[k].size() == (k == 0 ? 111u * 45u : (k == 1 ? want_w : want_b) ? 45u : 0u));
+      for (size_t i = 0; i < reference[k].size(); ++i)  // sums of 111 terms of order 1: float32 rounding
+        REQUIRE(one[k][i] == Approx(reference[k][i]).margin(2e-5 * (k == 0 ? 1 : 111)));
+    }
+  }
+}
+
 TEST_CASE("dropout is inverted, keeps the expectation, and is the identity in eval", "[layers][dropout]") {
   Tensor x = Tensor::ones({1000, 100}, DType::Float64);
   Generator gen(3);
