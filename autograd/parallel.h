@@ -57,7 +57,7 @@ template <class Fn> void parallel_for(int64_t n, int64_t cost_per_item, Fn&& fn,
 /// block; threads share the pieces. For copies and fills (memcpy, memset),
 /// whose bytes are the same however they are split: one large block is
 /// shared by the threads too, not copied on one.
-inline constexpr int64_t kBytePiece = 65536;
+inline constexpr int64_t kBytePiece = 16384;
 template <class Fn> void parallel_for_pieces(int64_t blocks, int64_t bytes, Fn&& fn,
                                              const std::source_location& where = std::source_location::current()) {
   if (blocks <= 0 || bytes <= 0) return;  // nothing to copy: no call with an empty (maybe null) block

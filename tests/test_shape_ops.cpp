@@ -71,7 +71,7 @@ TEST_CASE("concat and stack join tensors", "[shape]") {
 }
 
 TEST_CASE("narrow and concat copy large blocks in pieces, the same for any thread count", "[shape][threads]") {
-  // One block of 3·40000 floats (480 KB, several 64 KB pieces) when narrowing dim 0; many when narrowing dim 1.
+  // One block of 3·40000 floats (480 KB, several 16 KB pieces) when narrowing dim 0; many when narrowing dim 1.
   Tensor x = reshape(Tensor::arange(5 * 3 * 40000), {5, 3, 40000});
   for (int threads : {1, 2, 3}) {
     set_num_threads(threads);
