@@ -124,6 +124,7 @@ void exp_shifted_scaled(const float* x, float shift, float scale, float* y, int6
   current()->exp_shifted_scaled(x, shift, scale, y, n);
 }
 void scale(float* y, float s, int64_t n) { current()->scale(y, s, n); }
+void scale_by_double(float* y, double s, int64_t n) { current()->scale_by_double(y, s, n); }
 void add_inplace(float* acc, const float* x, int64_t n) { current()->add_inplace(acc, x, n); }
 void softmax_backward_row(const float* y, const float* g, float* gx, int64_t n) {
   current()->softmax_backward_row(y, g, gx, n);

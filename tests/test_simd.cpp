@@ -239,6 +239,24 @@ TEST_CASE("simd: row kernels match double on random rows of every length up to 7
   });
 }
 
+TEST_CASE("simd: scale_by_double gives the bits of the scalar float(double(y) * s), tails and extremes included") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const float extremes[] = {0.0f, -0.0f, 1e-45f, -3e-39f, 1.17549435e-38f, 3.4e38f, -3.4e38f, INFINITY, 1.0f, -1.5f};
+  for_each_isa([&](simd::Isa) {
+    for (double s : {0.3, 1.0 / 3.0, 0.999999999, 1e-30}) {
+      for (int64_t n = 0; n <= 70; ++n) {
+        std::vector<float> y(n);
+        for (int64_t i = 0; i < n; ++i) y[i] = i < 10 ? extremes[i] : normal(rng);
+        std::vector<float> want(y);
+        for (float& w : want) w = static_cast<float>(static_cast<double>(w) * s);
+        simd::scale_by_double(y.data(), s, n);
+        CHECK(std::memcmp(y.data(), want.data(), n * sizeof(float)) == 0);
+      }
+    }
+  });
+}
+
 TEST_CASE("simd: max propagates NaN, and the Adam kernel matches its double formula") {
   for_each_isa([](simd::Isa) {
     std::vector<float> x(37, 1.0f);

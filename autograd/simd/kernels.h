@@ -182,6 +182,11 @@ template <class A> struct Kernels {
   static void scale(float* y, float s, int64_t n) {
     map1(y, y, n, [s](B v) { return v * B(s); });
   }
+  // Plain code the compiler vectorizes for this file's level (float to double lanes, a double
+  // multiply, back to float): the same IEEE operations as the scalar loop, so the same bits.
+  static void scale_by_double(float* y, double s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<double>(y[i]) * s);
+  }
   static void add_inplace(float* acc, const float* x, int64_t n) {
     map2(acc, x, acc, n, [](B a, B b) { return a + b; });
   }
@@ -322,6 +327,7 @@ template <class A> Table table_for(Isa isa) {
               K::exp_shifted_sum,
               K::exp_shifted_scaled,
               K::scale,
+              K::scale_by_double,
               K::add_inplace,
               K::softmax_backward_row,
               K::layer_norm_row,

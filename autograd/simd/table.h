@@ -24,6 +24,7 @@ struct Table {
   double (*exp_shifted_sum)(const float*, float, float*, int64_t);
   void (*exp_shifted_scaled)(const float*, float, float, float*, int64_t);
   void (*scale)(float*, float, int64_t);
+  void (*scale_by_double)(float*, double, int64_t);
   void (*add_inplace)(float*, const float*, int64_t);
   void (*softmax_backward_row)(const float*, const float*, float*, int64_t);
   void (*layer_norm_row)(const float*, float, float, const float*, const float*, float*, int64_t);
