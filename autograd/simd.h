@@ -50,7 +50,8 @@ double exp_shifted_sum(const float* x, float shift, float* y, int64_t n);
 void exp_shifted_scaled(const float* x, float shift, float scale, float* y, int64_t n);
 /// y *= s
 void scale(float* y, float s, int64_t n);
-/// y = float(double(y) · s): the bits of that scalar expression, in vector lanes.
+/// y = float(double(y) · s): the bits of that scalar expression (vectorized by
+/// the compiler in Release builds).
 void scale_by_double(float* y, double s, int64_t n);
 /// acc += x
 void add_inplace(float* acc, const float* x, int64_t n);

@@ -213,6 +213,13 @@ def main():
         import torch
     except ImportError:
         sys.exit("compare_torch: PyTorch is not installed (apt-get install python3-torch; run with /usr/bin/python3)")
+    # A fresh PyTorch model's first CPU steps meet denormal floats: on a 2-core Xeon its tiny step
+    # took 150 ms for 40 steps and 35 ms from step 70 on, and 35 ms from the first with denormals
+    # flushed to zero. qkv bench meets none (its first steps run at full speed), so without this
+    # the early rounds timed PyTorch's transient, not its speed. Flushing is a PyTorch setting a
+    # user can choose; it only ever makes PyTorch faster, never qkv. It sets the calling
+    # thread's flags and those of threads started after it: before any torch op starts the pool.
+    flushed = args.device == "cpu" and torch.set_flush_denormal(True)
     configs = args.configs.split(",")
     for c in configs:
         if c not in CONFIGS:
@@ -228,12 +235,6 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     path = best_eager_path(torch, args.device)
-    # A fresh PyTorch model's first CPU steps meet denormal floats: on a 2-core Xeon its tiny step
-    # took 150 ms for 40 steps and 35 ms from step 70 on, and 35 ms from the first with denormals
-    # flushed to zero. qkv bench meets none (its first steps run at full speed), so without this
-    # the early rounds timed PyTorch's transient, not its speed. Flushing is a PyTorch setting a
-    # user can choose; it only ever makes PyTorch faster, never qkv.
-    flushed = args.device == "cpu" and torch.set_flush_denormal(True)
     kernels = subprocess.run([args.qkv, "info", "--system"], check=True, capture_output=True, text=True).stdout
     kernels = next((l.split(None, 1)[1] for l in kernels.splitlines() if l.strip().startswith("kernels")), "?")
     print(f"torch {torch.__version__} ({'SDPA' if path[0] else 'attention written out'}, "

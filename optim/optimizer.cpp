@@ -291,8 +291,9 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
         // same bits as ScaleItem, the reference that float64 and the device kernels run.
         scales.push_back({g.numel(), [scale = math::ScaleItem<T>{g.data<T>(), factor}](int64_t begin, int64_t end) {
                             if constexpr (std::is_same_v<T, float>)
-                              return simd::scale_by_double(scale.g + begin, scale.factor, end - begin);
-                            for (int64_t i = begin; i < end; ++i) scale(i);
+                              simd::scale_by_double(scale.g + begin, scale.factor, end - begin);
+                            else
+                              for (int64_t i = begin; i < end; ++i) scale(i);
                           }});
       });
     }

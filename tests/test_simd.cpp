@@ -251,7 +251,7 @@ TEST_CASE("simd: scale_by_double gives the bits of the scalar float(double(y) * 
         std::vector<float> want(y);
         for (float& w : want) w = static_cast<float>(static_cast<double>(w) * s);
         simd::scale_by_double(y.data(), s, n);
-        CHECK(std::memcmp(y.data(), want.data(), n * sizeof(float)) == 0);
+        CHECK((n == 0 || std::memcmp(y.data(), want.data(), n * sizeof(float)) == 0));
       }
     }
   });

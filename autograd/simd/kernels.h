@@ -5,7 +5,8 @@
 //
 // A row's tail (n not a multiple of the lane count) goes through the same
 // vector code on a padded copy, so every element of a row is computed the
-// same way.
+// same way. (scale_by_double alone is a plain loop the compiler vectorizes:
+// its one multiply rounds the same in any lane or in scalar code.)
 //
 // Fused multiply-adds appear only where written (xsimd::fma): the library is
 // built with -ffp-contract=off, so the compiler never fuses a multiply and an
