@@ -215,9 +215,9 @@ def main():
         sys.exit("compare_torch: PyTorch is not installed (apt-get install python3-torch; run with /usr/bin/python3)")
     # A fresh PyTorch model's first CPU steps meet denormal floats: on a 2-core Xeon its tiny step
     # took 150 ms at first, 107 ms at step 40 and 35 ms from step 70 on, and 35 ms from the first
-    # with denormals flushed to zero. qkv bench meets none (its first steps run at full speed), so without this
-    # the early rounds timed PyTorch's transient, not its speed. Flushing is a PyTorch setting a
-    # user can choose; it only ever makes PyTorch faster, never qkv. It sets the calling
+    # with denormals flushed to zero. qkv bench meets none (its first steps run at full speed), so
+    # without this the early rounds timed PyTorch's transient, not its speed. Flushing is a PyTorch
+    # setting a user can choose; it only ever makes PyTorch faster, never qkv. It sets the calling
     # thread's flags and those of threads started after it: before any torch op starts the pool.
     flushed = args.device == "cpu" and torch.set_flush_denormal(True)
     configs = args.configs.split(",")
