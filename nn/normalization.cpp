@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/ops/column_sums.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
 #include "nn/device_kernels.h"
@@ -43,17 +44,9 @@ void backward_by_row_blocks(const float* x, const float* g, const float* w, cons
                                        gb ? part_b.data() + b * C : nullptr, C);
       }
   });
-  if (!gw && !gb) return;
-  // gw and gb arrive zeroed. Threads split the columns (chunks of 16) and add
-  // every block in block order: the same additions for any thread count.
-  constexpr int64_t kCols = 16;
-  parallel_for((C + kCols - 1) / kCols, 2 * blocks * kCols, [&](int64_t begin, int64_t end) {
-    int64_t c0 = begin * kCols, n = std::min(C, end * kCols) - c0;
-    for (int64_t b = 0; b < blocks; ++b) {
-      if (gw) simd::add_inplace(gw + c0, part_w.data() + b * C + c0, n);
-      if (gb) simd::add_inplace(gb + c0, part_b.data() + b * C + c0, n);
-    }
-  });
+  // The partials' column sums, blocks in order: the same additions for any thread count.
+  if (gw) column_sums(part_w.data(), blocks, C, C, gw);
+  if (gb) column_sums(part_b.data(), blocks, C, C, gb);
 }
 
 }  // namespace

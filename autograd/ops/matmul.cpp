@@ -14,6 +14,7 @@
 #include "autograd/cuda/gemm.h"
 #endif
 #include "autograd/engine.h"
+#include "autograd/ops/column_sums.h"
 #include "autograd/ops/device_kernels.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/sgemm.h"
@@ -62,27 +63,6 @@ void blas_gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const double* 
   }
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, m, k, alpha, a, lda, b,
               ldb, beta, c, ldc);
-}
-
-// out[c] = Σ_r g[r·ld + c] for c < cols: threads split the columns and each
-// adds the rows in order, so the sums do not depend on the thread count.
-// Each thread's columns are one contiguous run of whole chunks (a 1-thread
-// call adds whole rows); a chunk is one cache line of floats, so a product of
-// C columns can use C/16 threads (64-column chunks capped a width-128 model's
-// at 2).
-template <class T> void column_sums(const T* g, int64_t rows, int64_t cols, int64_t ld, T* out) {
-  constexpr int64_t kCols = 16;
-  parallel_for((cols + kCols - 1) / kCols, 2 * kCols * rows, [&](int64_t begin, int64_t end) {
-    int64_t c0 = begin * kCols, c1 = std::min(cols, end * kCols);
-    std::fill(out + c0, out + c1, T(0));
-    for (int64_t r = 0; r < rows; ++r) {
-      if constexpr (std::is_same_v<T, float>) {
-        simd::add_inplace(out + c0, g + r * ld + c0, c1 - c0);
-      } else {
-        for (int64_t c = c0; c < c1; ++c) out[c] += g[r * ld + c];
-      }
-    }
-  });
 }
 
 }  // namespace
