@@ -248,23 +248,20 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
   return save;
 }
 
+// run.optimizer and run.schedule are names resolve() accepted (kOptimizers, kSchedules).
 std::unique_ptr<optim::Optimizer> make_optimizer(const Run& run, const optim::NamedTensors& params) {
   if (run.optimizer == "sgd")
     return std::make_unique<optim::SGD>(params, optim::SGDOptions{run.lr, 0.9, 0, run.weight_decay, true});
-  QKV_CHECK(run.optimizer == "adamw" || run.optimizer == "adam", "unknown --optimizer '", printable(run.optimizer),
-            "' (adamw, adam, sgd)");
   optim::AdamOptions o;
   o.lr = run.lr, o.weight_decay = run.weight_decay;
-  if (run.optimizer == "adamw") return std::make_unique<optim::AdamW>(params, o);
-  return std::make_unique<optim::Adam>(params, o);
+  if (run.optimizer == "adam") return std::make_unique<optim::Adam>(params, o);
+  return std::make_unique<optim::AdamW>(params, o);
 }
 
 std::unique_ptr<optim::Schedule> make_schedule(const Run& run) {
-  const int64_t warmup = std::min(run.warmup, run.total);
-  if (run.schedule == "cosine")
-    return std::make_unique<optim::CosineLR>(run.lr, warmup, std::max(run.total, warmup), run.lr * 0.1);
   if (run.schedule == "constant") return std::make_unique<optim::ConstantLR>(run.lr);
-  throw Error(cat("unknown --schedule '", printable(run.schedule), "' (constant, cosine)"));
+  const int64_t warmup = std::min(run.warmup, run.total);
+  return std::make_unique<optim::CosineLR>(run.lr, warmup, std::max(run.total, warmup), run.lr * 0.1);
 }
 
 // This rank's part of a step: the task's batch (the whole global batch is

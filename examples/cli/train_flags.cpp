@@ -278,8 +278,8 @@ Run resolve(const cxxopts::ParseResult& args) {
   const double clip = run.clip = real_setting("clip", 1.0);
   run.target = real_setting("target", defaults.target);
   const double entropy_weight = run.entropy_weight = real_setting("attn-entropy", 0);
-  run.optimizer = word_setting("optimizer", "adamw", {"adamw", "adam", "sgd"});
-  run.schedule = word_setting("schedule", "cosine", {"constant", "cosine"});
+  run.optimizer = word_setting("optimizer", "adamw", kOptimizers);
+  run.schedule = word_setting("schedule", "cosine", kSchedules);
   uint64_t& seed = run.seed;
   if (args.count("seed")) {
     seed = args["seed"].as<uint64_t>();

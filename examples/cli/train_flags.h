@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <cxxopts.hpp>
 
@@ -11,6 +12,9 @@
 #include "runner.h"
 
 namespace qkv::cli {
+
+/// The names --optimizer and --schedule take: resolve() refuses any other.
+inline const std::vector<std::string> kOptimizers{"adamw", "adam", "sgd"}, kSchedules{"constant", "cosine"};
 
 /// A run resolved from its flags, else the resumed checkpoint's settings, else the defaults.
 struct Run {
@@ -21,7 +25,7 @@ struct Run {
   std::map<std::string, std::string> settings;  // recorded in the checkpoint (qkv.train)
   int64_t batch = 0, eval_every = 0, total = 0, save_every = 0, warmup = 0;
   double lr = 0, weight_decay = 0, clip = 0, target = 0, entropy_weight = 0;
-  std::string optimizer, schedule;
+  std::string optimizer, schedule;  // one of kOptimizers, one of kSchedules
   uint64_t seed = 1;
   bool checkpoint_activations = false;
 };
