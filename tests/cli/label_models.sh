@@ -31,6 +31,13 @@ ok "brackets, digits and sessions train, resume bit for bit and describe themsel
 grep -q "^qkv train: encoder on brackets" brackets.txt || fail "brackets does not train the encoder by default"
 grep -q "^qkv train: vit on digits" digits.txt || fail "digits does not train the ViT by default"
 grep -q "^qkv train: recommender on sessions" sessions.txt || fail "sessions does not train the recommender by default"
+grep -q "context 17" digits.txt || { head -1 digits.txt; fail "the ViT's context is not its 16 patches and [CLS]"; }
+# A ViT reads its patches and [CLS] whatever a context says, so another context is refused, not recorded.
+"$qkv" train --task digits "${small[@]}" --steps 1 --context 100 --save ctx.safetensors >ctx.txt 2>&1 &&
+  fail "a ViT trained with --context 100"
+[ "$(cat ctx.txt)" = "qkv train: error: --model vit: a ViT reads 17 tokens (16 patches and [CLS]), so its context is 17, not 100" ] ||
+  { cat ctx.txt; fail "--context 100 for a ViT: not the one-line error"; }
+[ ! -e ctx.safetensors ] || fail "a refused ViT run wrote a checkpoint"
 
 "$qkv" eval --checkpoint brackets.safetensors --examples 200 >eval.txt || fail "eval brackets"
 grep -q "accuracy .* on 200 held-out examples" eval.txt && grep -q "confusion matrix" eval.txt &&
