@@ -147,9 +147,10 @@ Adam::Adam(NamedTensors params, const AdamOptions& options) : Adam(std::move(par
 Adam::Adam(NamedTensors params, const AdamOptions& options, bool decoupled)
     : Optimizer(std::move(params), options.lr), o_(options), decoupled_(decoupled) {
   o_.lr = 0;  // not a second copy: the rate is Optimizer::lr(), set by the schedule
+  o_.weight_decay = options.weight_decay.value_or(decoupled ? 0.01 : 0.0);  // torch.optim's defaults
   QKV_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1, name(),
             ": betas must be in [0, 1), got ", options.beta1, ", ", options.beta2);
-  QKV_CHECK(options.eps >= 0 && options.weight_decay >= 0, name(), ": eps and weight_decay must be >= 0");
+  QKV_CHECK(options.eps >= 0 && *o_.weight_decay >= 0, name(), ": eps and weight_decay must be >= 0");
   for (const auto& [n, p] : this->params()) decays_.push_back(!decoupled || !options.decays || options.decays(n, p));
 }
 
@@ -157,14 +158,15 @@ std::map<std::string, std::string> Adam::hyperparameters() const {
   return {{"beta1", io::exact_number(o_.beta1)},
           {"beta2", io::exact_number(o_.beta2)},
           {"eps", io::exact_number(o_.eps)},
-          {"weight_decay", io::exact_number(o_.weight_decay)}};
+          {"weight_decay", io::exact_number(*o_.weight_decay)}};
 }
 
 namespace {
 // Adam's settings at step t (shrink: AdamW's decay, 1 for a parameter it spares).
 math::AdamStep adam_step(const AdamOptions& o, bool decoupled, bool decays, double lr, int64_t t) {
   const double bc1 = 1 - std::pow(o.beta1, static_cast<double>(t)), bc2 = 1 - std::pow(o.beta2, static_cast<double>(t));
-  const double l2 = decoupled ? 0.0 : o.weight_decay, shrink = decoupled && decays ? 1 - lr * o.weight_decay : 1.0;
+  const double wd = *o.weight_decay;  // set by the constructor
+  const double l2 = decoupled ? 0.0 : wd, shrink = decoupled && decays ? 1 - lr * wd : 1.0;
   return {lr, o.beta1, o.beta2, o.eps, l2, shrink, bc1, bc2};
 }
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,7 +99,9 @@ class SGD : public Optimizer {
 };
 
 struct AdamOptions {
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// Unset: PyTorch's default for the kind, 0 for Adam and 0.01 for AdamW.
+  std::optional<double> weight_decay;
   /// AdamW only: which parameters decay. By default those of rank >= 2, so
   /// biases and LayerNorm parameters (rank 1) are left alone.
   std::function<bool(const std::string& name, const Tensor& param)> decays = [](const std::string&, const Tensor& p) {

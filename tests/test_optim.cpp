@@ -66,6 +66,21 @@ TEST_CASE("Adam and AdamW match hand-computed steps", "[optim]") {
   check_values(two_steps(adamw(0.1), DType::Float32), {0.7815718569541611, -1.7614089510885826}, 1e-6);
 }
 
+TEST_CASE("an unset weight decay is torch.optim's default: 0 for Adam, 0.01 for AdamW", "[optim]") {
+  auto decay = [](const Optimizer& opt) { return opt.hyperparameters().at("weight_decay"); };
+  NamedTensors params{{"w", Tensor::ones({2, 2}, DType::Float64).requires_grad_()}};
+  CHECK(decay(Adam(params, {.lr = 0.1})) == "0");
+  CHECK(decay(AdamW(params, {.lr = 0.1})) == "0.01");
+  CHECK(decay(AdamW(params, {.lr = 0.1, .weight_decay = 0})) == "0");
+  // The decay acts: a zero gradient moves w only by lr·wd·w.
+  AdamW opt(params, {.lr = 0.1});
+  sum(params[0].second * 0.0).backward();
+  opt.step();
+  CHECK(params[0].second.to_vector() == std::vector<double>(4, 1 - 0.1 * 0.01));
+  CHECK_THROWS_WITH(Adam(params, {.weight_decay = -1}),
+                    Catch::Matchers::Contains("adam: eps and weight_decay must be >= 0"));
+}
+
 TEST_CASE("AdamW leaves biases and LayerNorm parameters undecayed by default", "[optim]") {
   nn::Linear lin(3, 2);
   nn::LayerNorm ln(2);
