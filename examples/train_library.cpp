@@ -12,6 +12,8 @@
 using namespace qkv;
 
 int main() {
+  // As `qkv train --threads 0`: a thread whose core another process is using holds every parallel loop up.
+  set_num_threads(idle_threads());
   manual_seed(1);
   nn::GPT gpt({.vocab = 8, .context = 16, .width = 32, .heads = 2, .layers = 1});
   optim::AdamW opt(gpt.named_parameters(), {.lr = 3e-3});
