@@ -112,6 +112,22 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
   return b;
 }
 
+// Bytes a timed step needs on the host, roughly and on the high side (as train's estimate): a GPT's
+// parameters with their gradients and AdamW's moments, and per token each layer's saved activations (about
+// 40 floats a channel) and the logits; the composed kernel adds each layer's n x n arrays, about 8 a head
+// (scores, scaled, masked, weights and their gradients: 1.6 GB measured at attention n = 1024 against 2.2
+// GB here). Attention alone holds q, k, v, the output and their gradients. B: a rank's share.
+double bench_bytes(const BenchSetup& b, int ranks) {
+  const nn::GPTConfig& c = b.c;
+  const double T = static_cast<double>(c.context), C = static_cast<double>(c.width), H = static_cast<double>(c.heads),
+               L = static_cast<double>(c.layers), V = static_cast<double>(c.vocab),
+               B = static_cast<double>(b.B / ranks);
+  const double scores = b.kernel == "composed" && c.attention.type != nn::AttentionKind::Linear ? 8 * H * T : 0;
+  if (b.name == "attention") return 4 * B * T * (8 * C + scores);
+  if (b.name == "layer") return 4 * B * T * (40 * C + scores);
+  return 16 * (12 * L * C * C + (V + T) * C) + 4 * B * T * (L * (40 * C + scores) + 3 * V);
+}
+
 // On a terminal, a line that counts the steps (`done` of them so far),
 // erased at the end: deep takes 12 s on 2 cores, and a run that prints
 // nothing for that long looks stuck. stdout, the report, is left alone.
@@ -408,6 +424,12 @@ int bench(int argc, char** argv) {
   QKV_CHECK(!profiling || device.is_cpu(), "--profile times the CPU's loops and products: drop --device");
   BenchSetup b = bench_setup(args, dist::world_size());
   b.device = device;
+  // Before anything is built: a long --context must be refused, not end in the kernel's OOM killer.
+  if (device.is_cpu())
+    check_fits_in_memory(bench_bytes(b, dist::world_size()),
+                         cat("--config ", b.name, " at context ", b.c.context, " (batch ", b.B, ", kernel ", b.kernel,
+                             dist::world_size() > 1 ? ", this rank's share" : "", ")"),
+                         "use a smaller --context");
   b.profile = profiling;
   if (!device.is_cpu()) device_backend(device).reset_peak(device.index);
   auto run = [&] {

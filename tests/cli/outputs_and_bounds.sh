@@ -270,6 +270,12 @@ PY
   bounded "$qkv" bench --config layer --attention window:8 --context 64 --steps 1 --warmup 0 --threads 1 >out.txt \
     || fail "bench layer with window attention"
   grep -q "window:8" out.txt || fail "bench layer does not report its attention"
+  # A context past memory is refused before anything is built (it grew to 24 GB and was killed).
+  refused "bench --context 1048576" "$qkv" bench --config tiny --context 1048576 --steps 1 --warmup 0
+  grep -q "^qkv bench: error: --config tiny at context 1048576 (batch 16, kernel fused) needs about [0-9.]* GB; .*: use a smaller --context$" err.txt \
+    || fail "bench --context 1048576: not the memory check"
+  refused "bench --kernel composed --context 65536" "$qkv" bench --config attention --kernel composed --context 65536 --steps 1
+  grep -q "needs about" err.txt || fail "bench's composed attention at n = 65536: not the memory check"
   refused "bench --profile 0" "$qkv" bench --profile 0 --steps 1 --warmup 0
   refused "bench --profile 1,x" "$qkv" bench --profile 1,x --steps 1 --warmup 0
   refused "bench --profile with --threads" "$qkv" bench --profile 1 --threads 1 --steps 1 --warmup 0
