@@ -112,3 +112,26 @@ TEST_CASE("trainer: the log has a header and one row per step, with each layer's
   CHECK(evaluated == 2);
   std::remove(path.c_str());
 }
+
+TEST_CASE("trainer: log_digest is what the log holds, continued across an appending run") {
+  Setup s;
+  std::string path = (std::filesystem::temp_directory_path() / "qkv_trainer_digest.jsonl").string();
+  std::remove(path.c_str());
+  auto read = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  auto first = s.make({.steps = 3, .log = path});
+  CHECK(first->log_digest() == train::log_digest(""));  // opened, nothing written yet (JSON lines: no header)
+  first->run();
+  const std::string three = read();
+  CHECK(first->log_digest() == train::log_digest(three));
+  auto resumed = s.make({.steps = 5, .log = path, .append_log = true});
+  resumed->run();
+  CHECK(read().size() > three.size());
+  CHECK(resumed->log_digest() == train::log_digest(read()));
+  CHECK(train::log_digest("ab") != train::log_digest("ba"));
+  CHECK(train::log_digest("") == "0:cbf29ce484222325");  // FNV-1a's offset basis
+  CHECK(s.make({.steps = 1})->log_digest().empty());     // no log
+  std::remove(path.c_str());
+}

@@ -8,18 +8,33 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "autograd/error.h"
 #include "autograd/ops/elementwise.h"
 #include "dist/dist.h"
 #include "io/metadata.h"
+#include "io/safetensors.h"
 
 namespace qkv::train {
 
 namespace {
 
 std::atomic<bool> stop_flag{false};  // lock-free: set from a signal handler
+
+// FNV-1a over a log's bytes, continued text by text (log_digest).
+constexpr uint64_t kFnvStart = 14695981039346656037ULL;
+uint64_t fnv1a(uint64_t hash, std::string_view text) {
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
+  return hash;
+}
+std::string digest_text(int64_t bytes, uint64_t hash) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%lld:%016llx", static_cast<long long>(bytes),
+                static_cast<unsigned long long>(hash));
+  return text;
+}
 
 // A number for a log line: JSON has no NaN or infinity, so those are null.
 std::string log_number(double v) { return std::isfinite(v) ? io::exact_number(v) : "null"; }
@@ -65,17 +80,32 @@ struct Trainer::Log {
   LayerGroups groups;
   std::vector<double> layer_grad;
   std::vector<Tensor> before;
+  int64_t bytes = 0;          // written and flushed so far (an appended-to file's own bytes included)
+  uint64_t hash = kFnvStart;  // their FNV-1a
 
   Log(const TrainerOptions& o, const optim::NamedTensors& params) : path(o.log), groups(params) {
     csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+    std::error_code ec;
+    if (o.append_log && std::filesystem::exists(path, ec)) {  // its bytes open the digest (bounded as any log)
+      std::string text = io::read_regular_file(path, int64_t{1} << 30, "--log file");
+      bytes = static_cast<int64_t>(text.size()), hash = fnv1a(hash, text);
+    }
     file.open(path, o.append_log ? std::ios::app : std::ios::trunc);
     QKV_CHECK(static_cast<bool>(file), "cannot write --log file '", printable(path), "'");
-    if (csv && file.tellp() == 0) {
-      file << "step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss"
-           << (o.extra_log_column ? "," + o.extra_log_name : "");
-      for (const std::string& g : groups.names) file << ",grad_norm." << g << ",update_ratio." << g;
-      file << "\n";
+    if (csv && bytes == 0) {
+      std::string header = cat("step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss",
+                               o.extra_log_column ? "," + o.extra_log_name : "");
+      for (const std::string& g : groups.names) header += ",grad_norm." + g + ",update_ratio." + g;
+      write(header + "\n");
     }
+  }
+  // Writes `text` and counts it once it is flushed whole; false if it was not.
+  bool write(const std::string& text) {
+    file << text;
+    file.flush();
+    if (!file) return false;
+    bytes += static_cast<int64_t>(text.size()), hash = fnv1a(hash, text);
+    return true;
   }
   // Before clipping and the update: the gradients' norms and the parameters as they are.
   void before_update(const optim::NamedTensors& params) {
@@ -99,15 +129,12 @@ struct Trainer::Log {
     std::string acc = evaluation && evaluation->higher_is_better ? log_number(evaluation->metric) : "";
     std::string held = evaluation && !evaluation->higher_is_better ? log_number(evaluation->metric) : "";
     if (csv)
-      file << step << "," << log_number(loss) << "," << log_number(lr) << "," << log_number(norm) << ","
-           << log_number(rate) << "," << acc << "," << held << (extra.empty() ? "" : "," + extra) << layers_csv << "\n";
-    else
-      file << "{\"step\":" << step << ",\"loss\":" << log_number(loss) << ",\"lr\":" << log_number(lr)
-           << ",\"grad_norm\":" << log_number(norm) << ",\"tokens_per_s\":" << log_number(rate)
-           << (acc.empty() ? "" : ",\"eval_accuracy\":" + acc) << (held.empty() ? "" : ",\"eval_loss\":" + held)
-           << (extra.empty() ? "" : ",\"" + extra_name + "\":" + extra) << layers_json << "}\n";
-    file.flush();
-    return static_cast<bool>(file);
+      return write(cat(step, ",", log_number(loss), ",", log_number(lr), ",", log_number(norm), ",", log_number(rate),
+                       ",", acc, ",", held, extra.empty() ? "" : "," + extra, layers_csv, "\n"));
+    return write(cat("{\"step\":", step, ",\"loss\":", log_number(loss), ",\"lr\":", log_number(lr),
+                     ",\"grad_norm\":", log_number(norm), ",\"tokens_per_s\":", log_number(rate),
+                     acc.empty() ? "" : ",\"eval_accuracy\":" + acc, held.empty() ? "" : ",\"eval_loss\":" + held,
+                     extra.empty() ? "" : ",\"" + extra_name + "\":" + extra, layers_json, "}\n"));
   }
 };
 
@@ -237,6 +264,12 @@ Outcome Trainer::run() {
   }
   return out;
 }
+
+std::string log_digest(std::string_view text) {
+  return digest_text(static_cast<int64_t>(text.size()), fnv1a(kFnvStart, text));
+}
+
+std::string Trainer::log_digest() const { return log_ ? digest_text(log_->bytes, log_->hash) : ""; }
 
 std::string duration(double seconds) {
   if (!std::isfinite(seconds) || seconds > 99 * 86400.0) return "> 99 days";

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -114,6 +115,11 @@ class Trainer {
   }
   /// Names the checkpoint in error messages ("reverse.safetensors").
   std::string save_name = "the checkpoint";
+  /// What the log holds so far, as log_digest() of its bytes ("" without a
+  /// log): a checkpoint records it, so a resumed run can tell its own log
+  /// from another file before writing to it. Complete rows only: a row cut
+  /// off by a full disk is not counted.
+  std::string log_digest() const;
 
   /// Asks every running trainer to stop after its current step and save.
   /// Async-signal-safe: a SIGINT handler may call it.
@@ -134,6 +140,9 @@ class Trainer {
   int64_t saved_step_ = -1;
   std::string saved_file_;  // where saved_step_ is, when not save_name
 };
+
+/// The length and FNV-1a hash of a log's text, "<bytes>:<16 hex digits>".
+std::string log_digest(std::string_view text);
 
 /// A progress line in qkv's format: "step 40/4000  avg loss 2.4562  lr 6.67e-04  31774 tok/s  1m02s elapsed  ETA
 /// 3h01m".

@@ -148,14 +148,13 @@ int64_t logged_step(const std::string& line) {
 // On --resume, the log keeps only what led to the checkpoint: rows past its
 // step (written before a crash or kill -9) and a cut-off last line (a full
 // disk) go, so the resumed run's rows follow on without repeating steps.
-// Returns how many lines were dropped; the log is rewritten atomically. A
-// file with any other line is not a qkv log: it is refused, never trimmed.
-int64_t trim_log(const std::string& path, int64_t step) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return 0;  // a new log
+// Returns the lines kept, and in `dropped` how many go. A file with any
+// other line is not a qkv log: it is refused, never trimmed.
+std::string trimmed_log(const std::string& path, int64_t step, int64_t& dropped) {
   std::string text = io::read_regular_file(path, int64_t{1} << 30, "--log file");
   std::string kept;
-  int64_t dropped = 0, number = 0;
+  int64_t number = 0;
+  dropped = 0;
   size_t at = 0;
   while (at < text.size()) {
     size_t end = text.find('\n', at);
@@ -179,8 +178,7 @@ int64_t trim_log(const std::string& path, int64_t step) {
     else
       ++dropped;
   }
-  if (dropped > 0) io::write_file(path, kept);
-  return dropped;
+  return kept;
 }
 
 // Whether two paths name one file (or, for a file not there yet, one path).
@@ -235,17 +233,40 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
             "or replace it with --force");
   io::make_parent_folders(log_path, "--log");
   io::check_writable_target(log_path, /*probe=*/false);
-  if (run.resuming) {
-    int64_t step = -1;
-    QKV_CHECK(run.resumed.metadata.count("qkv.step") && io::parse_integer(run.resumed.metadata.at("qkv.step"), step) &&
-                  step >= 0,
-              printable(run.resume), ": no training step in its metadata");
-    if (int64_t dropped = trim_log(log_path, step))
+  if (run.resuming && exists) {
+    const int64_t step = run.resumed_step;
+    int64_t dropped = 0;
+    const std::string kept = trimmed_log(log_path, step, dropped);
+    // The checkpoint records what its run's log held when it was saved: any other file (another run's log,
+    // or this one changed since) would lose its rows past the step, or take this run's under its header.
+    auto digest = run.resumed.metadata.find("qkv.log.digest");
+    QKV_CHECK(force || (digest != run.resumed.metadata.end() && digest->second == train::log_digest(kept)), "--log ",
+              printable(log_path), " is not the log of the run that saved ", printable(run.resume),
+              " (or it changed since): choose a new file, or continue it anyway with --force");
+    if (dropped > 0) {
+      io::write_file(log_path, kept);
       std::printf("--log %s: dropped %lld line%s past the checkpoint's step %lld (written after it was saved)\n",
                   printable(log_path).c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
                   static_cast<long long>(step));
+    }
   }
   return save;
+}
+
+// The log a run writes: --log, or a resumed run's own log when its checkpoint names one beside it (a name
+// with no folder in it, as explore reads it), so that resuming does not stop logging.
+std::string log_file(const cxxopts::ParseResult& args, const Run& run) {
+  if (args.count("log")) return args["log"].as<std::string>();
+  if (!run.resuming) return "";
+  const auto& meta = run.resumed.metadata;
+  auto name = meta.find("qkv.log");
+  if (name != meta.end() && !name->second.empty() && name->second.find('/') == std::string::npos &&
+      name->second != "." && name->second != "..")
+    return (std::filesystem::path(run.resume).parent_path() / name->second).string();
+  if (meta.count("qkv.log.digest") && dist::rank() == 0)
+    std::printf("note: the run's log is not continued: %s does not say where it is (give --log FILE)\n",
+                printable(run.resume).c_str());
+  return "";
 }
 
 // run.optimizer and run.schedule are names resolve() accepted (kOptimizers, kSchedules).
@@ -384,7 +405,7 @@ int train(int argc, char** argv) {
   const dist::Slice mine = dist::slice_of(run.batch, me, ranks);
   set_threads_option(args.count("threads") ? args["threads"].as<int>() : 0);
   const Device device = set_device_option(args.count("device") ? args["device"].as<std::string>() : "cpu");
-  const std::string log_path = args.count("log") ? args["log"].as<std::string>() : "";
+  const std::string log_path = log_file(args, run);
   const std::string save = check_outputs(args, run, log_path);
 
   manual_seed(run.seed);
@@ -424,7 +445,11 @@ int train(int argc, char** argv) {
   trainer.set_saved_step(run.resuming ? opt->steps() : -1, run.resume);
   trainer.loss = [&](int64_t) { return step_loss(runner, run, data, mine); };
   trainer.evaluate = [&](int64_t) { return evaluate(runner, run); };
-  trainer.save = [&] { optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, metadata); };
+  trainer.save = [&] {
+    auto with_log = metadata;  // and what the log holds now, so --resume can tell it from another file
+    if (std::string digest = trainer.log_digest(); !digest.empty()) with_log["qkv.log.digest"] = digest;
+    optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, with_log);
+  };
   trainer.extra_log_value = [&] {
     return runner.last_entropy();
   };  // the loss includes the term; the term is logged apart

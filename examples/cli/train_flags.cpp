@@ -113,6 +113,16 @@ ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
   return spec;
 }
 
+// A resumed run's step, and a budget past it: one the checkpoint has spent would only save it again.
+void check_budget(Run& run, const std::string& steps_flag) {
+  int64_t& at = run.resumed_step;
+  QKV_CHECK(
+      run.resumed.metadata.count("qkv.step") && io::parse_integer(run.resumed.metadata.at("qkv.step"), at) && at >= 0,
+      printable(run.resume), ": no training step in its metadata");
+  QKV_CHECK(run.total > at, printable(run.resume), " is already at step ", at, ", and ", steps_flag, " is ", run.total,
+            ": give a larger --steps to train on");
+}
+
 }  // namespace
 
 cxxopts::Options train_options() {
@@ -179,7 +189,7 @@ cxxopts::Options train_options() {
       "eval-every", cat("steps between evaluations (", defaults_text(&TaskDefaults::eval_every), ")"),
       cxxopts::value<int64_t>(),
       "N")("resume", "continue the run saved in a checkpoint, with its settings", cxxopts::value<std::string>(),
-           "FILE")("log", "per-step log: CSV if FILE ends in .csv, else JSON lines (appended to on --resume)",
+           "FILE")("log", "per-step log: CSV if FILE ends in .csv, else JSON lines (a resumed run continues its own)",
                    cxxopts::value<std::string>(), "FILE")(
       "threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
       cxxopts::value<int>(), "N")("device", kDeviceHelp, cxxopts::value<std::string>(), "DEVICE")(
@@ -296,6 +306,7 @@ Run resolve(const cxxopts::ParseResult& args) {
   in_range("batch", batch, 1, kMaxBatch);
   in_range("eval-every", eval_every, 1, kMaxSteps);
   in_range("steps", total, 0, kMaxSteps);
+  if (resuming) check_budget(run, source("steps"));
   in_range("warmup", warmup_setting, 0, kMaxSteps);
   in_range("save-every", save_every, 0, kMaxSteps);
   QKV_CHECK(std::isfinite(lr) && lr > 0, source("lr"), " must be positive and finite, got ", lr);

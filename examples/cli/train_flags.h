@@ -19,8 +19,9 @@ inline const std::vector<std::string> kOptimizers{"adamw", "adam", "sgd"}, kSche
 /// A run resolved from its flags, else the resumed checkpoint's settings, else the defaults.
 struct Run {
   bool resuming = false;
-  std::string resume;      // the checkpoint resumed ("" for a new run)
-  io::TensorFile resumed;  // its contents, read once
+  std::string resume;         // the checkpoint resumed ("" for a new run)
+  io::TensorFile resumed;     // its contents, read once
+  int64_t resumed_step = -1;  // the step it saved
   ModelSpec spec;
   std::map<std::string, std::string> settings;  // recorded in the checkpoint (qkv.train)
   int64_t batch = 0, eval_every = 0, total = 0, save_every = 0, warmup = 0;

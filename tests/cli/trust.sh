@@ -102,6 +102,27 @@ ok "a second signal exits at once"
 "$qkv" train --resume l1.safetensors --steps 4 --log run.csv >/dev/null 2>&1 || fail "resume with its log"
 [ "$(cut -d, -f1 run.csv | tr '\n' ' ')" = "step 1 2 3 4 " ] || { cat run.csv; fail "the resumed log does not continue the steps"; }
 ok "logs are not mixed across runs; resuming continues its log"
+# Resuming never cuts or appends to a log that is not its run's (the checkpoint records what its log held),
+# continues its own log unasked (it once stopped logging), and refuses a budget it has spent (it rewrote the file).
+"$qkv" train "${small[@]}" --steps 6 --save other.safetensors --log other.csv >/dev/null 2>&1 || fail "other run"
+cp other.csv other_before.csv
+"$qkv" train --resume l1.safetensors --steps 5 --log other.csv >/dev/null 2>err.txt && fail "resumed into another run's log"
+grep -q "^qkv train: error: --log other.csv is not the log of the run that saved l1.safetensors (or it changed since): choose a new file, or continue it anyway with --force$" err.txt ||
+  { cat err.txt; fail "another run's log: not the one-line error"; }
+cmp -s other.csv other_before.csv || fail "another run's log changed"
+"$qkv" train --resume l1.safetensors --steps 6 >/dev/null 2>&1 || fail "resume without --log"
+[ "$(cut -d, -f1 run.csv | tr '\n' ' ')" = "step 1 2 3 4 5 6 " ] || { cat run.csv; fail "resuming without --log did not continue the run's log"; }
+sed -i '3s/^2,/2,9/' run.csv
+"$qkv" train --resume l1.safetensors --steps 7 >/dev/null 2>err.txt && fail "resumed into a log changed since"
+grep -q "run.csv is not the log of the run" err.txt || { cat err.txt; fail "a changed log: no error"; }
+"$qkv" train --resume l1.safetensors --steps 7 --force >/dev/null 2>&1 || fail "--force continues a changed log"
+[ "$(wc -l <run.csv)" -eq 8 ] || { cat run.csv; fail "--force did not continue the log"; }
+cp l1.safetensors l1_before.safetensors
+"$qkv" train --resume l1.safetensors --steps 3 >/dev/null 2>err.txt && fail "resumed to a budget already spent"
+grep -q "l1.safetensors is already at step 7, and --steps is 3: give a larger --steps to train on" err.txt ||
+  { cat err.txt; fail "a spent budget: no error"; }
+cmp -s l1.safetensors l1_before.safetensors || fail "a spent budget rewrote the checkpoint"
+ok "resuming keeps to its own log, continues it unasked, and refuses a spent budget"
 
 # -- A text checkpoint does not follow its data path ---------------------
 head -c 20000 /dev/urandom | base64 >mytext.txt
