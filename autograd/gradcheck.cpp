@@ -69,6 +69,9 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
 
   GradcheckResult result;
   NoGradGuard no_grad;
+  int64_t done = 0, total = 0;
+  for (const auto& named : leaves)
+    total += options.max_entries > 0 ? std::min(options.max_entries, named.second.numel()) : named.second.numel();
   for (const auto& named : leaves) {
     const Tensor& leaf = named.second;  // not a structured binding: clang cannot capture one with OpenMP on
     InputReport report;
@@ -107,6 +110,7 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
       double scale = std::max(std::abs(a), std::abs(numeric));
       if (scale > 1e-8) report.max_rel_error = std::max(report.max_rel_error, err / scale);
       if (std::isnan(err)) report.max_abs_error = report.max_rel_error = err;
+      if (options.progress) options.progress(++done, total);
     }
     result.ok = result.ok && report.ok;
     result.inputs.push_back(report);

@@ -25,6 +25,9 @@ struct GradcheckOptions {
   /// Generators restored to their starting state before every evaluation of
   /// the function, so dropout masks and other draws replay identically.
   std::vector<Generator*> replay = {&default_generator()};
+  /// Optional: called after each entry is checked with the entries done and
+  /// the total over all inputs (a long check's progress line).
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct InputReport {

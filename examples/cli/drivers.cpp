@@ -457,12 +457,20 @@ Tensor ids_for(const nn::Module& model, const std::vector<int64_t>& ids, const S
   return Tensor::from_vector(ids, shape).to(model.device());
 }
 
+std::string driver_kind_names() {
+  std::string names;
+  for (const DriverKind& d : kDrivers) names += (names.empty() ? "" : ", ") + std::string(d.name);
+  return names;
+}
+
+bool is_driver_kind(const std::string& kind) {
+  return std::any_of(std::begin(kDrivers), std::end(kDrivers), [&](const DriverKind& d) { return kind == d.name; });
+}
+
 const DriverKind& driver_kind(const std::string& kind) {
   for (const DriverKind& d : kDrivers)
     if (kind == d.name) return d;
-  std::string names;
-  for (const DriverKind& d : kDrivers) names += (names.empty() ? "" : ", ") + std::string(d.name);
-  throw Error(cat("unknown model '", printable(kind), "' (", names, ")"));
+  throw Error(cat("unknown model '", printable(kind), "' (", driver_kind_names(), ")"));
 }
 
 }  // namespace qkv::cli

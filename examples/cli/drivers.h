@@ -75,6 +75,9 @@ Tensor ids_for(const nn::Module& model, const std::vector<int64_t>& ids, const S
 
 /// The row of `kind`; throws for a kind the program has no driver for.
 const DriverKind& driver_kind(const std::string& kind);
+/// The kinds the program drives, "gpt, seq2seq, ...", and whether `kind` is one.
+std::string driver_kind_names();
+bool is_driver_kind(const std::string& kind);
 /// Whether `kind` learns `task` (its row's list).
 bool learns(const DriverKind& kind, const std::string& task);
 /// The kind a task trains when --model is not given.

@@ -259,6 +259,14 @@ PY
     >/dev/null 2>&1 || fail "a text model"
   bounded "$qkv" gradcheck --checkpoint text.safetensors --entries 2 >out.txt 2>err.txt || { cat out.txt err.txt; fail "gradcheck of a text model"; }
   grep -q "all ok" out.txt || fail "gradcheck of a text model did not pass"
+  # It says what it did: at most 2 entries a parameter (none holds a million), dropout only where the model has it.
+  grep -q ", up to 2 entries each," out.txt || { tail -1 out.txt; fail "gradcheck: not 'up to 2 entries'"; }
+  dropout=$("$qkv" info text.safetensors | grep -o "dropout [0-9.]*$")
+  if [ "$dropout" = "dropout 0" ]; then want="float64, dropout 0,"; else want="dropout on (masks replayed)"; fi
+  grep -q "$want" out.txt || { tail -1 out.txt; fail "gradcheck of a model with $dropout says otherwise"; }
+  refused "gradcheck --entries -1" "$qkv" gradcheck --entries -1
+  refused "gradcheck --model MHA" "$qkv" gradcheck --model MHA
+  grep -q "(gpt, seq2seq, encoder, vit, recommender, mha)" err.txt || fail "gradcheck --model: the kinds omit mha"
   printf 'step,loss\n1,1e308\n2,-1e308\n3,0\n' >huge.csv
   "$qkv" plot huge.csv >/dev/null || fail "plot of +-1e308"
   [ "$(page_data huge.csv.html "j(d['curves']['runs'][0]['columns']['loss']['values'])")" = "1e+308 -1e+308 0.0" ] \
