@@ -328,13 +328,13 @@ train::Evaluation evaluate(Runner& runner, const Run& run) {
       std::snprintf(text, sizeof text, "held-out accuracy %.2f%% on %lld", 100 * m.accuracy,
                     static_cast<long long>(m.examples));
     e.text = text;
-    e.reached = e.metric >= run.target;
+    e.reached = run.target > 0 && e.metric >= run.target;  // 0: no target
   } else if (runner.task()) {
     e.metric = runner.accuracy(500, held_out);
     char text[64];  // two decimals, as eval and the classifiers print (500 examples: steps of 0.2%)
     std::snprintf(text, sizeof text, "held-out exact match %.2f%%", 100 * e.metric);
     e.text = text;
-    e.reached = e.metric >= run.target;
+    e.reached = run.target > 0 && e.metric >= run.target;  // 0: no target
   } else {
     e.metric = runner.held_out_loss(64, held_out);
     e.higher_is_better = false;
@@ -457,8 +457,8 @@ int train(int argc, char** argv) {
   const bool tty = lead && !dist::active() && isatty(fileno(stdout));
   trainer.on_step = [&](const train::Progress& p) {
     // Tasks stop at their target, so their ETA is an upper bound.
-    std::string line =
-        train::progress_line(p, (runner.task() && run.target <= 1) || (runner.label_task() && run.target < 1));
+    std::string line = train::progress_line(
+        p, run.target > 0 && ((runner.task() && run.target <= 1) || (runner.label_task() && run.target < 1)));
     if (tty) std::printf("\r\033[K%s", line.c_str());
     if (p.evaluation) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line.c_str(), p.evaluation->text.c_str());
     std::fflush(stdout);

@@ -172,7 +172,8 @@ cxxopts::Options train_options() {
       "clip", "gradient norm limit, 0 for none (default 1)", cxxopts::value<double>(), "NORM")(
       "seed", "random seed (default 1)", cxxopts::value<uint64_t>(), "N")(
       "target",
-      cat("tasks: stop when the held-out metric (exact match, accuracy, HR@10) reaches this (",
+      cat("tasks: stop when the held-out metric (exact match, accuracy, HR@10) reaches this, in [0, 1]; 0 sets "
+          "none (",
           defaults_text(&TaskDefaults::target), ")"),
       cxxopts::value<double>(),
       "FRACTION")("attn-entropy",
@@ -286,7 +287,8 @@ Run resolve(const cxxopts::ParseResult& args) {
   const double lr = run.lr = real_setting("lr", defaults.lr);
   run.weight_decay = real_setting("weight-decay", 0.01);
   const double clip = run.clip = real_setting("clip", 1.0);
-  run.target = real_setting("target", defaults.target);
+  // Text has no held-out score to reach: its checkpoint records no target (info showed one train refuses).
+  run.target = spec.task == "text" ? 0 : real_setting("target", defaults.target);
   const double entropy_weight = run.entropy_weight = real_setting("attn-entropy", 0);
   run.optimizer = word_setting("optimizer", "adamw", kOptimizers);
   run.schedule = word_setting("schedule", "cosine", kSchedules);
@@ -311,6 +313,9 @@ Run resolve(const cxxopts::ParseResult& args) {
   in_range("save-every", save_every, 0, kMaxSteps);
   QKV_CHECK(std::isfinite(lr) && lr > 0, source("lr"), " must be positive and finite, got ", lr);
   QKV_CHECK(clip >= 0, source("clip"), " must be >= 0, got ", clip);
+  // A score is a fraction (-1 once stopped at the first evaluation, "reached" at 0%); 0 sets no target.
+  QKV_CHECK(spec.task == "text" || (run.target >= 0 && run.target <= 1), source("target"), " must be in [0, 1], got ",
+            run.target);
   // A weight far past the loss's own size only turns the loss into the entropy term (1e308 overflowed it).
   QKV_CHECK(entropy_weight >= -100 && entropy_weight <= 100, source("attn-entropy"), " must be in [-100, 100], got ",
             entropy_weight);

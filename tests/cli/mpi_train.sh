@@ -61,7 +61,7 @@ grep -q "global batch" err.txt || { cat err.txt; fail "the error does not say wh
 # job a group of its own, as a terminal's foreground job has, and leaves its
 # SIGINT unignored). mpirun passes SIGTERM on; rank 0 saves once, all exit.
 set -m
-"$mpiexec" -n 2 "$qkv" train --steps 1000000 --batch 16 --threads 1 --eval-every 1000 --target 2 --save stop.safetensors >stop.txt 2>&1 &
+"$mpiexec" -n 2 "$qkv" train --steps 1000000 --batch 16 --threads 1 --eval-every 1000 --target 0 --save stop.safetensors >stop.txt 2>&1 &
 job=$!
 wait_for "^qkv train" stop.txt 10 || { kill -9 -- -$job; cat stop.txt; fail "no banner within 10 s"; }
 sleep 1
@@ -74,7 +74,7 @@ pgrep -f "save stop.safetensors" >/dev/null && fail "a rank outlived the job"
 echo "ok: SIGINT on mpirun saves once and ends every rank"
 
 # A rank killed outright: the job ends within a bounded time, naming it.
-"$mpiexec" -n 2 "$qkv" train --steps 1000000 --batch 16 --threads 1 --eval-every 1000 --target 2 --save killed.safetensors >killed.txt 2>&1 &
+"$mpiexec" -n 2 "$qkv" train --steps 1000000 --batch 16 --threads 1 --eval-every 1000 --target 0 --save killed.safetensors >killed.txt 2>&1 &
 job=$!
 victim=
 for _ in $(seq 100); do

@@ -209,7 +209,7 @@ PY
   # right after a save (nothing past it to trim) is tried again.
   for attempt in 1 2 3 4 5; do
     rm -f k.safetensors k.csv
-    "$qkv" train "${small[@]}" --steps 1000000 --target 2 --save-every 50 --save k.safetensors --log k.csv >out.txt 2>&1 &
+    "$qkv" train "${small[@]}" --steps 1000000 --target 0 --save-every 50 --save k.safetensors --log k.csv >out.txt 2>&1 &
     pid=$!
     for _ in $(seq 1 1200); do  # until a checkpoint exists and the log has run 10 rows past it
       s=$(grep -ao '"qkv.step":"[0-9]*' k.safetensors 2>/dev/null | grep -o '[0-9]*$' | tail -1)
@@ -259,6 +259,7 @@ PY
     >/dev/null 2>&1 || fail "a text model"
   bounded "$qkv" gradcheck --checkpoint text.safetensors --entries 2 >out.txt 2>err.txt || { cat out.txt err.txt; fail "gradcheck of a text model"; }
   grep -q "all ok" out.txt || fail "gradcheck of a text model did not pass"
+  "$qkv" info text.safetensors | grep -q -- "--target" && fail "info shows a text model a --target, which train refuses for text"
   # It says what it did: at most 2 entries a parameter (none holds a million), dropout only where the model has it.
   grep -q ", up to 2 entries each," out.txt || { tail -1 out.txt; fail "gradcheck: not 'up to 2 entries'"; }
   dropout=$("$qkv" info text.safetensors | grep -o "dropout [0-9.]*$")

@@ -64,7 +64,7 @@ ok "a diverging run stops, exits non-zero and leaves the checkpoint byte-identic
 
 # SIGTERM (and SIGHUP) save like Ctrl-C; the checkpoint resumes bit-identically.
 for sig in TERM HUP; do
-  "$qkv" train "${small[@]}" --schedule constant --steps 1000000 --target 2 --save sig$sig.safetensors >sig.txt 2>&1 &
+  "$qkv" train "${small[@]}" --schedule constant --steps 1000000 --target 0 --save sig$sig.safetensors >sig.txt 2>&1 &
   pid=$!
   wait_for "step 5/" sig.txt 30 || { cat sig.txt; fail "SIG$sig: no progress line within 30 s"; }
   kill -$sig $pid
@@ -77,7 +77,7 @@ for sig in TERM HUP; do
 done
 at=$at_term
 "$qkv" train --resume sigTERM.safetensors --steps $((at + 5)) >/dev/null 2>err.txt || { cat err.txt; fail "resuming the SIGTERM checkpoint"; }
-"$qkv" train "${small[@]}" --schedule constant --target 2 --steps $((at + 5)) --save straight.safetensors >/dev/null 2>&1 || fail "straight run"
+"$qkv" train "${small[@]}" --schedule constant --target 0 --steps $((at + 5)) --save straight.safetensors >/dev/null 2>&1 || fail "straight run"
 cmp -s sigTERM.safetensors straight.safetensors || fail "SIGTERM checkpoint + resume differs from a straight run"
 ok "SIGTERM and SIGHUP save; the SIGTERM checkpoint resumes bit-identically"
 
@@ -137,7 +137,8 @@ ok "text checkpoints sample anywhere; eval reads only the --data file it is give
 
 # -- Strict flags ---------------------------------------------------------
 for args in "train stray" "train --data x.txt" "train --task text --max-len 5" "train --task text --target 0.5" \
-            "train --task reverse --digits 4" "train --context 0" "sample --checkpoint full.safetensors --prompt 12 --top-k 3"; do
+            "train --task reverse --digits 4" "train --context 0" "sample --checkpoint full.safetensors --prompt 12 --top-k 3" \
+            "train --target -1" "train --target 2"; do
   "$qkv" $args >/dev/null 2>err.txt && fail "accepted: qkv $args"
   one_line_error err.txt
 done
