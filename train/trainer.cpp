@@ -84,7 +84,7 @@ struct Trainer::Log {
   uint64_t hash = kFnvStart;  // their FNV-1a
 
   Log(const TrainerOptions& o, const optim::NamedTensors& params) : path(o.log), groups(params) {
-    csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+    csv = is_csv_log(path);
     std::error_code ec;
     if (o.append_log && std::filesystem::exists(path, ec)) {  // its bytes open the digest (bounded as any log)
       std::string text = io::read_regular_file(path, int64_t{1} << 30, "--log file");
@@ -263,6 +263,11 @@ Outcome Trainer::run() {
     QKV_CHECK(!log_->file.fail(), "cannot write --log file '", printable(log_->path), "'");
   }
   return out;
+}
+
+bool is_csv_log(const std::string& path) {
+  return path.size() >= 4 &&
+         (path.compare(path.size() - 4, 4, ".csv") == 0 || path.compare(path.size() - 4, 4, ".CSV") == 0);
 }
 
 std::string log_digest(std::string_view text) {

@@ -56,7 +56,7 @@ struct TrainerOptions {
   int64_t eval_every = 100;       // evaluate every N steps and after the last
   int64_t save_every = 0;         // also save every N steps (0: only when the run ends)
   double clip = 1;                // gradient norm limit; 0 clips nothing (the norm is still measured)
-  std::string log;                // per-step log file ("" none): CSV if it ends in .csv, else JSON lines
+  std::string log;                // per-step log file ("" none): CSV if is_csv_log(log), else JSON lines
   bool append_log = false;        // continue an existing log (a resumed run) instead of starting one
   bool extra_log_column = false;  // one more logged value per step (extra_log_value)
   std::string extra_log_name = "attn_entropy";
@@ -140,6 +140,9 @@ class Trainer {
   int64_t saved_step_ = -1;
   std::string saved_file_;  // where saved_step_ is, when not save_name
 };
+
+/// Whether a log at `path` is CSV (its name ends in .csv or .CSV) rather than JSON lines.
+bool is_csv_log(const std::string& path);
 
 /// The length and FNV-1a hash of a log's text, "<bytes>:<16 hex digits>".
 std::string log_digest(std::string_view text);

@@ -77,12 +77,17 @@ int graph(int argc, char** argv) {
   std::string path = args.count("checkpoint") ? args["checkpoint"].as<std::string>() : "";
   std::string kind = args["model"].as<std::string>(), out = args["out"].as<std::string>();
   QKV_CHECK(path.empty() || !args.count("model"), "--model draws a fresh model; --checkpoint a trained one: give one");
-  QKV_CHECK(path.empty() == !args.count("prompt"),
+  QKV_CHECK(!path.empty() || !args.count("prompt"),
             "--prompt goes with --checkpoint (a fresh --model has its own input)");
+  QKV_CHECK(path.empty() || args.count("prompt"), "--checkpoint needs --prompt: the input whose graph is drawn");
   if (kind != "mha") driver_kind(kind);  // a model kind the program drives, or a one-line error naming it
   QKV_CHECK(!out.empty(), "--out is empty");
   // The DOT file and the SVG beside it: x.dot and x.svg, whichever of the two --out names.
   auto ends = [&](const char* ext) { return out.size() > 4 && out.substr(out.size() - 4) == ext; };
+  // Another ending (g.png) once got DOT text under that name and the picture as g.png.svg.
+  const std::string name = std::filesystem::path(out).filename().string();
+  QKV_CHECK(ends(".dot") || ends(".svg") || name.find('.') == std::string::npos, "--out ", printable(out),
+            ": the graph is written as DOT and SVG, x.dot and x.svg: name either (or x, without an ending)");
   if (ends(".svg")) out = out.substr(0, out.size() - 4) + ".dot";
   std::string svg = ends(".dot") ? out.substr(0, out.size() - 4) + ".svg" : out + ".svg";
   const bool force = args.count("force") > 0;

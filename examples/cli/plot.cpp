@@ -21,6 +21,7 @@
 #include "io/output.h"
 #include "nn/checkpoint.h"
 #include "page.h"
+#include "train/trainer.h"
 
 namespace qkv::cli {
 
@@ -68,7 +69,7 @@ Log parse_log(const std::string& path, const std::string& text) {
   std::istringstream lines(text);
   std::string line, shown = printable(path);
   std::vector<std::string> header;
-  bool csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+  bool csv = train::is_csv_log(path);
   int64_t number = 0;
   double last_step = -INFINITY;
   auto add = [&](const std::string& name, double step, const std::string& value) {
@@ -120,8 +121,8 @@ Log parse_log(const std::string& path, const std::string& text) {
       try {
         j = nlohmann::json::parse(line);
       } catch (const nlohmann::json::exception&) {
-        throw Error(
-            cat(shown, " line ", number, ": not JSON (a log is CSV if its name ends in .csv, else JSON lines)"));
+        throw Error(cat(shown, " line ", number,
+                        ": not JSON (a log is CSV if its name ends in .csv or .CSV, else JSON lines)"));
       }
       QKV_CHECK(j.is_object() && j.contains("step") && j["step"].is_number(), shown, " line ", number, ": no step");
       double step = j["step"].get<double>();

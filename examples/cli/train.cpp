@@ -256,7 +256,10 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
 // The log a run writes: --log, or a resumed run's own log when its checkpoint names one beside it (a name
 // with no folder in it, as explore reads it), so that resuming does not stop logging.
 std::string log_file(const cxxopts::ParseResult& args, const Run& run) {
-  if (args.count("log")) return args["log"].as<std::string>();
+  if (args.count("log")) {
+    QKV_CHECK(!args["log"].as<std::string>().empty(), "--log needs a file name");
+    return args["log"].as<std::string>();
+  }
   if (!run.resuming) return "";
   const auto& meta = run.resumed.metadata;
   auto name = meta.find("qkv.log");

@@ -188,12 +188,12 @@ cxxopts::Options train_options() {
            cxxopts::value<std::string>(), "FILE")("force", "let --save and --log replace files of another run")(
       "save-every", "also save every N steps (default 0: at the end only)", cxxopts::value<int64_t>(), "N")(
       "eval-every", cat("steps between evaluations (", defaults_text(&TaskDefaults::eval_every), ")"),
-      cxxopts::value<int64_t>(),
-      "N")("resume", "continue the run saved in a checkpoint, with its settings", cxxopts::value<std::string>(),
-           "FILE")("log", "per-step log: CSV if FILE ends in .csv, else JSON lines (a resumed run continues its own)",
-                   cxxopts::value<std::string>(), "FILE")(
-      "threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
-      cxxopts::value<int>(), "N")("device", kDeviceHelp, cxxopts::value<std::string>(), "DEVICE")(
+      cxxopts::value<int64_t>(), "N")("resume", "continue the run saved in a checkpoint, with its settings",
+                                      cxxopts::value<std::string>(), "FILE")(
+      "log", "per-step log: CSV if FILE ends in .csv (or .CSV), else JSON lines (a resumed run continues its own)",
+      cxxopts::value<std::string>(),
+      "FILE")("threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
+              cxxopts::value<int>(), "N")("device", kDeviceHelp, cxxopts::value<std::string>(), "DEVICE")(
       "check-grads", "gradient-check a float64 copy of the model before the first step and at the end")(
       "h,help", "show this help");
   return options;

@@ -268,6 +268,15 @@ PY
   refused "gradcheck --entries -1" "$qkv" gradcheck --entries -1
   refused "gradcheck --model MHA" "$qkv" gradcheck --model MHA
   grep -q "(gpt, seq2seq, encoder, vit, recommender, mha)" err.txt || fail "gradcheck --model: the kinds omit mha"
+  refused "graph --checkpoint without --prompt" "$qkv" graph --checkpoint text.safetensors --out t.dot
+  grep -q -- "--checkpoint needs --prompt" err.txt || fail "graph: the error for a missing --prompt is the opposite mistake's"
+  refused "graph --out g.png" "$qkv" graph --out g.png
+  [ ! -e g.png ] && [ ! -e g.png.svg ] || fail "graph --out g.png wrote DOT text as a PNG"
+  refused "train --log ''" "$qkv" train --log "" --steps 1 --threads 1
+  grep -q -- "--log needs a file name" err.txt || fail "train --log '': not refused as --save '' is"
+  "$qkv" train --task text --dim 16 --layers 1 --heads 2 --context 16 --batch 2 --steps 1 --threads 1 --log up.CSV \
+    --save up.safetensors >/dev/null 2>&1 || fail "a run logging to up.CSV"
+  head -c 5 up.CSV | grep -q "^step," || fail "--log up.CSV is not CSV"
   printf 'step,loss\n1,1e308\n2,-1e308\n3,0\n' >huge.csv
   "$qkv" plot huge.csv >/dev/null || fail "plot of +-1e308"
   [ "$(page_data huge.csv.html "j(d['curves']['runs'][0]['columns']['loss']['values'])")" = "1e+308 -1e+308 0.0" ] \
