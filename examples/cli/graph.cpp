@@ -53,6 +53,19 @@ bool render_svg(const std::string& dot_path, const std::string& svg_path) {
   return true;
 }
 
+// The DOT file and the SVG beside it, x.dot and x.svg, whichever of the two --out names: `out` becomes the
+// DOT file's name, and the SVG's is returned.
+std::string dot_and_svg(std::string& out) {
+  QKV_CHECK(!out.empty(), "--out is empty");
+  auto ends = [&](const char* ext) { return out.size() > 4 && out.substr(out.size() - 4) == ext; };
+  // Another ending (g.png) once got DOT text under that name and the picture as g.png.svg.
+  const std::string name = std::filesystem::path(out).filename().string();
+  QKV_CHECK(ends(".dot") || ends(".svg") || name.find('.') == std::string::npos, "--out ", printable(out),
+            ": the graph is written as DOT and SVG, x.dot and x.svg: name either (or x, without an ending)");
+  if (ends(".svg")) out = out.substr(0, out.size() - 4) + ".dot";
+  return ends(".dot") ? out.substr(0, out.size() - 4) + ".svg" : out + ".svg";
+}
+
 }  // namespace
 
 int graph(int argc, char** argv) {
@@ -81,15 +94,7 @@ int graph(int argc, char** argv) {
             "--prompt goes with --checkpoint (a fresh --model has its own input)");
   QKV_CHECK(path.empty() || args.count("prompt"), "--checkpoint needs --prompt: the input whose graph is drawn");
   if (kind != "mha") driver_kind(kind);  // a model kind the program drives, or a one-line error naming it
-  QKV_CHECK(!out.empty(), "--out is empty");
-  // The DOT file and the SVG beside it: x.dot and x.svg, whichever of the two --out names.
-  auto ends = [&](const char* ext) { return out.size() > 4 && out.substr(out.size() - 4) == ext; };
-  // Another ending (g.png) once got DOT text under that name and the picture as g.png.svg.
-  const std::string name = std::filesystem::path(out).filename().string();
-  QKV_CHECK(ends(".dot") || ends(".svg") || name.find('.') == std::string::npos, "--out ", printable(out),
-            ": the graph is written as DOT and SVG, x.dot and x.svg: name either (or x, without an ending)");
-  if (ends(".svg")) out = out.substr(0, out.size() - 4) + ".dot";
-  std::string svg = ends(".dot") ? out.substr(0, out.size() - 4) + ".svg" : out + ".svg";
+  const std::string svg = dot_and_svg(out);
   const bool force = args.count("force") > 0;
   io::check_output_file(out, "--out", force, {path});
   io::check_output_file(svg, "--out", force, {path});  // the message names the SVG's path
