@@ -136,8 +136,8 @@ void check_classifier(const ModelShape& s, const std::string& where) {
 }
 void check_vit(const ModelShape& s, const std::string& where) {
   check_classifier(s, where);
-  QKV_CHECK(s.image >= 1 && s.patch >= 1 && s.image % s.patch == 0, where, ": a ViT needs patch ", s.patch,
-            " to tile images of ", s.image);
+  QKV_CHECK(s.image >= 1 && s.patch >= 1 && s.image % s.patch == 0, where, ": a ViT's patch side must divide its ",
+            "images' side: patch ", s.patch, " does not tile images of ", s.image, " x ", s.image);
   QKV_CHECK(s.pooling == "cls", where, ": a ViT pools its [CLS] token, not '", printable(s.pooling), "'");
   // Its tokens are its patches and [CLS], whatever a context says: one recorded otherwise would mislead info and
   // the memory estimate, so a context is either the token count or not chosen yet (0).

@@ -20,7 +20,7 @@ AttentionKind AttentionKind::parse(const std::string& text) {
     bool digits = !w.empty() && w.size() <= 9 && w.find_first_not_of("0123456789") == std::string::npos;
     if (digits && std::stoll(w) >= 1) return {Window, std::stoll(w)};
   }
-  throw Error(cat("attention must be full, window:W (W >= 1) or linear, got '", printable(text), "'"));
+  throw Error(cat("the attention kind must be full, window:W (W >= 1) or linear, got '", printable(text), "'"));
 }
 
 std::string AttentionKind::str() const {

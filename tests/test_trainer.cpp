@@ -78,7 +78,8 @@ TEST_CASE("trainer: a non-finite loss throws before the update, without saving")
     Tensor loss = nn::cross_entropy(s.gpt.forward(s.x), s.y);
     return train::StepLoss{step == 2 ? loss * NAN : loss, 1, 8};
   };
-  CHECK_THROWS_WITH(t->run(), Contains("the loss is nan at step 3") && Contains("nothing was saved"));
+  CHECK_THROWS_WITH(t->run(), Contains("the loss is nan at step 3") &&
+                                  Contains("training stopped without saving, and this run has saved nothing yet"));
   CHECK(s.opt.steps() == 2);
   CHECK(saves == 0);
   // Resumed from one file and saving to another: the message names the file that holds the steps.

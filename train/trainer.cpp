@@ -202,13 +202,13 @@ Outcome Trainer::run() {
     stop = shared[1] > 0;
     if (!std::isfinite(value) || !std::isfinite(norm)) {
       // Stepping on would fill the model with NaN; saving would replace the last good checkpoint with it.
-      throw Error(
-          cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ", std::isfinite(value) ? norm : value,
-              " at step ", step + 1, " (lr ", optimizer_.lr(), "): training stopped without saving; ",
-              saved_step_ >= 0
-                  ? cat(printable(saved_file_.empty() ? save_name : saved_file_), " still holds step ", saved_step_)
-                  : std::string("nothing was saved"),
-              o_.divergence_advice));
+      throw Error(cat(
+          "the ", std::isfinite(value) ? "gradient norm" : "loss", " is ", std::isfinite(value) ? norm : value,
+          " at step ", step + 1, " (lr ", optimizer_.lr(), "): training stopped without saving",
+          saved_step_ >= 0
+              ? cat("; ", printable(saved_file_.empty() ? save_name : saved_file_), " still holds step ", saved_step_)
+              : std::string(", and this run has saved nothing yet"),
+          o_.divergence_advice));
     }
     optimizer_.step();
     tokens += part.tokens;

@@ -103,7 +103,7 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
             "--config attention times full causal attention alone");
   QKV_CHECK(!args.count("checkpoint-activations") || (config != "attention" && config != "layer"),
             "--checkpoint-activations is for the GPT configs (tiny, small, mini, long, deep)");
-  c.attention = nn::AttentionKind::parse(args["attention"].as<std::string>());
+  c.attention = attention_flag(args["attention"].as<std::string>());
   c.checkpoint_activations = args.count("checkpoint-activations") > 0;
   c.fused_attention = b.kernel == "fused";
   b.steps = args["steps"].as<int64_t>(), b.warmup = args["warmup"].as<int64_t>();

@@ -58,8 +58,17 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
   return true;
 }
 
+nn::AttentionKind attention_flag(const std::string& text) {
+  try {
+    return nn::AttentionKind::parse(text);
+  } catch (const Error& e) {
+    throw Error(cat("--attention: ", e.what()));
+  }
+}
+
 std::string required(const cxxopts::ParseResult& args, const char* name) {
-  QKV_CHECK(args.count(name) && !args[name].as<std::string>().empty(), "--", name, " is required");
+  QKV_CHECK(args.count(name), "--", name, " is required");
+  QKV_CHECK(!args[name].as<std::string>().empty(), "--", name, " is empty");
   return args[name].as<std::string>();
 }
 
@@ -243,10 +252,10 @@ int sample(int argc, char** argv) {
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
   double temperature = args["temperature"].as<double>();
   int64_t top_k = args["top-k"].as<int64_t>(), max_new = args["max-new"].as<int64_t>();
-  QKV_CHECK(temperature >= 0, "--temperature must be >= 0");
-  QKV_CHECK(top_k >= 0, "--top-k must be >= 0");
+  QKV_CHECK(temperature >= 0, "--temperature must be >= 0, got ", temperature);
+  QKV_CHECK(top_k >= 0, "--top-k must be >= 0, got ", top_k);
   QKV_CHECK(!args.count("top-k") || temperature > 0, "--top-k limits sampling: it needs --temperature above 0");
-  QKV_CHECK(max_new >= 0 && max_new <= 100000, "--max-new must be in [0, 100000]");
+  check_range("max-new", max_new, 0, 100000);
   auto runner = load_runner(path);
   runner->to(device);
   runner->set_use_cache(!args.count("no-cache"));
@@ -429,7 +438,12 @@ int grads(int argc, char** argv) {
   const ModelSpec& spec = runner->spec();
   runner->module().eval();
   std::string what;
-  Tensor loss = input_loss(*runner, text, &what);
+  Tensor loss;
+  try {
+    loss = input_loss(*runner, text, &what);
+  } catch (const Error& e) {
+    throw Error(cat("--text: ", e.what()));  // the input's errors say "prompt" or "input", not which flag
+  }
   loss.backward();
   io::NamedTensors tensors{{"loss", loss.detach()}};
   std::printf("%s: %.6f\n\n%-36s %-12s %12s  %s\n", what.c_str(), loss.item(), "parameter", "shape", "grad norm",

@@ -17,6 +17,8 @@ namespace qkv::cli {
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args);
 /// The value of a string flag that must be given.
 std::string required(const cxxopts::ParseResult& args, const char* name);
+/// --attention's value parsed; its error names the flag.
+nn::AttentionKind attention_flag(const std::string& text);
 /// A checkpoint's model with its parameters loaded, in eval mode (optimizer
 /// state ignored); `metadata`, when given, receives the file's metadata.
 std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);

@@ -448,7 +448,12 @@ Example Runner::prompt_example(const std::string& text, std::string* what) const
       e.input.push_back(static_cast<unsigned char>(text[t]));
       e.answer.push_back(static_cast<unsigned char>(text[t + 1]));
     }
-    if (what) *what = cat("mean next-byte cross-entropy over ", T, " predictions");
+    // A longer text is cut to the context, and says so (it once was, silently).
+    if (what)
+      *what = cat("mean next-byte cross-entropy over ", T, " predictions",
+                  T + 1 < static_cast<int64_t>(text.size())
+                      ? cat(" (the first ", T + 1, " of its ", text.size(), " bytes: the model's context is ", T, ")")
+                      : std::string());
     return e;
   }
   if (labels_) {

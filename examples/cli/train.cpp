@@ -387,6 +387,18 @@ std::map<std::string, std::string> checkpoint_metadata(const Runner& runner,
   return metadata;
 }
 
+// The loop's settings: the run's budget, evaluations, saves, clip and log.
+train::TrainerOptions trainer_options(const Run& run, const std::string& log_path) {
+  train::TrainerOptions to;
+  to.steps = run.total, to.eval_every = run.eval_every, to.save_every = run.save_every, to.clip = run.clip;
+  to.log = log_path, to.append_log = run.resuming;
+  to.extra_log_column = run.entropy_weight != 0;
+  // A --clip limit is advice only where there is none.
+  to.divergence_advice = cat(". Try a lower --lr", run.clip > 0 ? "" : " or a --clip limit",
+                             run.entropy_weight != 0 ? ", or a smaller --attn-entropy" : "");
+  return to;
+}
+
 }  // namespace
 
 int train(int argc, char** argv) {
@@ -437,12 +449,7 @@ int train(int argc, char** argv) {
     default_generator().manual_seed(state[0] ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me)));
   }
 
-  train::TrainerOptions to;
-  to.steps = run.total, to.eval_every = run.eval_every, to.save_every = run.save_every, to.clip = run.clip;
-  to.log = log_path, to.append_log = run.resuming;
-  to.extra_log_column = run.entropy_weight != 0;
-  if (run.entropy_weight != 0) to.divergence_advice += ", or a smaller --attn-entropy";
-  train::Trainer trainer(params, *opt, *schedule, to);
+  train::Trainer trainer(params, *opt, *schedule, trainer_options(run, log_path));
   trainer.save_name = save;
   const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), log_path, save);
   trainer.set_saved_step(run.resuming ? opt->steps() : -1, run.resume);

@@ -3,6 +3,7 @@
 // settings, with only the run's own flags (steps, save, log, ...) changing.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -108,7 +109,7 @@ ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
   // Below 1e-6 a probability is a typo (and 1e-320 once wrote a checkpoint qkv could not read).
   QKV_CHECK(spec.dropout == 0 || (spec.dropout >= 1e-6 && spec.dropout < 1),
             "--dropout must be 0 or in [1e-6, 1), got ", spec.dropout);
-  spec.attention = nn::AttentionKind::parse(str("attention", "full")).str();
+  spec.attention = attention_flag(str("attention", "full")).str();
   spec.check_sizes();  // the bounds loading applies: training never writes what loading refuses
   return spec;
 }
@@ -121,6 +122,19 @@ void check_budget(Run& run, const std::string& steps_flag) {
       printable(run.resume), ": no training step in its metadata");
   QKV_CHECK(run.total > at, printable(run.resume), " is already at step ", at, ", and ", steps_flag, " is ", run.total,
             ": give a larger --steps to train on");
+}
+
+// The real-valued settings' bounds; `source` names a setting's flag (and the checkpoint it came from).
+void check_real_settings(const Run& run, const std::function<std::string(const char*)>& source) {
+  QKV_CHECK(std::isfinite(run.lr) && run.lr > 0, source("lr"), " must be positive and finite, got ", run.lr);
+  QKV_CHECK(run.clip >= 0, source("clip"), " must be >= 0, got ", run.clip);
+  QKV_CHECK(run.weight_decay >= 0, source("weight-decay"), " must be >= 0, got ", run.weight_decay);
+  // A score is a fraction (-1 once stopped at the first evaluation, "reached" at 0%); 0 sets no target.
+  QKV_CHECK(run.spec.task == "text" || (run.target >= 0 && run.target <= 1), source("target"),
+            " must be in [0, 1], got ", run.target);
+  // A weight far past the loss's own size only turns the loss into the entropy term (1e308 overflowed it).
+  QKV_CHECK(run.entropy_weight >= -100 && run.entropy_weight <= 100, source("attn-entropy"),
+            " must be in [-100, 100], got ", run.entropy_weight);
 }
 
 }  // namespace
@@ -311,14 +325,7 @@ Run resolve(const cxxopts::ParseResult& args) {
   if (resuming) check_budget(run, source("steps"));
   in_range("warmup", warmup_setting, 0, kMaxSteps);
   in_range("save-every", save_every, 0, kMaxSteps);
-  QKV_CHECK(std::isfinite(lr) && lr > 0, source("lr"), " must be positive and finite, got ", lr);
-  QKV_CHECK(clip >= 0, source("clip"), " must be >= 0, got ", clip);
-  // A score is a fraction (-1 once stopped at the first evaluation, "reached" at 0%); 0 sets no target.
-  QKV_CHECK(spec.task == "text" || (run.target >= 0 && run.target <= 1), source("target"), " must be in [0, 1], got ",
-            run.target);
-  // A weight far past the loss's own size only turns the loss into the entropy term (1e308 overflowed it).
-  QKV_CHECK(entropy_weight >= -100 && entropy_weight <= 100, source("attn-entropy"), " must be in [-100, 100], got ",
-            entropy_weight);
+  check_real_settings(run, source);
   return run;
 }
 

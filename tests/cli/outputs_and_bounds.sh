@@ -277,6 +277,25 @@ PY
   "$qkv" train --task text --dim 16 --layers 1 --heads 2 --context 16 --batch 2 --steps 1 --threads 1 --log up.CSV \
     --save up.safetensors >/dev/null 2>&1 || fail "a run logging to up.CSV"
   head -c 5 up.CSV | grep -q "^step," || fail "--log up.CSV is not CSV"
+  # Each error names the flag it is about.
+  refused "--weight-decay -1" "$qkv" train --weight-decay -1 --steps 1
+  grep -q -- "--weight-decay must be >= 0, got -1" err.txt || fail "--weight-decay -1: the flag is not named"
+  refused "--attention window:0" "$qkv" train --attention window:0 --steps 1
+  grep -q -- "^qkv train: error: --attention: " err.txt || fail "--attention window:0: the flag is not named"
+  refused "sample --max-new -1" "$qkv" sample --checkpoint text.safetensors --prompt ab --max-new -1
+  grep -q -- "--max-new must be in \[0, 100000\], got -1" err.txt || fail "--max-new -1: no 'got'"
+  refused "sample --prompt ''" "$qkv" sample --checkpoint text.safetensors --prompt ""
+  grep -q -- "--prompt is empty" err.txt || fail "sample --prompt '': said it was not given"
+  trained ck.safetensors
+  refused "grads --text with a bad symbol" "$qkv" grads --checkpoint ck.safetensors --text 12a --out g.safetensors
+  grep -q -- "^qkv grads: error: --text: " err.txt || fail "grads --text 12a: the flag is not named"
+  refused "--patch 3" "$qkv" train --task digits --patch 3 --steps 1
+  grep -q "patch 3 does not tile images of 8 x 8" err.txt || fail "--patch 3: not said plainly"
+  # A text longer than the context is cut to it, and the output says so.
+  "$qkv" grads --checkpoint text.safetensors --text "$(printf 'x%.0s' $(seq 40))" --out g40.safetensors >out.txt ||
+    fail "grads of a 40-byte text"
+  grep -q "over 16 predictions (the first 17 of its 40 bytes: the model's context is 16)" out.txt ||
+    { head -1 out.txt; fail "a text cut to the context, silently"; }
   printf 'step,loss\n1,1e308\n2,-1e308\n3,0\n' >huge.csv
   "$qkv" plot huge.csv >/dev/null || fail "plot of +-1e308"
   [ "$(page_data huge.csv.html "j(d['curves']['runs'][0]['columns']['loss']['values'])")" = "1e+308 -1e+308 0.0" ] \
