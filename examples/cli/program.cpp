@@ -43,7 +43,8 @@ const Command kCommands[] = {
 
 std::string usage() {
   std::string text =
-      "usage: qkv <command> [options]     (qkv <command> --help for its options; qkv --version)\n\ncommands:\n";
+      "usage: qkv <command> [options]     (qkv help <command>, or qkv <command> --help, for its options; qkv "
+      "--version)\n\ncommands:\n";
   for (const Command& c : kCommands) {
     std::string name = c.name;
     text += "  " + name + std::string(12 - name.size(), ' ') + c.summary + "\n";
@@ -145,7 +146,12 @@ int qkv::cli::program(int argc, char** argv) {
     std::printf("qkv %s (%s MPI)\n", QKV_VERSION, qkv::dist::built_with_mpi() ? "with" : "without");
     return 0;
   }
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+  if (argc >= 3 && !std::strcmp(argv[1], "help")) {  // qkv help CMD: CMD's own --help
+    char flag[] = "--help";
+    char* help[] = {argv[0], argv[2], flag, nullptr};
+    return run(argv[2], 3, help);
+  }
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     std::fputs(usage().c_str(), argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }

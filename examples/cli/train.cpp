@@ -500,9 +500,10 @@ int train(int argc, char** argv) {
   }
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "after training") && grads_ok;
   if (lead) {
-    std::printf("%s after %lld steps in %s: saved %s\n",
+    std::printf("%s after %lld step%s in %s: saved %s\n",
                 out.reason == train::Outcome::Target ? "reached the target" : "finished",
-                static_cast<long long>(out.steps), train::duration(out.elapsed_s).c_str(), printable(save).c_str());
+                static_cast<long long>(out.steps), out.steps == 1 ? "" : "s", train::duration(out.elapsed_s).c_str(),
+                printable(save).c_str());
     // The run in brief: where its work is and how good it got.
     if (!std::isnan(out.best_metric))
       std::printf("best held-out %s %.4f at step %lld (last %.4f)\n",

@@ -143,6 +143,10 @@ for args in "train stray" "train --data x.txt" "train --task text --max-len 5" "
   one_line_error err.txt
 done
 "$qkv" --version | grep -q "^qkv [0-9]" || fail "qkv --version"
+"$qkv" help | grep -q "^usage: qkv <command>" || fail "qkv help is not the usage"
+"$qkv" help info | grep -q "qkv info \[OPTION...\] FILE" || fail "qkv help info is not info's --help"
+"$qkv" train "${small[@]}" --steps 1 --save one_step.safetensors | grep -q "^finished after 1 step in " ||
+  fail "'after 1 steps'"
 ok "stray words and flags that do not apply are errors"
 
 # -- A checkpoint describes its run: qkv info ---------------------------
