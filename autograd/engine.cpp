@@ -140,7 +140,10 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
               " is not a scalar; pass the gradient of the output explicitly");
     seed = Tensor::ones(shape(), dtype(), device());
   }
-  check_gradient("backward", seed, *this);
+  QKV_CHECK(seed.shape() == shape() && seed.dtype() == dtype() && seed.device() == device(),
+            "backward: the gradient given, ", shape_str(seed.shape()), " ", dtype_name(seed.dtype()), " on ",
+            seed.device().str(), ", does not match the tensor, ", shape_str(shape()), " ", dtype_name(dtype()), " on ",
+            device().str());
 
   NoGradGuard no_grad;
   std::unordered_map<TensorImpl*, Tensor> grads{{impl(), seed}};

@@ -33,7 +33,9 @@ std::vector<int64_t> contiguous_strides(const Shape& shape) {
 }
 
 int64_t normalize_dim(const char* op, int64_t dim, int64_t rank) {
-  QKV_CHECK(dim >= -rank && dim < rank, op, ": dim ", dim, " out of range for a tensor of rank ", rank);
+  // The range, as PyTorch says it: "rank" would mislead where it is the input's rank + 1 (unsqueeze, stack).
+  QKV_CHECK(rank > 0, op, ": dim ", dim, " given for a tensor with no dimensions");
+  QKV_CHECK(dim >= -rank && dim < rank, op, ": dim ", dim, " out of range [", -rank, ", ", rank - 1, "]");
   return dim < 0 ? dim + rank : dim;
 }
 

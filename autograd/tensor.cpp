@@ -196,12 +196,13 @@ double Tensor::item() const {
 }
 
 namespace {
-int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index) {
-  QKV_CHECK(index.size() == shape.size(), "at: index of rank ", index.size(), " for shape ", shape_str(shape));
+// `op` ("at" or "set") names the caller in errors; a negative index counts from the end, as in PyTorch.
+int64_t flat_index(const char* op, const Shape& shape, const std::vector<int64_t>& index) {
+  QKV_CHECK(index.size() == shape.size(), op, ": index of rank ", index.size(), " for shape ", shape_str(shape));
   int64_t flat = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t i = index[d] < 0 ? index[d] + shape[d] : index[d];
-    QKV_CHECK(i >= 0 && i < shape[d], "at: index ", index[d], " out of range for dim ", d, " of shape ",
+    QKV_CHECK(i >= 0 && i < shape[d], op, ": index ", index[d], " out of range for dim ", d, " of shape ",
               shape_str(shape));
     flat = flat * shape[d] + i;
   }
@@ -210,7 +211,7 @@ int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index) {
 }  // namespace
 
 double Tensor::at(const std::vector<int64_t>& index) const {
-  int64_t i = flat_index(shape(), index);
+  int64_t i = flat_index("at", shape(), index);
   if (device().is_cpu()) return read_element(raw_data(), dtype(), i);
   double value[1];  // one element, copied from the device
   std::size_t size = element_size(dtype());
@@ -219,7 +220,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
 }
 
 void Tensor::set(const std::vector<int64_t>& index, double value) const {
-  int64_t i = flat_index(shape(), index);
+  int64_t i = flat_index("set", shape(), index);
   if (device().is_cpu()) return write_element(raw_data(), dtype(), i, value);
   double element[1];
   write_element(element, dtype(), 0, value);

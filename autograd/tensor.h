@@ -99,9 +99,10 @@ class Tensor {
   /// The only element of a one-element tensor, as double (copied to the host
   /// from a device, which waits for the device: as torch's item()).
   double item() const;
-  /// The element at a full index, as double.
+  /// The element at a full index, as double; a negative index counts from
+  /// the end of its dim (-1: the last), as in PyTorch.
   double at(const std::vector<int64_t>& index) const;
-  /// Writes one element; no autograd (do not change tensors saved for backward).
+  /// Writes one element (indices as at()); no autograd (do not change tensors saved for backward).
   void set(const std::vector<int64_t>& index, double value) const;
   /// Every element as double, row-major.
   std::vector<double> to_vector() const;

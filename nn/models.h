@@ -19,7 +19,7 @@ struct GPTConfig {
   bool fused_attention = true;  // attention may take the fused kernel (MhaOptions::fused)
 };
 
-/// Decoder-only transformer with ARCHITECTURE.md's parameter names:
+/// Decoder-only transformer with docs/architecture.md's parameter names:
 /// tok_emb, pos_emb, blocks.{i}.{ln1, attn.{q,k,v,out}_proj, ln2, mlp.fc1, mlp.fc2}, ln_f.
 /// Causal self-attention; the head is tied to tok_emb (logits = ln_f(x)·tok_embᵀ).
 class GPT : public Module {

@@ -46,7 +46,8 @@ TEST_CASE("backward rejects what it cannot differentiate", "[engine][errors]") {
   CHECK_THROWS_WITH(sum(plain).backward(), Contains("does not require grad"));
   Tensor x = Tensor::ones({2}).requires_grad_();
   CHECK_THROWS_WITH((x * 2.0).backward(), Contains("not a scalar") && Contains("[2]"));
-  CHECK_THROWS_WITH((x * 2.0).backward(Tensor::ones({3})), Contains("[3]") && Contains("[2]"));
+  CHECK_THROWS_WITH((x * 2.0).backward(Tensor::ones({3})),
+                    Contains("backward: the gradient given, [3] float32 on cpu, does not match the tensor, [2]"));
   CHECK_THROWS_WITH((x * 2.0).requires_grad_(), Contains("leaf"));
   CHECK_THROWS_WITH(Tensor::zeros({2}, DType::Int64).requires_grad_(), Contains("int64"));
   Tensor out = x.detach();

@@ -10,7 +10,7 @@ using namespace qkv::nn;
 using Catch::Matchers::Contains;
 using testing::ids;
 
-TEST_CASE("GPT names its parameters as ARCHITECTURE.md lists them", "[models][gpt]") {
+TEST_CASE("GPT names its parameters as docs/architecture.md lists them", "[models][gpt]") {
   GPTConfig config;
   config.vocab = 11, config.context = 7, config.width = 8, config.heads = 2, config.layers = 2;
   GPT gpt(config);

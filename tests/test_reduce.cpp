@@ -64,7 +64,7 @@ TEST_CASE("large reductions are exact across the threaded paths", "[reduce][thre
 
 TEST_CASE("reduction errors name the op and the shape", "[reduce][errors]") {
   Tensor x = counting();
-  CHECK_THROWS_WITH(sum(x, {3}), Contains("sum: dim 3 out of range for a tensor of rank 3"));
+  CHECK_THROWS_WITH(sum(x, {3}), Contains("sum: dim 3 out of range [-3, 2]"));
   CHECK_THROWS_WITH(mean(x, {1, -2}), Contains("mean: dim listed twice"));
   CHECK_THROWS_WITH(max(Tensor::zeros({0, 2})),
                     Contains("max: cannot reduce over zero elements") && Contains("[0, 2]"));

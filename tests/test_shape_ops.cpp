@@ -44,6 +44,9 @@ TEST_CASE("permute and transpose reorder dims", "[shape]") {
   CHECK_THROWS_WITH(permute(x, {0, 1}), Contains("permute: 2 dims given for a tensor of shape [2, 3, 4]"));
   CHECK_THROWS_WITH(permute(x, {0, 1, 1}), Contains("permute: dim 1 repeated"));
   CHECK_THROWS_WITH(transpose(x, 0, 3), Contains("transpose: dim 3 out of range"));
+  // unsqueeze and stack take a dim of the result: the range, not the input's rank (which once misled).
+  CHECK_THROWS_WITH(unsqueeze(Tensor::zeros({2}), 3), Contains("unsqueeze: dim 3 out of range [-2, 1]"));
+  CHECK_THROWS_WITH(sum(Tensor::scalar(1.0), {0}), Contains("sum: dim 0 given for a tensor with no dimensions"));
 }
 
 TEST_CASE("narrow and slice take windows", "[shape]") {

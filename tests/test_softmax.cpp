@@ -46,7 +46,7 @@ TEST_CASE("masked (-inf) entries get weight exactly 0 and a fully masked row giv
 }
 
 TEST_CASE("softmax errors name the op", "[softmax][errors]") {
-  CHECK_THROWS_WITH(softmax(Tensor::ones({2, 3}), 2), Contains("softmax: dim 2 out of range for a tensor of rank 2"));
+  CHECK_THROWS_WITH(softmax(Tensor::ones({2, 3}), 2), Contains("softmax: dim 2 out of range [-2, 1]"));
   CHECK_THROWS_WITH(log_softmax(Tensor::zeros({2}, DType::Int64), 0), Contains("log_softmax") && Contains("int64"));
 }
 

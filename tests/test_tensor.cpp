@@ -52,6 +52,7 @@ TEST_CASE("bad factory arguments throw qkv::Error", "[tensor][errors]") {
   CHECK_THROWS_AS(Tensor::randint(3, 3, {2}), Error);
   CHECK_THROWS_WITH(Tensor::zeros({2, 2}).item(), Contains("[2, 2]"));
   CHECK_THROWS_WITH(Tensor::zeros({2, 2}).at({2, 0}), Contains("out of range"));
+  CHECK_THROWS_WITH(Tensor::zeros({2, 2}).set({0, -3}, 1), Contains("set: index -3 out of range for dim 1"));
   CHECK_THROWS_WITH(Tensor::zeros({2}).data<double>(), Contains("float32"));
   CHECK_THROWS_WITH(Tensor::zeros({2}).size(1), Contains("dim 1 out of range"));
   CHECK_THROWS_WITH(Tensor().shape(), Contains("undefined"));
