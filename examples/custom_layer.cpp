@@ -36,7 +36,10 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6) {
 class RMSNorm : public nn::Module {
  public:
   explicit RMSNorm(int64_t dim) { weight = register_parameter("weight", Tensor::ones({dim})); }
-  Tensor forward(const Tensor& x) const { return rms_norm(x, weight); }
+  Tensor forward(const Tensor& x) const {
+    auto scope = this->scope();  // qkv graph draws its ops in its box
+    return rms_norm(x, weight);
+  }
   Tensor weight;
 };
 
