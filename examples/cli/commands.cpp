@@ -243,7 +243,9 @@ int sample(int argc, char** argv) {
                    "K")("max-new", "bytes to generate (text)", cxxopts::value<int64_t>()->default_value("200"), "N")(
       "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"), "N")(
       "no-cache", "recompute the whole prefix for every token instead of keeping keys and values (GPT)")(
-      "threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
+      "data", "digits: the CSV a held-out image's number picks from (a model trained on its own --data)",
+      cxxopts::value<std::string>(),
+      "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
       "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
@@ -258,6 +260,9 @@ int sample(int argc, char** argv) {
   check_range("max-new", max_new, 0, 100000);
   auto runner = load_runner(path);
   runner->to(device);
+  QKV_CHECK(!args.count("data") || runner->spec().task == "digits", "--data is for digits models (a held-out image's ",
+            "number); ", printable(path), " is a ", runner->spec().task, " model");
+  if (args.count("data")) runner->use_data(args["data"].as<std::string>());
   runner->set_use_cache(!args.count("no-cache"));
   Generator gen(args["seed"].as<uint64_t>());
   if (runner->label_task()) {

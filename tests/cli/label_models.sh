@@ -118,6 +118,12 @@ grep -q "ragged.csv: line 6 has 3 values" err.txt || fail "the error does not na
 refused "a brackets prompt with a letter" "$qkv" sample --checkpoint brackets.safetensors --prompt "(a)"
 refused "a history with an unknown item" "$qkv" sample --checkpoint sessions.safetensors --prompt "1 999"
 refused "a held-out image past the split" "$qkv" sample --checkpoint digits.safetensors --prompt 359
+# A model trained on its own CSV samples its held-out images by number when given that CSV again.
+"$qkv" train --task digits "${small[@]}" --steps 2 --data "$digits" --save own.safetensors >/dev/null 2>&1 || fail "digits on --data"
+refused "an image number without the CSV" "$qkv" sample --checkpoint own.safetensors --prompt 7
+grep -q "to qkv sample, that CSV with --data FILE" err.txt || fail "no hint at sample's --data"
+"$qkv" sample --checkpoint own.safetensors --prompt 7 --data "$digits" | grep -q "^image -> [0-9]" || fail "sample --data"
+refused "sample --data for a brackets model" "$qkv" sample --checkpoint brackets.safetensors --prompt "()" --data "$digits"
 refused "--patch that does not tile" "$qkv" train --task digits "${small[@]}" --patch 3
 refused "--pooling for a ViT" "$qkv" train --task digits "${small[@]}" --pooling mean
 refused "a task the model does not learn" "$qkv" train --task digits --model gpt
