@@ -240,9 +240,9 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
     // The checkpoint records what its run's log held when it was saved: any other file (another run's log,
     // or this one changed since) would lose its rows past the step, or take this run's under its header.
     auto digest = run.resumed.metadata.find("qkv.log.digest");
-    QKV_CHECK(force || (digest != run.resumed.metadata.end() && digest->second == train::log_digest(kept)), "--log ",
+    QKV_CHECK(force || (digest != run.resumed.metadata.end() && digest->second == train::log_digest(kept)),
               printable(log_path), " is not the log of the run that saved ", printable(run.resume),
-              " (or it changed since): choose a new file, or continue it anyway with --force");
+              " (or it changed since): give --log a new file, or continue it anyway with --force");
     if (dropped > 0) {
       io::write_file(log_path, kept);
       std::printf("--log %s: dropped %lld line%s past the checkpoint's step %lld (written after it was saved)\n",
@@ -263,12 +263,14 @@ std::string log_file(const cxxopts::ParseResult& args, const Run& run) {
   if (!run.resuming) return "";
   const auto& meta = run.resumed.metadata;
   auto name = meta.find("qkv.log");
-  if (name != meta.end() && !name->second.empty() && name->second.find('/') == std::string::npos &&
-      name->second != "." && name->second != "..")
-    return (std::filesystem::path(run.resume).parent_path() / name->second).string();
-  if (meta.count("qkv.log.digest") && dist::rank() == 0)
-    std::printf("note: the run's log is not continued: %s does not say where it is (give --log FILE)\n",
-                printable(run.resume).c_str());
+  const bool named = name != meta.end() && !name->second.empty() && name->second.find('/') == std::string::npos &&
+                     name->second != "." && name->second != "..";
+  const bool recorded = meta.count("qkv.log.digest") > 0;  // not in checkpoints from before qkv recorded its log
+  if (named && recorded) return (std::filesystem::path(run.resume).parent_path() / name->second).string();
+  if ((named || recorded) && dist::rank() == 0)
+    std::printf("note: the run's log is not continued: %s (give --log FILE)\n",
+                named ? cat(printable(run.resume), " does not record what it held (qkv before 2026-11-25)").c_str()
+                      : cat(printable(run.resume), " does not say where it is").c_str());
   return "";
 }
 

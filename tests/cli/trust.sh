@@ -107,7 +107,7 @@ ok "logs are not mixed across runs; resuming continues its log"
 "$qkv" train "${small[@]}" --steps 6 --save other.safetensors --log other.csv >/dev/null 2>&1 || fail "other run"
 cp other.csv other_before.csv
 "$qkv" train --resume l1.safetensors --steps 5 --log other.csv >/dev/null 2>err.txt && fail "resumed into another run's log"
-grep -q "^qkv train: error: --log other.csv is not the log of the run that saved l1.safetensors (or it changed since): choose a new file, or continue it anyway with --force$" err.txt ||
+grep -q "^qkv train: error: other.csv is not the log of the run that saved l1.safetensors (or it changed since): give --log a new file, or continue it anyway with --force$" err.txt ||
   { cat err.txt; fail "another run's log: not the one-line error"; }
 cmp -s other.csv other_before.csv || fail "another run's log changed"
 "$qkv" train --resume l1.safetensors --steps 6 >/dev/null 2>&1 || fail "resume without --log"
