@@ -139,11 +139,6 @@ void check_vit(const ModelShape& s, const std::string& where) {
   QKV_CHECK(s.image >= 1 && s.patch >= 1 && s.image % s.patch == 0, where, ": a ViT's patch side must divide its ",
             "images' side: patch ", s.patch, " does not tile images of ", s.image, " x ", s.image);
   QKV_CHECK(s.pooling == "cls", where, ": a ViT pools its [CLS] token, not '", printable(s.pooling), "'");
-  // Its tokens are its patches and [CLS], whatever a context says: one recorded otherwise would mislead info and
-  // the memory estimate, so a context is either the token count or not chosen yet (0).
-  const int64_t tokens = vit_config(s).tokens();
-  QKV_CHECK(s.context == 0 || s.context == tokens, where, ": a ViT reads ", tokens, " tokens (", tokens - 1,
-            " patches and [CLS]), so its context is ", tokens, ", not ", s.context);
 }
 void check_recommender(const ModelShape& s, const std::string& where) {
   QKV_CHECK(s.vocab >= 2, where, ": a recommender needs items (vocab ", s.vocab, " holds only the padding)");

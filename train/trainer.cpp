@@ -87,7 +87,7 @@ struct Trainer::Log {
     csv = is_csv_log(path);
     std::error_code ec;
     if (o.append_log && std::filesystem::exists(path, ec)) {  // its bytes open the digest (bounded as any log)
-      std::string text = io::read_regular_file(path, int64_t{1} << 30, "--log file");
+      std::string text = io::read_regular_file(path, int64_t{1} << 30, "log file");
       bytes = static_cast<int64_t>(text.size()), hash = fnv1a(hash, text);
     }
     file.open(path, o.append_log ? std::ios::app : std::ios::trunc);

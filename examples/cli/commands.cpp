@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include <cxxopts.hpp>
 
@@ -56,6 +57,24 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
   QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]),
             "' (flags start with --)");
   return true;
+}
+
+std::string log_beside(const std::string& checkpoint, const std::map<std::string, std::string>& metadata,
+                       std::string& why) {
+  auto it = metadata.find("qkv.log");
+  if (it == metadata.end()) {
+    why = "the checkpoint records no --log";
+    return "";
+  }
+  const std::string& name = it->second;
+  const std::filesystem::path beside = std::filesystem::path(checkpoint).parent_path() / name;
+  std::error_code ec;
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." ||
+      !std::filesystem::is_regular_file(std::filesystem::symlink_status(beside, ec))) {
+    why = cat("the run's log ", printable(name), " is not beside the checkpoint");
+    return "";
+  }
+  return beside.string();
 }
 
 nn::AttentionKind attention_flag(const std::string& text) {
@@ -335,6 +354,9 @@ int attention(int argc, char** argv) {
   return 0;
 }
 
+// A fresh model's dropout in gradcheck: on, so the check covers its masks (replayed in every evaluation).
+constexpr double kFreshDropout = 0.1;
+
 int gradcheck(int argc, char** argv) {
   cxxopts::Options options("qkv gradcheck", "Compare every parameter's gradient with central differences, in float64.");
   options.add_options()("model", "gpt | seq2seq | encoder | vit | recommender | mha (a small one)",
@@ -383,7 +405,7 @@ int gradcheck(int argc, char** argv) {
     } else {
       QKV_CHECK(!args.count("data"), "--data goes with a text --checkpoint");
       ModelSpec spec = small_model_spec(kind);  // on the kind's first task (reverse for the sequence kinds)
-      spec.dropout = 0.1;
+      spec.dropout = kFreshDropout;
       runner = std::make_unique<Runner>(spec);
     }
     runner->module().to(DType::Float64);
@@ -391,7 +413,7 @@ int gradcheck(int argc, char** argv) {
     runner->module().train();  // dropout on; gradcheck replays its masks
     loss = runner->fixed_batch_loss(runner->task() ? 3 : 2, gen);
   } else {
-    mha = std::make_unique<nn::MultiHeadAttention>(8, 2, 0.1);
+    mha = std::make_unique<nn::MultiHeadAttention>(8, 2, kFreshDropout);
     mha->to(DType::Float64);
     mha->to(device);
     x = Tensor::randn({2, 5, 8}, DType::Float64, &gen).to(device);
@@ -405,7 +427,7 @@ int gradcheck(int argc, char** argv) {
   for (const InputReport& in : r.inputs)
     std::printf("%-40s %-12s %12.3e %12.3e  %s\n", in.name.c_str(), shape_str(in.shape).c_str(), in.max_abs_error,
                 in.max_rel_error, in.ok ? "ok" : "FAILED");
-  const double dropout = runner ? runner->spec().dropout : 0.1;
+  const double dropout = runner ? runner->spec().dropout : kFreshDropout;
   std::printf(
       "%s: %zu parameters, float64%s, %s, %s entries each, atol %g rtol %g: %s\n",
       printable(path.empty() ? kind : path).c_str(), r.inputs.size(),

@@ -34,6 +34,13 @@ void progress_line(const std::string& line);
 
 // ---- the commands ----
 
+/// The run's log by the name train recorded in a checkpoint's metadata
+/// (qkv.log), validated before anything follows it: a name with no folder in
+/// it, of a regular file beside the checkpoint, not a link. Returns its path,
+/// or "" with `why` saying why not.
+std::string log_beside(const std::string& checkpoint, const std::map<std::string, std::string>& metadata,
+                       std::string& why);
+
 /// --threads: n > 0 threads, or 0 for as many as there are idle cores now
 /// (all of them on a quiet machine; fewer beside a busy process).
 void set_threads_option(int n);

@@ -237,19 +237,13 @@ int explore(int argc, char** argv) {
   auto runner = load_runner(path, &metadata);
   std::string note;  // where the curves come from, or why there are none
   if (logs.empty()) {
-    // The run's log, by the name train recorded: validated first (a name with
-    // no folder in it, a regular file beside the checkpoint, not a link), then
-    // read as any log is (bounded, parsed strictly).
-    auto it = metadata.find("qkv.log");
-    std::filesystem::path beside = std::filesystem::path(path).parent_path() / (it == metadata.end() ? "" : it->second);
-    std::error_code ec;
-    if (it == metadata.end())
-      note = "the checkpoint records no --log (pass --log FILE)";
-    else if (it->second.find('/') != std::string::npos || it->second.empty() || it->second == "." ||
-             it->second == ".." || !std::filesystem::is_regular_file(std::filesystem::symlink_status(beside, ec)))
-      note = cat("the run's log ", page_token(it->second), " is not beside the checkpoint (pass --log FILE)");
+    // The run's log, by the name train recorded (validated by log_beside), then read as any log is (bounded,
+    // parsed strictly).
+    std::string why, beside = log_beside(path, metadata, why);
+    if (beside.empty())
+      note = cat(page_token(why), " (pass --log FILE)");
     else
-      logs.push_back(beside.string());
+      logs.push_back(beside);
   }
   const ModelSpec& spec = runner->spec();
   const bool causal = spec.model == "gpt" || spec.model == "recommender";

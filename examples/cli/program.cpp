@@ -146,7 +146,12 @@ int qkv::cli::program(int argc, char** argv) {
     std::printf("qkv %s (%s MPI)\n", QKV_VERSION, qkv::dist::built_with_mpi() ? "with" : "without");
     return 0;
   }
-  if (argc >= 3 && !std::strcmp(argv[1], "help")) {  // qkv help CMD: CMD's own --help
+  if (argc >= 3 && !std::strcmp(argv[1], "help") && std::strcmp(argv[2], "help")) {  // qkv help CMD: CMD --help
+    if (argc > 3) {
+      std::fprintf(stderr, "qkv help: one command at a time, got '%s' after '%s'\n",
+                   qkv::printable(argv[3], 40).c_str(), qkv::printable(argv[2], 40).c_str());
+      return 2;
+    }
     char flag[] = "--help";
     char* help[] = {argv[0], argv[2], flag, nullptr};
     return run(argv[2], 3, help);

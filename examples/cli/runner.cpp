@@ -147,6 +147,13 @@ void Runner::resolve_task(bool read_data) {
     if (spec_.model == "vit" && spec_.patch == 0) spec_.patch = 2;
     kind.check(spec_, cat("--model ", spec_.model));
     int64_t need = driver.label_context(spec_, *labels_);
+    // A ViT reads its patches and [CLS] whatever a context says: another --context is refused rather than
+    // recorded (info showed it, the memory estimate counted it); a file that recorded one reads what it reads.
+    if (spec_.model == "vit" && spec_.context > 0 && spec_.context != need) {
+      QKV_CHECK(!spec_.source.empty(), "--context ", spec_.context, ": a ViT reads ", need, " tokens (", need - 1,
+                " patches and [CLS]): leave --context out, or give ", need);
+      spec_.context = need;
+    }
     if (spec_.context <= 0) spec_.context = need;
     QKV_CHECK(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task,
               " task: it needs ", need);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -191,8 +192,8 @@ bool same_file(const std::string& a, const std::string& b) {
 
 // Where the work goes, checked before the first step: a run must not train
 // for an hour and then find it cannot save, or replace another run's file.
-// Returns the checkpoint's path; trims a resumed run's log to its checkpoint.
-std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, const std::string& log_path) {
+// Returns the checkpoint's path.
+std::string check_save(const cxxopts::ParseResult& args, const Run& run) {
   const bool force = args.count("force") > 0;
   std::string save = args.count("save") ? args["save"].as<std::string>()
                      : run.resuming     ? run.resume
@@ -209,8 +210,7 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
                                                   : "not a regular file",
             ": give a checkpoint file name");
   bool exists = std::filesystem::exists(status);
-  bool continuing =
-      run.resuming && std::filesystem::exists(run.resume) && std::filesystem::equivalent(save, run.resume, ec);
+  bool continuing = run.resuming && same_file(save, run.resume);
   QKV_CHECK(!exists || continuing || force, printable(save),
             " already exists: choose another --save, continue its run "
             "with --resume ",
@@ -219,59 +219,71 @@ std::string check_outputs(const cxxopts::ParseResult& args, const Run& run, cons
             " is this run's --data file: choose another --save");
   io::make_parent_folders(save, "--save");
   io::check_writable_target(save);
-  if (log_path.empty()) return save;
+  return save;
+}
+
+// The same for the log, `who` naming it in errors ("--log F", or F for the log a checkpoint named). On
+// --resume an existing log keeps only what led to the checkpoint (trimmed_log), and only if it is the
+// run's own: the checkpoint records what its run's log held when it was saved, and any other file
+// (another run's log, or this one changed since) would lose its rows past the step, or take this run's
+// under its header.
+void check_log(const cxxopts::ParseResult& args, const Run& run, const std::string& save, const std::string& log_path,
+               const std::string& who, bool force) {
   // The log is written to (and on --resume rewritten): never one of the run's other files.
   const std::string data = args.count("data") ? args["data"].as<std::string>() : "";
   for (const auto& [other, flag] :
        {std::pair{save, "--save"}, std::pair{run.resume, "--resume"}, std::pair{data, "--data"}})
-    QKV_CHECK(!same_file(log_path, other), "--log ", printable(log_path), " is this run's ", flag,
-              " file: choose another --log");
-  exists = std::filesystem::exists(std::filesystem::symlink_status(log_path, ec));
+    QKV_CHECK(!same_file(log_path, other), who, " is this run's ", flag, " file: choose another --log");
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(std::filesystem::symlink_status(log_path, ec));
   // Resuming continues its log; a fresh run never mixes itself into an old one.
-  QKV_CHECK(!exists || run.resuming || force, "--log ", printable(log_path),
-            " already exists: choose another file, "
-            "or replace it with --force");
+  QKV_CHECK(!exists || run.resuming || force, who, " already exists: choose another file, or replace it with --force");
   io::make_parent_folders(log_path, "--log");
   io::check_writable_target(log_path, /*probe=*/false);
-  if (run.resuming && exists) {
-    const int64_t step = run.resumed_step;
-    int64_t dropped = 0;
-    const std::string kept = trimmed_log(log_path, step, dropped);
-    // The checkpoint records what its run's log held when it was saved: any other file (another run's log,
-    // or this one changed since) would lose its rows past the step, or take this run's under its header.
-    auto digest = run.resumed.metadata.find("qkv.log.digest");
-    QKV_CHECK(force || (digest != run.resumed.metadata.end() && digest->second == train::log_digest(kept)),
-              printable(log_path), " is not the log of the run that saved ", printable(run.resume),
-              " (or it changed since): give --log a new file, or continue it anyway with --force");
-    if (dropped > 0) {
-      io::write_file(log_path, kept);
-      std::printf("--log %s: dropped %lld line%s past the checkpoint's step %lld (written after it was saved)\n",
-                  printable(log_path).c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
-                  static_cast<long long>(step));
-    }
+  if (!run.resuming || !exists) return;
+  QKV_CHECK(::access(log_path.c_str(), W_OK) == 0, who, " cannot be written: ", std::strerror(errno));
+  int64_t dropped = 0;
+  const std::string kept = trimmed_log(log_path, run.resumed_step, dropped);
+  auto digest = run.resumed.metadata.find("qkv.log.digest");
+  QKV_CHECK(force || digest != run.resumed.metadata.end(), who, ": ", printable(run.resume),
+            " records no digest of its log (saved by qkv before 2026-11-25): give --log a new file, or continue "
+            "this one anyway with --force");
+  QKV_CHECK(force || digest->second == train::log_digest(kept), who, " is not the log of the run that saved ",
+            printable(run.resume), " (or it changed since): give --log a new file, or continue it anyway with --force");
+  if (dropped > 0) {
+    io::write_file(log_path, kept);
+    std::printf("%s: dropped %lld line%s past the checkpoint's step %lld (written after it was saved)\n",
+                printable(log_path).c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
+                static_cast<long long>(run.resumed_step));
   }
-  return save;
 }
 
-// The log a run writes: --log, or a resumed run's own log when its checkpoint names one beside it (a name
-// with no folder in it, as explore reads it), so that resuming does not stop logging.
-std::string log_file(const cxxopts::ParseResult& args, const Run& run) {
+// The log a run writes: --log; or, resuming into its own checkpoint without --log, the log that checkpoint's
+// run wrote (log_beside: validated before it is followed), if it is that run's own (check_log). Otherwise none,
+// with a note: a branch saved elsewhere, or a log that is not there, writable, or the run's own, is left alone.
+std::string log_file(const cxxopts::ParseResult& args, const Run& run, const std::string& save) {
   if (args.count("log")) {
-    QKV_CHECK(!args["log"].as<std::string>().empty(), "--log needs a file name");
-    return args["log"].as<std::string>();
+    const std::string path = args["log"].as<std::string>();
+    QKV_CHECK(!path.empty(), "--log needs a file name");
+    if (dist::rank() == 0) check_log(args, run, save, path, cat("--log ", printable(path)), args.count("force") > 0);
+    return path;
   }
-  if (!run.resuming) return "";
-  const auto& meta = run.resumed.metadata;
-  auto name = meta.find("qkv.log");
-  const bool named = name != meta.end() && !name->second.empty() && name->second.find('/') == std::string::npos &&
-                     name->second != "." && name->second != "..";
-  const bool recorded = meta.count("qkv.log.digest") > 0;  // not in checkpoints from before qkv recorded its log
-  if (named && recorded) return (std::filesystem::path(run.resume).parent_path() / name->second).string();
-  if ((named || recorded) && dist::rank() == 0)
-    std::printf("note: the run's log is not continued: %s (give --log FILE)\n",
-                named ? cat(printable(run.resume), " does not record what it held (qkv before 2026-11-25)").c_str()
-                      : cat(printable(run.resume), " does not say where it is").c_str());
-  return "";
+  if (!run.resuming || dist::rank() != 0) return "";
+  std::string why, path = log_beside(run.resume, run.resumed.metadata, why);
+  if (path.empty()) {
+    if (run.resumed.metadata.count("qkv.log"))
+      std::printf("note: %s: it is not continued (give --log FILE)\n", why.c_str());
+    return "";
+  }
+  try {
+    QKV_CHECK(same_file(save, run.resume), "this run saves into ", printable(save), ", not ", printable(run.resume),
+              " (a branch)");
+    check_log(args, run, save, path, printable(path), /*force=*/false);
+    return path;
+  } catch (const Error& e) {
+    std::printf("note: the run's log is not continued: %s (give --log FILE)\n", e.what());
+    return "";
+  }
 }
 
 // run.optimizer and run.schedule are names resolve() accepted (kOptimizers, kSchedules).
@@ -422,8 +434,8 @@ int train(int argc, char** argv) {
   const dist::Slice mine = dist::slice_of(run.batch, me, ranks);
   set_threads_option(args.count("threads") ? args["threads"].as<int>() : 0);
   const Device device = set_device_option(args.count("device") ? args["device"].as<std::string>() : "cpu");
-  const std::string log_path = log_file(args, run);
-  const std::string save = check_outputs(args, run, log_path);
+  const std::string save = check_save(args, run);
+  const std::string log_path = log_file(args, run, save);
 
   manual_seed(run.seed);
   // Checked before the model is built: after, a refused --dim 4096 had spent 8 s initialising 800 MB of weights.
@@ -469,8 +481,8 @@ int train(int argc, char** argv) {
   const bool tty = lead && !dist::active() && isatty(fileno(stdout));
   trainer.on_step = [&](const train::Progress& p) {
     // Tasks stop at their target, so their ETA is an upper bound.
-    std::string line = train::progress_line(
-        p, run.target > 0 && ((runner.task() && run.target <= 1) || (runner.label_task() && run.target < 1)));
+    std::string line =
+        train::progress_line(p, run.target > 0 && (runner.task() || (runner.label_task() && run.target < 1)));
     if (tty) std::printf("\r\033[K%s", line.c_str());
     if (p.evaluation) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line.c_str(), p.evaluation->text.c_str());
     std::fflush(stdout);

@@ -128,7 +128,10 @@ void check_budget(Run& run, const std::string& steps_flag) {
 void check_real_settings(const Run& run, const std::function<std::string(const char*)>& source) {
   QKV_CHECK(std::isfinite(run.lr) && run.lr > 0, source("lr"), " must be positive and finite, got ", run.lr);
   QKV_CHECK(run.clip >= 0, source("clip"), " must be >= 0, got ", run.clip);
-  QKV_CHECK(run.weight_decay >= 0, source("weight-decay"), " must be >= 0, got ", run.weight_decay);
+  // A decay is a small fraction of the weights a step (1 − lr·wd for AdamW): one of 1e300 saved a checkpoint
+  // of infinities. 1000 already shrinks every weight to nothing at lr 1e-3.
+  QKV_CHECK(run.weight_decay >= 0 && run.weight_decay <= 1000, source("weight-decay"), " must be in [0, 1000], got ",
+            run.weight_decay);
   // A score is a fraction (-1 once stopped at the first evaluation, "reached" at 0%); 0 sets no target.
   QKV_CHECK(run.spec.task == "text" || (run.target >= 0 && run.target <= 1), source("target"),
             " must be in [0, 1], got ", run.target);
@@ -303,6 +306,8 @@ Run resolve(const cxxopts::ParseResult& args) {
   const double clip = run.clip = real_setting("clip", 1.0);
   // Text has no held-out score to reach: its checkpoint records no target (info showed one train refuses).
   run.target = spec.task == "text" ? 0 : real_setting("target", defaults.target);
+  if (!args.count("target") && (run.target < 0 || run.target > 1))  // recorded before targets were bounded:
+    run.target = 0, settings["target"] = "0";                       // 2 meant "never stop", as 0 does now
   const double entropy_weight = run.entropy_weight = real_setting("attn-entropy", 0);
   run.optimizer = word_setting("optimizer", "adamw", kOptimizers);
   run.schedule = word_setting("schedule", "cosine", kSchedules);

@@ -35,7 +35,7 @@ grep -q "context 17" digits.txt || { head -1 digits.txt; fail "the ViT's context
 # A ViT reads its patches and [CLS] whatever a context says, so another context is refused, not recorded.
 "$qkv" train --task digits "${small[@]}" --steps 1 --context 100 --save ctx.safetensors >ctx.txt 2>&1 &&
   fail "a ViT trained with --context 100"
-[ "$(cat ctx.txt)" = "qkv train: error: --model vit: a ViT reads 17 tokens (16 patches and [CLS]), so its context is 17, not 100" ] ||
+[ "$(cat ctx.txt)" = "qkv train: error: --context 100: a ViT reads 17 tokens (16 patches and [CLS]): leave --context out, or give 17" ] ||
   { cat ctx.txt; fail "--context 100 for a ViT: not the one-line error"; }
 [ ! -e ctx.safetensors ] || fail "a refused ViT run wrote a checkpoint"
 

@@ -279,7 +279,8 @@ PY
   head -c 5 up.CSV | grep -q "^step," || fail "--log up.CSV is not CSV"
   # Each error names the flag it is about.
   refused "--weight-decay -1" "$qkv" train --weight-decay -1 --steps 1
-  grep -q -- "--weight-decay must be >= 0, got -1" err.txt || fail "--weight-decay -1: the flag is not named"
+  grep -q -- "--weight-decay must be in \[0, 1000\], got -1" err.txt || fail "--weight-decay -1: the flag is not named"
+  refused "--weight-decay 1e300" "$qkv" train --weight-decay 1e300 --steps 1
   refused "--attention window:0" "$qkv" train --attention window:0 --steps 1
   grep -q -- "^qkv train: error: --attention: " err.txt || fail "--attention window:0: the flag is not named"
   refused "sample --max-new -1" "$qkv" sample --checkpoint text.safetensors --prompt ab --max-new -1

@@ -107,22 +107,53 @@ ok "logs are not mixed across runs; resuming continues its log"
 "$qkv" train "${small[@]}" --steps 6 --save other.safetensors --log other.csv >/dev/null 2>&1 || fail "other run"
 cp other.csv other_before.csv
 "$qkv" train --resume l1.safetensors --steps 5 --log other.csv >/dev/null 2>err.txt && fail "resumed into another run's log"
-grep -q "^qkv train: error: other.csv is not the log of the run that saved l1.safetensors (or it changed since): give --log a new file, or continue it anyway with --force$" err.txt ||
+grep -q "^qkv train: error: --log other.csv is not the log of the run that saved l1.safetensors (or it changed since): give --log a new file, or continue it anyway with --force$" err.txt ||
   { cat err.txt; fail "another run's log: not the one-line error"; }
 cmp -s other.csv other_before.csv || fail "another run's log changed"
 "$qkv" train --resume l1.safetensors --steps 6 >/dev/null 2>&1 || fail "resume without --log"
 [ "$(cut -d, -f1 run.csv | tr '\n' ' ')" = "step 1 2 3 4 5 6 " ] || { cat run.csv; fail "resuming without --log did not continue the run's log"; }
 sed -i '3s/^2,/2,9/' run.csv
-"$qkv" train --resume l1.safetensors --steps 7 >/dev/null 2>err.txt && fail "resumed into a log changed since"
-grep -q "run.csv is not the log of the run" err.txt || { cat err.txt; fail "a changed log: no error"; }
-"$qkv" train --resume l1.safetensors --steps 7 --force >/dev/null 2>&1 || fail "--force continues a changed log"
-[ "$(wc -l <run.csv)" -eq 8 ] || { cat run.csv; fail "--force did not continue the log"; }
+cp run.csv run_changed.csv
+"$qkv" train --resume l1.safetensors --steps 7 --log run.csv >/dev/null 2>err.txt && fail "resumed into a log changed since"
+grep -q "^qkv train: error: --log run.csv is not the log of the run" err.txt || { cat err.txt; fail "a changed log: no error"; }
+# Unasked, a log that is not the run's own is left alone and the run goes on without it.
+"$qkv" train --resume l1.safetensors --steps 7 >out.txt 2>&1 || { cat out.txt; fail "resuming beside a changed log"; }
+grep -q "note: the run's log is not continued: run.csv is not the log of the run" out.txt || { cat out.txt; fail "no note"; }
+cmp -s run.csv run_changed.csv || fail "a log that is not the run's own was written to unasked"
+"$qkv" train --resume l1.safetensors --steps 8 --log run.csv --force >/dev/null 2>&1 || fail "--force continues a changed log"
+[ "$(tail -1 run.csv | cut -d, -f1)" = 8 ] || { cat run.csv; fail "--force did not continue the log"; }
 cp l1.safetensors l1_before.safetensors
 "$qkv" train --resume l1.safetensors --steps 3 >/dev/null 2>err.txt && fail "resumed to a budget already spent"
-grep -q "l1.safetensors is already at step 7, and --steps is 3: give a larger --steps to train on" err.txt ||
+grep -q "l1.safetensors is already at step 8, and --steps is 3: give a larger --steps to train on" err.txt ||
   { cat err.txt; fail "a spent budget: no error"; }
 cmp -s l1.safetensors l1_before.safetensors || fail "a spent budget rewrote the checkpoint"
-ok "resuming keeps to its own log, continues it unasked, and refuses a spent budget"
+# A branch (--save elsewhere) does not continue the log unasked: it would cut the rows of the run it branched from.
+cp run.csv run_before.csv
+"$qkv" train --resume l1.safetensors --steps 10 --save branch.safetensors >out.txt 2>&1 || { cat out.txt; fail "a branch"; }
+grep -q "note: the run's log is not continued: this run saves into branch.safetensors" out.txt || { cat out.txt; fail "a branch: no note"; }
+cmp -s run.csv run_before.csv || fail "a branch changed the log of the run it branched from"
+# A checkpoint's log name is followed only to a regular file beside it that is the run's own: never created.
+python3 - <<'PY'
+import json, struct
+b = open("l1.safetensors", "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+h["__metadata__"]["qkv.log"] = ".bash_login"
+t = json.dumps(h, separators=(",", ":")).encode(); t += b" " * (-len(t) % 8)
+open("named.safetensors", "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+"$qkv" train --resume named.safetensors --steps 10 >out.txt 2>&1 || { cat out.txt; fail "resuming a checkpoint naming .bash_login"; }
+[ ! -e .bash_login ] || fail "train created the file a checkpoint named"
+grep -q "note: the run's log .bash_login is not beside the checkpoint" out.txt || { cat out.txt; fail "no note for a log not there"; }
+# A checkpoint from before targets were bounded (2 meant "never stop") still resumes, as no target.
+python3 - <<'PY'
+import json, struct
+b = open("l1.safetensors", "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+settings = json.loads(h["__metadata__"]["qkv.train"]); settings["target"] = "2"
+h["__metadata__"]["qkv.train"] = json.dumps(settings)
+t = json.dumps(h, separators=(",", ":")).encode(); t += b" " * (-len(t) % 8)
+open("target2.safetensors", "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+"$qkv" train --resume target2.safetensors --steps 10 >out.txt 2>&1 || { cat out.txt; fail "a checkpoint recording --target 2"; }
+ok "resuming keeps to its own log, continues it unasked, and refuses a spent budget; a branch or a named file is left alone"
 
 # -- A text checkpoint does not follow its data path ---------------------
 head -c 20000 /dev/urandom | base64 >mytext.txt
