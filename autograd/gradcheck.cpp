@@ -108,7 +108,7 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
       report.ok = report.ok && ok;
       report.max_abs_error = std::max(report.max_abs_error, err);
       double scale = std::max(std::abs(a), std::abs(numeric));
-      if (scale > 1e-8) report.max_rel_error = std::max(report.max_rel_error, err / scale);
+      if (scale > 1e-8) report.max_rel_error = std::max(report.max_rel_error, err / scale), ++report.relative_entries;
       if (std::isnan(err)) report.max_abs_error = report.max_rel_error = err;
       if (options.progress) options.progress(++done, total);
     }
@@ -136,9 +136,15 @@ GradcheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, 
 std::string GradcheckResult::summary() const {
   std::ostringstream out;
   out.precision(3);
-  for (const InputReport& r : inputs)
+  for (const InputReport& r : inputs) {
     out << r.name << " " << shape_str(r.shape) << ": max abs err " << std::scientific << r.max_abs_error
-        << ", max rel err " << r.max_rel_error << (r.ok ? "  ok" : "  FAILED") << "\n";
+        << ", max rel err ";
+    if (r.relative_entries > 0 || std::isnan(r.max_rel_error))
+      out << r.max_rel_error;
+    else
+      out << "n/a (every entry under 1e-8)";
+    out << (r.ok ? "  ok" : "  FAILED") << "\n";
+  }
   return out.str();
 }
 

@@ -33,8 +33,9 @@ struct GradcheckOptions {
 struct InputReport {
   std::string name;  // "input 0", or a parameter's dotted name
   Shape shape;
-  double max_abs_error = 0;  // max |analytic - numeric|
-  double max_rel_error = 0;  // max |analytic - numeric| / max(|analytic|, |numeric|), over entries above 1e-8
+  double max_abs_error = 0;      // max |analytic - numeric|
+  double max_rel_error = 0;      // max |analytic - numeric| / max(|analytic|, |numeric|), over entries above 1e-8
+  int64_t relative_entries = 0;  // the entries above 1e-8: with none, max_rel_error measured nothing ("n/a")
   bool ok = true;
 };
 

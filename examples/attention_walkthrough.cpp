@@ -68,7 +68,10 @@ int main() {
   // 1. Project to queries, keys and values, and split the heads: [1, heads, n, head_dim].
   auto split = [&](const Tensor& t) { return permute(reshape(t, {1, n, heads, head_dim}), {0, 2, 1, 3}); };
   auto merge = [&](const Tensor& t) { return reshape(permute(t, {0, 2, 1, 3}), {1, n, d_model}); };
-  Tensor q = split(mha.q_proj->forward(x)), k = split(mha.k_proj->forward(x)), v = split(mha.v_proj->forward(x));
+  // K's bias is detached, as MultiHeadAttention does: softmax ignores it (see the end), and computed through
+  // the graph its gradient would be rounding noise (about 1e-17 here) instead of the exact zero.
+  Tensor q = split(mha.q_proj->forward(x)), v = split(mha.v_proj->forward(x));
+  Tensor k = split(linear(x, mha.k_proj->weight, mha.k_proj->bias.detach()));
   std::cout << "Q = x Wq^T + bq, per head:\n" << q << "\nK:\n" << k << "\nV:\n" << v << "\n\n";
 
   // 2. Scores q·k / sqrt(head_dim): how well each query matches each key.
@@ -164,7 +167,8 @@ int main() {
     std::cout << "d loss / d " << name << ":\n"
               << (p.grad().defined() ? p.grad() : Tensor::zeros(p.shape(), p.dtype())) << "\n";
   std::cout << "(k_proj.bias gets exactly zero: adding b to every key adds q.b to a whole row of scores,\n"
-               " and softmax does not change when a row shifts.)\n";
+               " and softmax does not change when a row shifts; so it is detached, and its gradient is 0, not\n"
+               " rounding noise.)\n";
   auto leaves = mha.named_parameters();
   leaves.emplace_back("x", x);
   GradcheckResult all = gradcheck_leaves([&] { return sum(mha.forward(x, causal).output * target); }, leaves);

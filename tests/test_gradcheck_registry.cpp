@@ -92,6 +92,17 @@ TEST_CASE("gradcheck replays the default generator for every evaluation", "[grad
   CHECK(gradcheck(noisy, {x}).ok);
 }
 
+TEST_CASE("gradcheck says n/a, not 0, for a relative error it could not take", "[gradcheck]") {
+  // y = a·0 + b: a's gradient is 0 everywhere (every entry under 1e-8), b's is not.
+  Tensor a = Tensor::randn({3}, DType::Float64), b = Tensor::randn({3}, DType::Float64);
+  GradcheckResult r = gradcheck([](const std::vector<Tensor>& in) { return add(mul(in[0], 0.0), in[1]); }, {a, b});
+  REQUIRE(r.inputs.size() == 2);
+  CHECK(r.inputs[0].relative_entries == 0);
+  CHECK(r.inputs[1].relative_entries == 3);
+  CHECK_THAT(r.summary(), Contains("input 0 [3]: max abs err 0.000e+00, max rel err n/a (every entry under 1e-8)"));
+  CHECK_THAT(r.summary(), !Contains("input 1 [3]: max abs err 0.000e+00, max rel err n/a"));
+}
+
 TEST_CASE("gradcheck rejects float32 inputs and outputs", "[gradcheck]") {
   Tensor x32 = Tensor::randn({2});
   CHECK_THROWS_WITH(gradcheck([](const std::vector<Tensor>& in) { return in[0]; }, {x32}), Contains("float32"));

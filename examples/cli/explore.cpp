@@ -81,7 +81,8 @@ nlohmann::json graph_json(const Graph& graph, const std::vector<std::pair<std::s
          {"why", key_bias
                      ? "The key bias b_k adds q·b_k to every score in a query's row: the same number for every key. "
                        "Softmax ignores a constant added to a whole row, so the loss does not depend on b_k and "
-                       "its gradient is exactly zero; qkv detaches it, as PyTorch's gradient is zero too."
+                       "its gradient is exactly zero. qkv detaches it and returns that zero; computed, as PyTorch "
+                       "does, it is rounding noise."
                      : "This forward never reads it (another input or task uses it), so it has no gradient here."}});
   }
   return {{"nodes", nodes}, {"no_grad", no_grad}};

@@ -206,10 +206,20 @@ int plot(int argc, char** argv) {
   std::string title = paths.size() == 1 ? printable(paths.front()) : cat(paths.size(), " runs");
   io::write_file(out,
                  page_html({{"title", cat("qkv plot: ", title)}, {"subtitle", "training curves"}, {"curves", curves}}));
-  const nlohmann::json& first = curves["runs"][0]["columns"];
-  std::printf("wrote %zu curve%s of %zu log%s (%zu steps) to %s\n", first.size(), first.size() == 1 ? "" : "s",
-              paths.size(), paths.size() == 1 ? "" : "s",
-              first.contains("loss") ? first["loss"]["points"].get<size_t>() : size_t{0}, printable(out).c_str());
+  // Each log's steps and curves (the first log's alone once stood for all of them).
+  std::string steps, columns;
+  for (size_t i = 0; i < curves["runs"].size(); ++i) {
+    const nlohmann::json& run = curves["runs"][i]["columns"];
+    const char* sep = i == 0 ? "" : i + 1 == curves["runs"].size() ? " and " : ", ";
+    steps += cat(sep, run.contains("loss") ? run["loss"]["points"].get<size_t>() : size_t{0});
+    columns += cat(sep, run.size());
+  }
+  if (paths.size() == 1)
+    std::printf("wrote %s curve%s of 1 log (%s steps) to %s\n", columns.c_str(), columns == "1" ? "" : "s",
+                steps.c_str(), printable(out).c_str());
+  else
+    std::printf("wrote the curves of %zu logs (%s steps; %s curves) to %s\n", paths.size(), steps.c_str(),
+                columns.c_str(), printable(out).c_str());
   return 0;
 }
 

@@ -258,6 +258,7 @@
         const td = el('td', { text: fmt(v, 3), title: gate === null ? 'not finite' : 'Σ P ⊙ dL/dP = ' + fmt(gate, 4) +
           ': removing this head changes the loss by about ' + fmt(-gate, 3) });
         td.style.background = colour(v, top, false);
+        if (top > 0 && v > 0.55 * top) td.style.color = '#fff';  // black on the darker blues was hard to read
         tr.append(td);
       });
       t.append(tr);
@@ -521,29 +522,46 @@
     if (data.curves_note) s.append(el('p', { class: 'note', text: data.curves_note }));
     const box = el('div', { class: 'charts' });
     s.append(box);
-    // Chart specs: [title, [[series label, run, column]...]].
+    // Chart specs: [title, key, [[series label, run, column, colour, dash]...]]. A run keeps its colour on every
+    // chart (a series' colour once followed its place on each chart, so one colour meant different runs); on the
+    // per-layer charts a layer keeps its colour and each run its dash.
     const names = new Set();
     for (const r of runs) for (const c of Object.keys(r.columns)) names.add(c);
+    const runColour = (r) => PALETTE[runs.indexOf(r) % PALETTE.length];
+    const DASHES = [null, [7, 3], [2, 2], [7, 3, 2, 3]];
+    const runDash = (r) => DASHES[runs.indexOf(r) % DASHES.length];
+    // Layer groups in reading order: blocks.2 before blocks.10, the embeddings' "other" last.
+    const layerOrder = (a, b) => (a.endsWith('.other') - b.endsWith('.other')) ||
+      a.localeCompare(b, undefined, { numeric: true });
     const order = [['loss', 'training loss'], ['eval_loss', 'held-out loss'], ['eval_accuracy', 'held-out exact match'],
       ['eval_metric', 'held-out metric'], ['lr', 'learning rate'], ['grad_norm', 'gradient norm (before clipping)'],
       ['attn_entropy', 'mean attention entropy'], ['tokens_per_s', 'tokens per second']];
     const specs = [], used = new Set();
     const has = (r, c) => Object.prototype.hasOwnProperty.call(r.columns, c);  // a column may be named "constructor"
     const label = (r, c) => (runs.length > 1 ? 'run ' + (runs.indexOf(r) + 1) + ' (' + r.name + '): ' : '') + c;
+    const byRun = (c) => runs.filter((r) => has(r, c)).map((r) => [label(r, c), r, c, runColour(r), null]);
     for (const [c, title] of order) if (names.has(c)) {
-      specs.push([title, c, runs.filter((r) => has(r, c)).map((r) => [label(r, c), r, c])]);
+      specs.push([title, c, byRun(c)]);
       used.add(c);
     }
     for (const [prefix, title] of [['grad_norm.', 'gradient norm per layer (one axis, layers overlaid)'],
       ['update_ratio.', 'update ratio |Δw|/|w| per layer (one axis, layers overlaid)']]) {
-      const cols = [...names].filter((c) => c.startsWith(prefix));
+      const cols = [...names].filter((c) => c.startsWith(prefix)).sort(layerOrder);
       if (!cols.length) continue;
       const series = [];
-      for (const r of runs) for (const c of cols) if (has(r, c)) series.push([label(r, c.slice(prefix.length)), r, c]);
+      for (const r of runs) cols.forEach((c, k) => {
+        if (has(r, c)) series.push([label(r, c.slice(prefix.length)), r, c, PALETTE[k % PALETTE.length], runDash(r)]);
+      });
       specs.push([title, prefix, series]);
       cols.forEach((c) => used.add(c));
     }
-    for (const c of names) if (!used.has(c)) specs.push([c, c, runs.filter((r) => has(r, c)).map((r) => [label(r, c), r, c])]);
+    for (const c of names) if (!used.has(c)) specs.push([c, c, byRun(c)]);
+    // One step range for every chart, so a held-out curve of a few points lines up with the training loss.
+    let first = Infinity, last = -Infinity;
+    for (const r of runs) for (const c of Object.values(r.columns)) if (c.steps.length) {
+      first = Math.min(first, c.steps[0]);
+      last = Math.max(last, c.steps[c.steps.length - 1]);
+    }
     // Built when first shown: dygraphs sizes a chart from its visible box.
     function build() {
       for (const [title, key, series] of specs) {
@@ -560,11 +578,18 @@
         const div = el('div', { class: 'chart', 'data-name': key });
         const thinned = series.map(([l, r, c]) => r.columns[c]).filter((col) => col.every > 1);
         const note = thinned.length ? 'every ' + ordinal(thinned[0].every) + ' of ' + thinned[0].points + ' points drawn' : '';
-        box.append(el('div', { class: 'chart-box' }, el('h3', { text: title }), div, el('div', { class: 'chart-note', text: note })));
+        // A legend always shown (dygraphs' own appears only on hover): each series' colour and dash, and its name.
+        const key_ = el('div', { class: 'chart-legend' }, ...series.map(([l, , , colour, dash]) => el('span', {},
+          el('span', { class: 'swatch', style: 'border-top: 2px ' + (!dash ? 'solid' : dash[0] > 2 ? 'dashed' : 'dotted') +
+            ' ' + colour }), l)));
+        box.append(el('div', { class: 'chart-box' }, el('h3', { text: title }), div, key_,
+          el('div', { class: 'chart-note', text: note })));
+        const perSeries = {};
+        series.forEach(([l, , , , dash]) => { if (dash) perSeries[l] = { strokePattern: dash }; });
         charts.push(new Dygraph(div, rows, {
           labels: ['step', ...series.map((x) => x[0])], connectSeparatedPoints: true, drawPoints: rows.length <= 200,
           strokeWidth: 1.5, legend: 'follow', labelsSeparateLines: true, xlabel: 'step', highlightCircleSize: 3,
-          colors: series.map((_, k) => PALETTE[k % PALETTE.length]),
+          colors: series.map((x) => x[3]), series: perSeries, dateWindow: first < last ? [first, last] : null,
           axes: { y: { valueFormatter: (v) => fmt(v, 4), axisLabelFormatter: (v) => String(Number(Number(v).toPrecision(3))), axisLabelWidth: 64 },
             x: { valueFormatter: (v) => 'step ' + v } },
         }));
