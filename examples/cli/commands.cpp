@@ -325,8 +325,10 @@ int attention(int argc, char** argv) {
   // Each map and head as an SVG of its own (and each map's mean over its heads);
   // a classifier's [CLS] row also over the image or the tokens, shown on the page too.
   nlohmann::json figures = nlohmann::json::array();
+  const int64_t window = attention_window(runner->spec());
   for (const AttentionMap& map : maps) {
     const int64_t rows = static_cast<int64_t>(map.rows.size()), cols = static_cast<int64_t>(map.cols.size());
+    const std::vector<bool> masked = masked_cells(map, window);
     if (map.cls_first) figures.push_back({{"title", map.name}, {"svg", cls_views(map, heads, write)}});
     std::vector<double> all = map.weights.to_vector(), mean(rows * cols, 0.0);
     for (int64_t h = 0; h <= heads; ++h) {
@@ -335,13 +337,13 @@ int attention(int argc, char** argv) {
           average ? mean : std::vector<double>(all.begin() + h * rows * cols, all.begin() + (h + 1) * rows * cols);
       if (!average)
         for (int64_t k = 0; k < rows * cols; ++k) mean[k] += w[k] / static_cast<double>(heads);
-      write(
-          average ? cat(map.file, "_mean.svg") : cat(map.file, "_head", h, ".svg"),
-          heatmap_svg(w, rows, cols, map.rows, map.cols,
-                      average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h), map.split));
+      write(average ? cat(map.file, "_mean.svg") : cat(map.file, "_head", h, ".svg"),
+            heatmap_svg(w, rows, cols, map.rows, map.cols,
+                        average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h), map.split,
+                        masked));
     }
   }
-  nlohmann::json attention = attention_json(maps, attention_window(runner->spec()), false);
+  nlohmann::json attention = attention_json(maps, window, false);
   attention["figures"] = figures;
   attention["note"] = cat(driver_kind(runner->spec().model).title, driver_kind(runner->spec().model).maps_note);
   write("index.html", page_html({{"title", cat("qkv attention: ", page_token(path))},

@@ -413,8 +413,10 @@ template <class Model, class Driver> std::unique_ptr<ModelDriver> make(std::uniq
 
 // The table: one row per kind the program trains, samples and draws.
 const DriverKind kDrivers[] = {
-    {"gpt", "GPT", "", 1, "", "reverse, copy, sort, add, text",
-     [](const SequenceTask& t) { return t.max_input() + t.max_answer() + 1; }, nullptr, make<nn::GPT, GptDriver>},
+    {"gpt", "GPT", "", 1,
+     "; rows are the queries, columns the keys: each token attends only to itself and those before it (causal)",
+     "reverse, copy, sort, add, text", [](const SequenceTask& t) { return t.max_input() + t.max_answer() + 1; },
+     nullptr, make<nn::GPT, GptDriver>},
     {"seq2seq", "Seq2Seq", " per side", 3,
      "; cross-attention rows are the decoder's tokens (its start mark, then the answer), columns the input's",
      "reverse, copy, sort, add", [](const SequenceTask& t) { return std::max(t.max_input(), t.max_answer() + 1); },

@@ -52,8 +52,9 @@ std::string fixed(double v, int digits) {
 
 std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols,
                         const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
-                        const std::string& title, int64_t split) {
+                        const std::string& title, int64_t split, const std::vector<bool>& masked) {
   const int cell = 26, left = 70, top = 76, bar = 14;
+  auto label = [](const std::string& t) { return xml_text(t == " " ? "\u2423" : t); };  // a space shows as ␣
   // Wide enough for the title (monospace 12 px: about 7.3 px a character) and the
   // 38-character hint line (10 px), tall enough for the colour bar of a short map.
   int64_t title_chars = 0;
@@ -66,22 +67,29 @@ std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols
                         xml_text(title),
                         "</text>\n<text x=\"4\" y=\"30\" font-size=\"10\">rows: queries, columns: keys; "
                         "hover a cell</text>\n");
+  if (!masked.empty())
+    svg +=
+        "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+        "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f0f0f0\"/><line x1=\"0\" y1=\"0\" "
+        "x2=\"0\" y2=\"6\" stroke=\"#bbb\" stroke-width=\"2\"/></pattern></defs>\n";
   for (int64_t j = 0; j < cols; ++j) {  // key labels and positions
     int x = left + cell * static_cast<int>(j) + cell / 2;
-    svg += cat("<text x=\"", x, "\" y=\"", top - 20, "\" text-anchor=\"middle\">", xml_text(col_labels[j]), "</text>",
+    svg += cat("<text x=\"", x, "\" y=\"", top - 20, "\" text-anchor=\"middle\">", label(col_labels[j]), "</text>",
                "<text x=\"", x, "\" y=\"", top - 6, "\" text-anchor=\"middle\" font-size=\"9\" fill=\"#888\">", j,
                "</text>\n");
   }
   for (int64_t i = 0; i < rows; ++i) {
     int y = top + cell * static_cast<int>(i);
-    svg += cat("<text x=\"", left - 22, "\" y=\"", y + cell / 2 + 4, "\" text-anchor=\"end\">", xml_text(row_labels[i]),
+    svg += cat("<text x=\"", left - 22, "\" y=\"", y + cell / 2 + 4, "\" text-anchor=\"end\">", label(row_labels[i]),
                "</text><text x=\"", left - 6, "\" y=\"", y + cell / 2 + 4,
                "\" text-anchor=\"end\" font-size=\"9\" fill=\"#888\">", i, "</text>\n");
     for (int64_t j = 0; j < cols; ++j) {
       double v = w[i * cols + j];
+      const bool hidden = !masked.empty() && masked[i * cols + j];
       svg += cat("<rect x=\"", left + cell * j, "\" y=\"", y, "\" width=\"", cell, "\" height=\"", cell, "\" fill=\"",
-                 shade(v), "\" stroke=\"#ddd\"><title>query ", i, " ", xml_text(row_labels[i]), " -> key ", j, " ",
-                 xml_text(col_labels[j]), ": ", fixed(v, 4), "</title></rect>\n");
+                 hidden ? std::string("url(#hatch)") : shade(v), "\" stroke=\"#ddd\"><title>query ", i, " ",
+                 label(row_labels[i]), " -> key ", j, " ", label(col_labels[j]), ": ",
+                 hidden ? std::string("masked (the query cannot see this key)") : fixed(v, 4), "</title></rect>\n");
     }
   }
   if (split > 0 && split < std::max(rows, cols)) {  // where the answer starts

@@ -17,10 +17,13 @@ std::string xml_text(std::string_view text, size_t limit = 1 << 20);
 
 /// One attention map: w is [rows, cols] row-major (queries down, keys
 /// across). `split` > 0 marks where the answer starts (a line before that
-/// row and column). Includes a colour bar and position indices.
+/// row and column). `masked` (row-major, or empty) marks the cells the
+/// model's masks hide: hatched, as the page draws them, not white as a
+/// weight of 0. A space label shows as ␣. Includes a colour bar and position
+/// indices.
 std::string heatmap_svg(const std::vector<double>& w, int64_t rows, int64_t cols,
                         const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
-                        const std::string& title, int64_t split = -1);
+                        const std::string& title, int64_t split = -1, const std::vector<bool>& masked = {});
 
 /// A ViT's [CLS] attention over its patches, laid over the image: the
 /// pixels (image, side x side, values in [0, 1]) in grey, each patch tinted

@@ -147,6 +147,21 @@ void check_page_size(const std::vector<AttentionMap>& maps) {
             " attention weights (maps x heads x queries x keys); at most ", limit, ": give a shorter prompt");
 }
 
+std::vector<bool> masked_cells(const AttentionMap& m, int64_t window) {
+  const int64_t rows = static_cast<int64_t>(m.rows.size()), cols = static_cast<int64_t>(m.cols.size());
+  const Group g = group_of(m);
+  Tensor seen;
+  if (window > 0 && g.row_seq == g.col_seq)
+    seen = nn::window_mask(rows, cols, window, m.causal);
+  else if (m.causal)
+    seen = nn::causal_mask(rows, cols);
+  if (!seen.defined()) return {};
+  std::vector<double> v = seen.to(DType::Float64).to_vector();
+  std::vector<bool> hidden(v.size());
+  for (size_t k = 0; k < v.size(); ++k) hidden[k] = v[k] == 0;
+  return hidden;
+}
+
 nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t window, bool with_gradients) {
   check_page_size(maps);
   nlohmann::json groups = nlohmann::json::array();
@@ -156,21 +171,14 @@ nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t win
     if (!index.count(g.name)) {
       index[g.name] = groups.size();
       const int64_t rows = static_cast<int64_t>(m.rows.size()), cols = static_cast<int64_t>(m.cols.size());
-      // Which cells the model's masks hide: the causal triangle, the window's band (self-attention).
-      Tensor seen;
-      if (window > 0 && g.row_seq == g.col_seq)
-        seen = nn::window_mask(rows, cols, window, m.causal);
-      else if (m.causal)
-        seen = nn::causal_mask(rows, cols);
+      const std::vector<bool> hidden = masked_cells(m, window);
       nlohmann::json masked = nlohmann::json::array();
-      if (seen.defined()) {
-        std::vector<double> v = seen.to(DType::Float64).to_vector();
+      if (!hidden.empty())
         for (int64_t r = 0; r < rows; ++r) {
           nlohmann::json row = nlohmann::json::array();
-          for (int64_t c = 0; c < cols; ++c) row.push_back(v[r * cols + c] == 0 ? 1 : 0);
+          for (int64_t c = 0; c < cols; ++c) row.push_back(hidden[r * cols + c] ? 1 : 0);
           masked.push_back(std::move(row));
         }
-      }
       nlohmann::json row_labels = nlohmann::json::array(), col_labels = nlohmann::json::array();
       for (const std::string& t : m.rows) row_labels.push_back(page_token(t));
       for (const std::string& t : m.cols) col_labels.push_back(page_token(t));

@@ -46,6 +46,10 @@ std::string cls_views(const AttentionMap& map, int64_t heads,
 /// The window of a model's window:W attention, 0 for full attention.
 int64_t attention_window(const ModelSpec& spec);
 
+/// The cells of a map its model's masks hide (the causal triangle, a
+/// window's band in self-attention), row-major; empty where none are.
+std::vector<bool> masked_cells(const AttentionMap& map, int64_t window);
+
 /// The curves of one or more --log files (qkv plot's parser): per run, each
 /// column's steps and values, thinned to a bounded number of points.
 nlohmann::json curves_json(const std::vector<std::string>& log_paths);

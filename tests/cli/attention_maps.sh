@@ -28,7 +28,16 @@ echo "ok: markup, UTF-8 and raw-byte prompts give well-formed SVG, and index.htm
 "$qkv" attention --checkpoint reverse.safetensors --prompt 1234 --out task >/dev/null || fail "task maps"
 grep -q "answer starts" task/layer1_head0.svg || fail "the answer is not marked"
 for svg in task/*.svg; do xmllint --noout "$svg" || fail "$svg"; done
-echo "ok: task maps mark where the answer starts"
+# The causal triangle is hatched, as on the page, not white as a weight of 0: n tokens, n(n-1)/2 cells past the diagonal.
+n=$(grep -c "<title>query 0 " task/layer0_head0.svg)
+[ "$n" -ge 5 ] && [ "$(grep -c 'fill="url(#hatch)"' task/layer0_head0.svg)" -eq $((n * (n - 1) / 2)) ] ||
+  fail "the masked cells are not hatched ($n tokens)"
+grep -q "<title>query 0 1 -> key 1 2: masked (the query cannot see this key)</title>" task/layer0_head0.svg ||
+  fail "a masked cell's title does not say so"
+grep -q "<title>query 1 2 -> key 0 1: 0\.[0-9]*</title>" task/layer0_head0.svg || fail "a seen cell lost its weight"
+"$qkv" attention --checkpoint text.safetensors --prompt "a b" --out spaces >/dev/null || fail "a prompt with spaces"
+[ "$(grep -c '>␣<' spaces/layer0_head0.svg)" -eq 2 ] || fail "a space token's label is blank, not ␣"
+echo "ok: task maps mark where the answer starts and hatch what the mask hides; a space shows as ␣"
 # Seq2Seq: the encoder's self-attention, and per decoder layer its self-attention
 # and its cross-attention, whose rows are the decoder's tokens and columns the input's.
 "$qkv" train --model seq2seq --task sort --dim 32 --layers 2 --heads 2 --steps 0 --save s2s.safetensors >/dev/null 2>&1 || fail "seq2seq model"
