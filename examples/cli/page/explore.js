@@ -12,6 +12,11 @@
   const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf',
     '#bcbd22', '#7f7f7f', '#393b79', '#637939', '#8c6d31', '#843c39', '#7b4173', '#3182bd'];
   const headColour = (h) => PALETTE[h % PALETTE.length];
+  // 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st.
+  function ordinal(k) {
+    const t = k % 100, suffix = t >= 11 && t <= 13 ? 'th' : k % 10 === 1 ? 'st' : k % 10 === 2 ? 'nd' : k % 10 === 3 ? 'rd' : 'th';
+    return k + suffix;
+  }
   const state = { view: null, group: 0, layer: 0, off: new Set(), quantity: 'weights', scale: 'map', hl: null };
 
   // ---- small helpers ----
@@ -318,20 +323,29 @@
       pic.append(svg('line', { x1: x, y1: top, x2: x, y2: top + rows * cellSize, stroke: '#c00', 'stroke-width': 1.5 }),
         svg('line', { x1: left, y1: y, x2: left + cols * cellSize, y2: y, stroke: '#c00', 'stroke-width': 1.5 }));
     }
-    const fs = Math.min(12, cellSize);
-    g.rows.forEach((tk, i) => pic.append(hoverable(svg('text', { x: left - 4, y: top + i * cellSize + cellSize * 0.75,
-      'text-anchor': 'end', 'font-family': 'monospace', 'font-size': fs, text: shown(tk) }), tokId(g.row_seq, i))));
+    // Labels no smaller than 9 px: where cells are smaller (a long prompt), every k-th token is labelled
+    // (6 px labels on 6 px cells could not be read); each cell's tooltip still names both tokens.
+    const every = labelEvery(cellSize), fs = Math.min(12, Math.max(9, cellSize));
+    g.rows.forEach((tk, i) => { if (i % every === 0) pic.append(hoverable(svg('text', { x: left - 4,
+      y: top + i * cellSize + cellSize * 0.5 + fs * 0.35, 'text-anchor': 'end', 'font-family': 'monospace', 'font-size': fs,
+      text: shown(tk) }), tokId(g.row_seq, i))); });
     g.cols.forEach((tk, j) => {
-      const x = left + j * cellSize + cellSize * 0.7, y = top - 4;
+      if (j % every) return;
+      const x = left + j * cellSize + cellSize * 0.5 + fs * 0.2, y = top - 4;
       pic.append(hoverable(svg('text', { x: x, y: y, transform: 'rotate(-60 ' + x + ' ' + y + ')', 'font-family': 'monospace',
         'font-size': fs, text: shown(tk) }), tokId(g.col_seq, j)));
     });
+    pic.dataset.top = t;  // the colour scale's largest value, for the map's title
     return pic;
   }
+  const labelEvery = (cellSize) => (cellSize >= 9 ? 1 : Math.ceil(9 / cellSize));
   function mapBox(layer, h, cellSize) {
     const imp = layer.importance ? ' · importance ' + fmt(layer.importance[h], 3) : '';
-    return el('div', { class: 'map' }, el('h3', { style: 'color:' + headColour(h), text: layer.name + ', head ' + h + imp }),
-      heatmap(layer, h, cellSize));
+    const pic = heatmap(layer, h, cellSize), signed = state.quantity === 'grad', top = Number(pic.dataset.top);
+    // What the darkest colour means on this map (each map may have its own scale).
+    const scale = top > 0 ? (signed ? ' · ±' : ' · darkest ') + fmt(top, 3) : '';
+    return el('div', { class: 'map' }, el('h3', { style: 'color:' + headColour(h), text: layer.name + ', head ' + h + imp + scale }),
+      pic);
   }
   function renderMatrix() {
     const s = sections.matrix, g = group(), layer = g.layers[state.layer];
@@ -345,6 +359,8 @@
       (g.split > 0 ? '; the red lines mark where the answer starts' : '') + '. Weights are white (0) to blue (the scale\'s ' +
       'largest); gradients blue (negative) to red (positive). Hover a cell for its value.' }));
     const n = Math.max(g.rows.length, g.cols.length), cellSize = Math.max(6, Math.min(28, Math.floor(420 / n)));
+    if (labelEvery(cellSize) > 1) s.append(el('p', { class: 'note', text: 'Every ' + ordinal(labelEvery(cellSize)) +
+      ' token is labelled (the cells are ' + cellSize + ' px); hover a cell for its two tokens.' }));
     const maps = el('div', { class: 'maps' });
     for (let h = 0; h < att.heads; ++h) maps.append(mapBox(layer, h, cellSize));
     s.append(maps);
@@ -594,10 +610,6 @@
             x: { valueFormatter: (v) => 'step ' + v } },
         }));
       }
-    }
-    function ordinal(k) {
-      const t = k % 100, suffix = t >= 11 && t <= 13 ? 'th' : k % 10 === 1 ? 'st' : k % 10 === 2 ? 'nd' : k % 10 === 3 ? 'rd' : 'th';
-      return k + suffix;
     }
     smooth.addEventListener('input', () => {
       const k = Number(smooth.value);
