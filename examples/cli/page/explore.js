@@ -230,18 +230,24 @@
     const grid = el('div', { class: 'grid', style: 'grid-template-columns: 90px repeat(' + att.heads + ', max-content)' });
     grid.append(el('div'));
     for (let h = 0; h < att.heads; ++h) grid.append(el('div', { class: 'rowhead', style: 'color:' + headColour(h), text: 'head ' + h }));
-    const top = sharedTop(), px = Math.max(2, Math.min(8, Math.floor(120 / Math.max(g.rows.length, g.cols.length))));
+    const n = Math.max(g.rows.length, g.cols.length);
+    const top = sharedTop(), px = Math.max(1, Math.min(8, Math.floor(120 / n)));
+    // Every head in the window's width (8 heads of a 170-token prompt once ran 2,800 px wide): a map wider
+    // than its share is drawn smaller; click it for the full map.
+    const share = Math.max(60, Math.floor(((document.documentElement.clientWidth || 1200) - 150) / att.heads) - 24);
     g.layers.forEach((layer, l) => {
       grid.append(el('div', { class: 'rowhead', text: layer.name }));
       for (let h = 0; h < att.heads; ++h) {
         const m = mapOf(layer, h), c = el('canvas', { width: g.cols.length * px, height: g.rows.length * px });
+        if (c.width > share) c.style.width = share + 'px', c.style.height = Math.round(share * c.height / c.width) + 'px';
         const ctx = c.getContext('2d'), t = state.scale === 'shared' ? top : largest(m, g.masked);
         m.forEach((row, i) => row.forEach((v, j) => {
           ctx.fillStyle = g.masked.length && g.masked[i][j] ? '#e6e6e6' : colour(v, t, signed);
           ctx.fillRect(j * px, i * px, px, px);
         }));
-        const cell = el('div', { class: 'cell', 'data-layer': l, 'data-head': h }, c,
-          layer.importance ? el('div', { text: 'importance ' + fmt(layer.importance[h], 3) }) : null);
+        const cell = el('div', { class: 'cell', 'data-layer': l, 'data-head': h }, c, layer.importance
+          ? el('div', { text: (share < 150 ? '' : 'importance ') + fmt(layer.importance[h], 3), title: 'importance' })
+          : null);
         cell.addEventListener('click', () => openZoom(l, h));
         grid.append(cell);
       }
@@ -289,7 +295,8 @@
     return el('div', {}, el('h3', { text: 'Gradient norm of each head\'s projections' }),
       el('p', { class: 'note', text: 'Head h owns rows h·d to (h+1)·d of q_proj, k_proj and v_proj (weight and bias) and ' +
         'those input columns of out_proj (whose bias belongs to no head). k is the key weight alone: the key bias\'s ' +
-        'gradient is exactly zero (see the graph view).' }), t);
+        'gradient is exactly zero (see the graph view).' }),
+      el('div', { class: 'scroll' }, t));  // 4 columns a head: 8 heads are wider than a window, and scroll alone
   }
 
   // One map as an SVG heatmap with labels, masked cells hatched, and tooltips.
