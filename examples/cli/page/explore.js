@@ -151,16 +151,17 @@
   function renderHeads() {
     const s = sections.heads, g = group(), layer = g.layers[state.layer];
     s.replaceChildren(el('div', { class: 'controls' }, layerSelect('layer')), headToggles(),
-      el('p', { class: 'note', text: 'Each line joins a query (left) to a key (right); its opacity is the weight. Hover a ' +
-        'token to see only its lines and to mark it in every view.' }));
+      el('p', { class: 'note', text: 'Each line joins a query (left) to a key (right); its opacity is the weight, and ' +
+        'weights under 0.02 are not drawn. Hover a token to see only its lines and to mark it in every view.' }));
     const rows = g.rows.length, cols = g.cols.length, lineH = 20, top = 24, width = 560;
     const height = top + Math.max(rows, cols) * lineH + 10;
     const pic = svg('svg', { class: 'head-view', width: width, height: height });
-    pic.append(svg('text', { x: 10, y: 14, text: 'queries', 'font-size': 11, fill: '#666' }),
-      svg('text', { x: width - 10, y: 14, text: 'keys', 'font-size': 11, fill: '#666', 'text-anchor': 'end' }));
+    const xl = 150, xr = width - 150;
+    // The captions over the token columns they name (they once sat at the picture's edges).
+    pic.append(svg('text', { x: xl - 8, y: 14, text: 'queries', 'font-size': 11, fill: '#666', 'text-anchor': 'end' }),
+      svg('text', { x: xr + 8, y: 14, text: 'keys', 'font-size': 11, fill: '#666' }));
     const lines = svg('g');
     pic.append(lines);
-    const xl = 150, xr = width - 150;
     for (let h = 0; h < att.heads; ++h) {
       const w = layer.weights[h];
       for (let i = 0; i < rows; ++i) for (let j = 0; j < cols; ++j) {
