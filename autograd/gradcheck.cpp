@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "autograd/engine.h"
@@ -133,17 +134,20 @@ GradcheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, 
   return gradcheck_leaves([&] { return f(all); }, leaves, options);
 }
 
+std::string InputReport::relative_text() const {
+  if (relative_entries == 0 && !std::isnan(max_rel_error)) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3e", max_rel_error);
+  return text;
+}
+
 std::string GradcheckResult::summary() const {
   std::ostringstream out;
   out.precision(3);
   for (const InputReport& r : inputs) {
     out << r.name << " " << shape_str(r.shape) << ": max abs err " << std::scientific << r.max_abs_error
-        << ", max rel err ";
-    if (r.relative_entries > 0 || std::isnan(r.max_rel_error))
-      out << r.max_rel_error;
-    else
-      out << "n/a (every entry under 1e-8)";
-    out << (r.ok ? "  ok" : "  FAILED") << "\n";
+        << ", max rel err " << r.relative_text() << (r.relative_entries > 0 ? "" : " (every entry under 1e-8)")
+        << (r.ok ? "  ok" : "  FAILED") << "\n";
   }
   return out.str();
 }

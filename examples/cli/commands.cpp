@@ -426,15 +426,9 @@ int gradcheck(int argc, char** argv) {
   auto params = runner ? runner->module().named_parameters() : mha->named_parameters();
   GradcheckResult r = gradcheck_leaves(loss, params, go);
   std::printf("%-40s %-12s %12s %12s  %s\n", "parameter", "shape", "max abs err", "max rel err", "ok");
-  for (const InputReport& in : r.inputs) {
-    char rel[32];  // "n/a" where every entry was under 1e-8, so no relative error was measured (not 0: perfect)
-    if (in.relative_entries > 0 || std::isnan(in.max_rel_error))
-      std::snprintf(rel, sizeof rel, "%12.3e", in.max_rel_error);
-    else
-      std::snprintf(rel, sizeof rel, "%12s", "n/a");
-    std::printf("%-40s %-12s %12.3e %s  %s\n", in.name.c_str(), shape_str(in.shape).c_str(), in.max_abs_error, rel,
-                in.ok ? "ok" : "FAILED");
-  }
+  for (const InputReport& in : r.inputs)
+    std::printf("%-40s %-12s %12.3e %12s  %s\n", in.name.c_str(), shape_str(in.shape).c_str(), in.max_abs_error,
+                in.relative_text().c_str(), in.ok ? "ok" : "FAILED");
   const double dropout = runner ? runner->spec().dropout : kFreshDropout;
   std::printf(
       "%s: %zu parameters, float64%s, %s, %s entries each, atol %g rtol %g: %s\n",

@@ -414,7 +414,8 @@ template <class Model, class Driver> std::unique_ptr<ModelDriver> make(std::uniq
 // The table: one row per kind the program trains, samples and draws.
 const DriverKind kDrivers[] = {
     {"gpt", "GPT", "", 1,
-     "; rows are the queries, columns the keys: each token attends only to itself and those before it (causal)",
+     "; rows are the queries, columns the keys: each token attends only to itself and those before it (causal; "
+     "with window:W attention, only the W before it)",
      "reverse, copy, sort, add, text", [](const SequenceTask& t) { return t.max_input() + t.max_answer() + 1; },
      nullptr, make<nn::GPT, GptDriver>},
     {"seq2seq", "Seq2Seq", " per side", 3,

@@ -242,7 +242,7 @@ int explore(int argc, char** argv) {
     // parsed strictly).
     std::string why, beside = log_beside(path, metadata, why);
     if (beside.empty())
-      note = cat(page_token(why), " (pass --log FILE)");
+      note = why + " (pass --log FILE)";  // why names the file through printable() already
     else
       logs.push_back(beside);
   }

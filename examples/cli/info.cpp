@@ -65,13 +65,16 @@ int info(int argc, char** argv) {
   auto meta = [&](const char* key) {
     return file.metadata.count(key) ? printable(file.metadata.at(key)) : std::string("-");
   };
+  // A ViT reads its patches and [CLS] whatever context a file recorded (qkv before 2026-11-25 took any --context).
+  const int64_t context =
+      spec.model == "vit" && spec.patch > 0 ? (spec.image / spec.patch) * (spec.image / spec.patch) + 1 : spec.context;
   std::printf("%s\n", printable(path).c_str());
   std::printf(
       "  model      %s, %lld parameters: width %lld, %lld layers%s, %lld heads, context %lld, vocab %lld, %s "
       "attention%s, dropout %g\n",
       spec.model.c_str(), static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
       static_cast<long long>(spec.layers), driver_kind(spec.model).layers_are, static_cast<long long>(spec.heads),
-      static_cast<long long>(spec.context), static_cast<long long>(spec.vocab), spec.attention.c_str(),
+      static_cast<long long>(context), static_cast<long long>(spec.vocab), spec.attention.c_str(),
       spec.post_ln ? ", post-LN" : "", spec.dropout);
   if (spec.task == "text")
     std::printf("  task       text, trained on %s\n",

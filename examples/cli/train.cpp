@@ -226,9 +226,11 @@ std::string check_save(const cxxopts::ParseResult& args, const Run& run) {
 // --resume an existing log keeps only what led to the checkpoint (trimmed_log), and only if it is the
 // run's own: the checkpoint records what its run's log held when it was saved, and any other file
 // (another run's log, or this one changed since) would lose its rows past the step, or take this run's
-// under its header.
+// under its header. `named` (a log the checkpoint named, not the user): the digest is the file's own
+// say-so, which a hostile checkpoint can forge (that of the empty text left by cutting every row of a
+// user's CSV), so such a log is never rewritten: it must already be a qkv log's text, and end at the step.
 void check_log(const cxxopts::ParseResult& args, const Run& run, const std::string& save, const std::string& log_path,
-               const std::string& who, bool force) {
+               const std::string& who, bool force, bool named = false) {
   // The log is written to (and on --resume rewritten): never one of the run's other files.
   const std::string data = args.count("data") ? args["data"].as<std::string>() : "";
   for (const auto& [other, flag] :
@@ -244,6 +246,12 @@ void check_log(const cxxopts::ParseResult& args, const Run& run, const std::stri
   QKV_CHECK(::access(log_path.c_str(), W_OK) == 0, who, " cannot be written: ", std::strerror(errno));
   int64_t dropped = 0;
   const std::string kept = trimmed_log(log_path, run.resumed_step, dropped);
+  if (named) {
+    const bool shaped = kept.rfind(train::is_csv_log(log_path) ? "step,loss,lr,grad_norm," : "{\"step\":", 0) == 0;
+    QKV_CHECK(shaped, who, " does not begin as a qkv log does");
+    QKV_CHECK(dropped == 0, who, " holds ", dropped, " line", dropped == 1 ? "" : "s", " past the checkpoint's step ",
+              run.resumed_step, " (give --log ", printable(log_path), " to cut them and continue it)");
+  }
   auto digest = run.resumed.metadata.find("qkv.log.digest");
   QKV_CHECK(force || digest != run.resumed.metadata.end(), who, ": ", printable(run.resume),
             " records no digest of its log (saved by qkv before 2026-11-25): give --log a new file, or continue "
@@ -278,7 +286,7 @@ std::string log_file(const cxxopts::ParseResult& args, const Run& run, const std
   try {
     QKV_CHECK(same_file(save, run.resume), "this run saves into ", printable(save), ", not ", printable(run.resume),
               " (a branch)");
-    check_log(args, run, save, path, printable(path), /*force=*/false);
+    check_log(args, run, save, path, printable(path), /*force=*/false, /*named=*/true);
     return path;
   } catch (const Error& e) {
     std::printf("note: the run's log is not continued: %s (give --log FILE)\n", e.what());

@@ -125,13 +125,17 @@ void check_budget(Run& run, const std::string& steps_flag) {
 }
 
 // The real-valued settings' bounds; `source` names a setting's flag (and the checkpoint it came from).
-void check_real_settings(const Run& run, const std::function<std::string(const char*)>& source) {
+void check_real_settings(const Run& run, const std::function<std::string(const char*)>& source, bool decay_given) {
   QKV_CHECK(std::isfinite(run.lr) && run.lr > 0, source("lr"), " must be positive and finite, got ", run.lr);
   QKV_CHECK(run.clip >= 0, source("clip"), " must be >= 0, got ", run.clip);
   // A decay is a small fraction of the weights a step (1 − lr·wd for AdamW): one of 1e300 saved a checkpoint
-  // of infinities. 1000 already shrinks every weight to nothing at lr 1e-3.
+  // of infinities, and past lr·wd = 1 the weights flip sign and grow. lr·wd is checked where the user sets
+  // the decay (a huge --lr alone, as the tests' way to diverge, meets the loss's own check).
   QKV_CHECK(run.weight_decay >= 0 && run.weight_decay <= 1000, source("weight-decay"), " must be in [0, 1000], got ",
             run.weight_decay);
+  QKV_CHECK(!decay_given || run.lr * run.weight_decay <= 1, "--weight-decay ", run.weight_decay, " at lr ", run.lr,
+            ": each step would scale the weights by 1 - lr x decay = ", 1 - run.lr * run.weight_decay,
+            "; keep lr x decay at most 1");
   // A score is a fraction (-1 once stopped at the first evaluation, "reached" at 0%); 0 sets no target.
   QKV_CHECK(run.spec.task == "text" || (run.target >= 0 && run.target <= 1), source("target"),
             " must be in [0, 1], got ", run.target);
@@ -330,7 +334,7 @@ Run resolve(const cxxopts::ParseResult& args) {
   if (resuming) check_budget(run, source("steps"));
   in_range("warmup", warmup_setting, 0, kMaxSteps);
   in_range("save-every", save_every, 0, kMaxSteps);
-  check_real_settings(run, source);
+  check_real_settings(run, source, args.count("weight-decay") > 0);
   return run;
 }
 

@@ -143,6 +143,22 @@ PY
 "$qkv" train --resume named.safetensors --steps 10 >out.txt 2>&1 || { cat out.txt; fail "resuming a checkpoint naming .bash_login"; }
 [ ! -e .bash_login ] || fail "train created the file a checkpoint named"
 grep -q "note: the run's log .bash_login is not beside the checkpoint" out.txt || { cat out.txt; fail "no note for a log not there"; }
+# Nor is a file it names cut or written to on the strength of a digest the same checkpoint gives: a user's CSV
+# whose rows all start past the step would be cut to nothing, whose digest anyone knows.
+printf '10,1.5,2.5\n20,1.5,2.5\n30,1.5,2.5\n' >measurements.csv
+cp measurements.csv measurements_before.csv
+python3 - <<'PY'
+import json, struct
+b = open("l1.safetensors", "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+h["__metadata__"]["qkv.log"] = "measurements.csv"
+h["__metadata__"]["qkv.log.digest"] = "0:cbf29ce484222325"
+t = json.dumps(h, separators=(",", ":")).encode(); t += b" " * (-len(t) % 8)
+open("forged.safetensors", "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+"$qkv" train --resume forged.safetensors --steps 10 >out.txt 2>&1 || { cat out.txt; fail "resuming a forged checkpoint"; }
+cmp -s measurements.csv measurements_before.csv || fail "a checkpoint's forged digest let train cut a user's CSV"
+grep -q "note: the run's log is not continued: measurements.csv does not begin as a qkv log does" out.txt ||
+  { cat out.txt; fail "no note for a named file that is not a qkv log"; }
 # A checkpoint from before targets were bounded (2 meant "never stop") still resumes, as no target.
 python3 - <<'PY'
 import json, struct
@@ -153,6 +169,7 @@ t = json.dumps(h, separators=(",", ":")).encode(); t += b" " * (-len(t) % 8)
 open("target2.safetensors", "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
 PY
 "$qkv" train --resume target2.safetensors --steps 10 >out.txt 2>&1 || { cat out.txt; fail "a checkpoint recording --target 2"; }
+"$qkv" info target2.safetensors | grep -q -- "--target 0 " || { "$qkv" info target2.safetensors; fail "target 2 did not resume as none (0)"; }
 ok "resuming keeps to its own log, continues it unasked, and refuses a spent budget; a branch or a named file is left alone"
 
 # -- A text checkpoint does not follow its data path ---------------------

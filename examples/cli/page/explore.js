@@ -552,11 +552,15 @@
     const names = new Set();
     for (const r of runs) for (const c of Object.keys(r.columns)) names.add(c);
     const runColour = (r) => PALETTE[runs.indexOf(r) % PALETTE.length];
-    const DASHES = [null, [7, 3], [2, 2], [7, 3, 2, 3]];
+    // Layers take colours of their own (darker tones), so none reads as a run's colour from the other charts.
+    const LAYERS = ['#393b79', '#637939', '#8c6d31', '#843c39', '#7b4173', '#3182bd', '#31a354', '#756bb1', '#636363',
+      '#e6550d', '#9c9ede', '#bd9e39'];
+    const DASHES = [null, [8, 3], [2, 3], [8, 3, 2, 3], [14, 4]];
     const runDash = (r) => DASHES[runs.indexOf(r) % DASHES.length];
-    // Layer groups in reading order: blocks.2 before blocks.10, the embeddings' "other" last.
-    const layerOrder = (a, b) => (a.endsWith('.other') - b.endsWith('.other')) ||
-      a.localeCompare(b, undefined, { numeric: true });
+    // Layer groups in reading order (the page's columns come sorted by name): blocks.2 before blocks.10, the
+    // encoder before the decoder, "other" (embeddings, final norms) last.
+    const groupRank = (c) => (c.endsWith('.other') ? 2 : c.includes('.decoder.') ? 1 : 0);
+    const layerOrder = (a, b) => (groupRank(a) - groupRank(b)) || a.localeCompare(b, undefined, { numeric: true });
     const order = [['loss', 'training loss'], ['eval_loss', 'held-out loss'], ['eval_accuracy', 'held-out exact match'],
       ['eval_metric', 'held-out metric'], ['lr', 'learning rate'], ['grad_norm', 'gradient norm (before clipping)'],
       ['attn_entropy', 'mean attention entropy'], ['tokens_per_s', 'tokens per second']];
@@ -574,7 +578,7 @@
       if (!cols.length) continue;
       const series = [];
       for (const r of runs) cols.forEach((c, k) => {
-        if (has(r, c)) series.push([label(r, c.slice(prefix.length)), r, c, PALETTE[k % PALETTE.length], runDash(r)]);
+        if (has(r, c)) series.push([label(r, c.slice(prefix.length)), r, c, LAYERS[k % LAYERS.length], runDash(r)]);
       });
       specs.push([title, prefix, series]);
       cols.forEach((c) => used.add(c));
@@ -603,9 +607,12 @@
         const thinned = series.map(([l, r, c]) => r.columns[c]).filter((col) => col.every > 1);
         const note = thinned.length ? 'every ' + ordinal(thinned[0].every) + ' of ' + thinned[0].points + ' points drawn' : '';
         // A legend always shown (dygraphs' own appears only on hover): each series' colour and dash, and its name.
-        const key_ = el('div', { class: 'chart-legend' }, ...series.map(([l, , , colour, dash]) => el('span', {},
-          el('span', { class: 'swatch', style: 'border-top: 2px ' + (!dash ? 'solid' : dash[0] > 2 ? 'dashed' : 'dotted') +
-            ' ' + colour }), l)));
+        const key_ = el('div', { class: 'chart-legend' }, ...series.map(([l, , , colour, dash]) => {
+          const swatch = svg('svg', { width: 22, height: 6, class: 'swatch' });
+          swatch.append(svg('line', { x1: 0, y1: 3, x2: 22, y2: 3, stroke: colour, 'stroke-width': 2,
+            'stroke-dasharray': dash ? dash.join(' ') : 'none' }));
+          return el('span', {}, swatch, l);
+        }));
         box.append(el('div', { class: 'chart-box' }, el('h3', { text: title }), div, key_,
           el('div', { class: 'chart-note', text: note })));
         const perSeries = {};
