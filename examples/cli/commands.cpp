@@ -77,6 +77,13 @@ std::string log_beside(const std::string& checkpoint, const std::map<std::string
   return beside.string();
 }
 
+void use_digits_data(Runner& runner, const cxxopts::ParseResult& args, const std::string& path) {
+  if (!args.count("data")) return;
+  QKV_CHECK(runner.spec().task == "digits", "--data is for digits models (a held-out image's number); ",
+            printable(path), " is a ", runner.spec().task, " model");
+  runner.use_data(args["data"].as<std::string>());
+}
+
 nn::AttentionKind attention_flag(const std::string& text) {
   try {
     return nn::AttentionKind::parse(text);
@@ -262,9 +269,8 @@ int sample(int argc, char** argv) {
                    "K")("max-new", "bytes to generate (text)", cxxopts::value<int64_t>()->default_value("200"), "N")(
       "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"), "N")(
       "no-cache", "recompute the whole prefix for every token instead of keeping keys and values (GPT)")(
-      "data", "digits: the CSV a held-out image's number picks from (a model trained on its own --data)",
-      cxxopts::value<std::string>(),
-      "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
+      "data", kDigitsDataHelp, cxxopts::value<std::string>(), "FILE")("threads", "threads (0: one per idle core)",
+                                                                      cxxopts::value<int>()->default_value("0"), "N")(
       "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
@@ -279,9 +285,7 @@ int sample(int argc, char** argv) {
   check_range("max-new", max_new, 0, 100000);
   auto runner = load_runner(path);
   runner->to(device);
-  QKV_CHECK(!args.count("data") || runner->spec().task == "digits", "--data is for digits models (a held-out image's ",
-            "number); ", printable(path), " is a ", runner->spec().task, " model");
-  if (args.count("data")) runner->use_data(args["data"].as<std::string>());
+  use_digits_data(*runner, args, path);
   runner->set_use_cache(!args.count("no-cache"));
   Generator gen(args["seed"].as<uint64_t>());
   if (runner->label_task()) {
@@ -313,12 +317,14 @@ int attention(int argc, char** argv) {
                         "FILE")("prompt", "(required) the prompt (a task input is shown with the model's answer)",
                                 cxxopts::value<std::string>(), "TEXT")(
       "out", "(required) output folder: index.html and one SVG per map and head (created; it holds this result alone)",
-      cxxopts::value<std::string>(), "FOLDER")("force", "replace the earlier result in --out");
+      cxxopts::value<std::string>(), "FOLDER")("force", "replace the earlier result in --out")(
+      "data", kDigitsDataHelp, cxxopts::value<std::string>(), "FILE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt"), out = required(args, "out");
   io::OutputFolder folder(out, "--out", args.count("force") > 0, {".svg", ".html"});  // checked before any work
   auto runner = load_runner(path);
+  use_digits_data(*runner, args, path);
   std::vector<AttentionMap> maps = runner->attention(prompt);
   auto write = [&](const std::string& name, const std::string& text) { folder.write(name, text); };
   const int64_t heads = runner->spec().heads;

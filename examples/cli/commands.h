@@ -17,6 +17,12 @@ namespace qkv::cli {
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args);
 /// The value of a string flag that must be given.
 std::string required(const cxxopts::ParseResult& args, const char* name);
+/// --data for a command that reads a digits prompt: a held-out image's number picks from this CSV (a model
+/// trained on a CSV of its own records only its path, which qkv never opens on a file's say-so). Refused
+/// for any other model.
+inline constexpr const char* kDigitsDataHelp =
+    "digits: the CSV a held-out image's number picks from (a model trained on its own --data)";
+void use_digits_data(Runner& runner, const cxxopts::ParseResult& args, const std::string& path);
 /// --attention's value parsed; its error names the flag.
 nn::AttentionKind attention_flag(const std::string& text);
 /// A checkpoint's model with its parameters loaded, in eval mode (optimizer

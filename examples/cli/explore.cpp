@@ -218,7 +218,8 @@ int explore(int argc, char** argv) {
       cxxopts::value<std::string>(), "TEXT")("out", "the HTML file (default: the checkpoint's name with .html)",
                                              cxxopts::value<std::string>(), "FILE")(
       "log", "a training log to draw (repeat to compare runs; default: the log the checkpoint's run wrote, if any)",
-      cxxopts::value<std::vector<std::string>>(), "FILE")("force", "replace an existing --out")(
+      cxxopts::value<std::vector<std::string>>(),
+      "FILE")("force", "replace an existing --out")("data", kDigitsDataHelp, cxxopts::value<std::string>(), "FILE")(
       "check",
       "also compare dL/dP and the head importances, computed as for the page but in float64, with central "
       "differences of the loss; exit 1 if one differs");
@@ -232,10 +233,12 @@ int explore(int argc, char** argv) {
   if (args.count("log")) logs = args["log"].as<std::vector<std::string>>();
   std::vector<std::string> inputs = logs;
   inputs.push_back(path);
+  if (args.count("data")) inputs.push_back(args["data"].as<std::string>());
   io::check_output_file(out, "--out", args.count("force") > 0, inputs);  // before any work
 
   std::map<std::string, std::string> metadata;
   auto runner = load_runner(path, &metadata);
+  use_digits_data(*runner, args, path);
   std::string note;  // where the curves come from, or why there are none
   if (logs.empty()) {
     // The run's log, by the name train recorded (validated by log_beside), then read as any log is (bounded,

@@ -173,7 +173,7 @@ class DigitsTask : public LabelTask {
     if (prompt.find(',') == std::string::npos) {
       QKV_CHECK(!held_.empty(), "prompt '", printable(prompt),
                 "': this model trained on its own --data, not loaded here: give the image's ", side_ * side_,
-                " pixels separated by commas (or, to qkv sample, that CSV with --data FILE)");
+                " pixels separated by commas, or give that CSV with --data FILE");
       QKV_CHECK(small_integer(prompt, static_cast<int64_t>(held_.size()) - 1, index), "prompt '", printable(prompt),
                 "': give a held-out image's number in [0, ", held_.size() - 1, "], or its ", side_ * side_,
                 " pixels separated by commas");

@@ -121,8 +121,10 @@ refused "a held-out image past the split" "$qkv" sample --checkpoint digits.safe
 # A model trained on its own CSV samples its held-out images by number when given that CSV again.
 "$qkv" train --task digits "${small[@]}" --steps 2 --data "$digits" --save own.safetensors >/dev/null 2>&1 || fail "digits on --data"
 refused "an image number without the CSV" "$qkv" sample --checkpoint own.safetensors --prompt 7
-grep -q "to qkv sample, that CSV with --data FILE" err.txt || fail "no hint at sample's --data"
+grep -q "or give that CSV with --data FILE" err.txt || fail "no hint at --data"
 "$qkv" sample --checkpoint own.safetensors --prompt 7 --data "$digits" | grep -q "^image -> [0-9]" || fail "sample --data"
+"$qkv" attention --checkpoint own.safetensors --prompt 7 --data "$digits" --out own_maps >/dev/null || fail "attention --data"
+"$qkv" explore --checkpoint own.safetensors --prompt 7 --data "$digits" --out own.html >/dev/null || fail "explore --data"
 refused "sample --data for a brackets model" "$qkv" sample --checkpoint brackets.safetensors --prompt "()" --data "$digits"
 refused "--patch that does not tile" "$qkv" train --task digits "${small[@]}" --patch 3
 refused "--pooling for a ViT" "$qkv" train --task digits "${small[@]}" --pooling mean
