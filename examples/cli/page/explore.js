@@ -384,7 +384,9 @@
     const g = group(), n = Math.max(g.rows.length, g.cols.length);
     const close = el('span', { class: 'close', text: 'close ✕' });
     close.addEventListener('click', () => { zoom.style.display = 'none'; });
-    zoom.replaceChildren(close, mapBox(g.layers[l], h, Math.max(8, Math.min(40, Math.floor(700 / n)))));
+    const cellSize = Math.max(8, Math.min(40, Math.floor(700 / n))), every = labelEvery(cellSize);
+    zoom.replaceChildren(close, every > 1 ? el('p', { class: 'note', text: 'Every ' + ordinal(every) +
+      ' token is labelled; hover a cell for its two tokens.' }) : null, mapBox(g.layers[l], h, cellSize));
     zoom.style.display = 'block';
   }
 
@@ -637,6 +639,17 @@
   })();
 
   if (att) renderAttention();
+  // The model view fits its heads to the window's width: drawn again when that width changes.
+  let drawnWidth = document.documentElement.clientWidth, resizing = 0;
+  window.addEventListener('resize', () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => {
+      if (!att || document.documentElement.clientWidth === drawnWidth) return;
+      drawnWidth = document.documentElement.clientWidth;
+      renderModel();
+      highlight(state.hl);
+    }, 200);
+  });
   // The first view, or the one the address names (page.html#graph).
   const asked = location.hash.slice(1);
   if (views.length) show(sections[asked] ? asked : views[0][0]);
