@@ -306,7 +306,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Run& run, const optim::Na
 
 std::unique_ptr<optim::Schedule> make_schedule(const Run& run) {
   if (run.schedule == "constant") return std::make_unique<optim::ConstantLR>(run.lr);
-  const int64_t warmup = std::min(run.warmup, run.total);
+  const int64_t warmup = run.warmup_end;
   return std::make_unique<optim::CosineLR>(run.lr, warmup, std::max(run.total, warmup), run.lr * 0.1);
 }
 

@@ -332,6 +332,10 @@ Run resolve(const cxxopts::ParseResult& args) {
   in_range("eval-every", eval_every, 1, kMaxSteps);
   in_range("steps", total, 0, kMaxSteps);
   if (resuming) check_budget(run, source("steps"));
+  // On --resume the warm-up is the one the run started with: sized by a larger --steps, it began again.
+  int64_t started = total;
+  if (!resuming || !saved.count("steps") || !io::parse_integer(saved.at("steps"), started)) started = total;
+  run.warmup_end = std::min(warmup_setting, std::max<int64_t>(started, 0));
   in_range("warmup", warmup_setting, 0, kMaxSteps);
   in_range("save-every", save_every, 0, kMaxSteps);
   check_real_settings(run, source, args.count("weight-decay") > 0);

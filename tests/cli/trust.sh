@@ -159,6 +159,11 @@ PY
 cmp -s measurements.csv measurements_before.csv || fail "a checkpoint's forged digest let train cut a user's CSV"
 grep -q "note: the run's log is not continued: measurements.csv does not begin as a qkv log does" out.txt ||
   { cat out.txt; fail "no note for a named file that is not a qkv log"; }
+# A larger --steps on --resume does not warm the run up again (lr at step 21 fell to about half of step 20's).
+"$qkv" train "${small[@]}" --steps 20 --save warm.safetensors --log warm.csv >/dev/null 2>&1 || fail "a 20-step run"
+"$qkv" train --resume warm.safetensors --steps 40 >/dev/null 2>&1 || fail "extending it to 40 steps"
+awk -F, '$1 == 20 { a = $3 } $1 == 21 { b = $3 } END { exit !(b >= 0.99 * a) }' warm.csv ||
+  { sed -n '20,23p' warm.csv | cut -d, -f1,3; fail "the resumed run warmed up again"; }
 # A checkpoint from before targets were bounded (2 meant "never stop") still resumes, as no target.
 python3 - <<'PY'
 import json, struct
