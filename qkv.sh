@@ -2,7 +2,8 @@
 # qkv's two commands (and the steps under them). On a fresh Debian machine it
 # installs what is missing, builds, then trains or tests.
 #
-#   ./qkv.sh train [args]   set up, build Release, train the default model (args go to qkv train)
+#   ./qkv.sh train [args]   set up, build Release, train the default model (args go to qkv train, run
+#                           from the directory qkv.sh was started in, so its paths are the caller's)
 #   ./qkv.sh test           set up, build, run the whole suite through ctest:
 #                           Release, then Debug with AddressSanitizer + UBSan
 #   ./qkv.sh build          set up and build Release only
@@ -12,7 +13,9 @@
 # QKV_CUDA=AUTO|ON builds the CUDA backend (CMake's default is OFF until the
 # kernels have run on a GPU: see the README's "Devices").
 set -euo pipefail
+caller=$PWD  # train's arguments (--data notes.txt, --save x) name files from where it was started
 cd "$(dirname "$(readlink -f "$0")")"
+root=$PWD
 
 PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libxml2-utils graphviz qemu-user libjs-dygraphs python3-xstatic-dagre)
 # Only the suite needs these: a real browser for the pages' tests (tests/browser/), and Python to drive it.
@@ -41,7 +44,8 @@ install_packages() {  # install_packages [extra packages...]
 build() {  # build DIR [cmake args...]
   local dir=$1; shift
   log "configuring $dir"
-  cmake -S . -B "$dir" ${QKV_CUDA:+-DQKV_CUDA="$QKV_CUDA"} "$@" >/dev/null
+  # Quiet but for qkv's own lines: whether MPI and the CUDA backend are built in.
+  cmake -S . -B "$dir" ${QKV_CUDA:+-DQKV_CUDA="$QKV_CUDA"} "$@" | { grep '^-- qkv:' || true; }
   log "building $dir ($JOBS jobs)"
   cmake --build "$dir" -j "$JOBS"
 }
@@ -53,6 +57,10 @@ run_tests() {  # run_tests DIR
 
 command=${1:-}
 [ $# -gt 0 ] && shift
+# build and test take no arguments (a ctest filter there would still run the whole suite, silently).
+if [ "$command" = build ] || [ "$command" = test ]; then
+  [ $# -eq 0 ] || { echo "qkv.sh $command takes no arguments, got: $*" >&2; exit 2; }
+fi
 case "$command" in
   build)
     install_packages
@@ -62,7 +70,8 @@ case "$command" in
     install_packages
     build build/release -DCMAKE_BUILD_TYPE=Release
     log "training: build/release/examples/cli/qkv train $*"
-    ./build/release/examples/cli/qkv train "$@"
+    cd "$caller"
+    "$root/build/release/examples/cli/qkv" train "$@"
     ;;
   test)
     install_packages "${TEST_PACKAGES[@]}"
