@@ -347,8 +347,8 @@ void report_profile(const BenchSetup& b, const std::vector<int>& threads, const 
   std::stable_sort(order.begin(), order.end(),
                    [&](auto* x, auto* y) { return ms_of(x->second, R - 1) > ms_of(y->second, R - 1); });
 
-  std::printf("profile %s: ms per step by region, mean of %lld steps at each thread count; %s\n", b.name.c_str(),
-              static_cast<long long>(b.steps), cpu::describe_kernels().c_str());
+  std::printf("profile %s: ms per step by region, mean of %lld step%s at each thread count; %s\n", b.name.c_str(),
+              static_cast<long long>(b.steps), b.steps == 1 ? "" : "s", cpu::describe_kernels().c_str());
   for (int n : threads) std::printf("%6d thr", n);
   std::printf("%s  calls  forked  items  region\n", R > 1 ? "  speed-up" : "");
   auto line = [&](const std::vector<double>& ms, const std::string& calls, const std::string& forked,
