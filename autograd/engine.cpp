@@ -122,11 +122,17 @@ std::vector<Tensor> data_flow_order(const Tensor& root) {
 
 namespace {
 
+// A gradient must have its tensor's shape, dtype and device; "[2, 3] float32 on cpu" names them.
+bool same_layout(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && a.device() == b.device();
+}
+std::string layout(const Tensor& t) {
+  return cat(shape_str(t.shape()), " ", dtype_name(t.dtype()), " on ", t.device().str());
+}
+
 void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
-  QKV_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype() && grad.device() == input.device(),
-            "backward of ", op, ": gradient ", shape_str(grad.shape()), " ", dtype_name(grad.dtype()), " on ",
-            grad.device().str(), " does not match input ", shape_str(input.shape()), " ", dtype_name(input.dtype()),
-            " on ", input.device().str());
+  QKV_CHECK(same_layout(grad, input), "backward of ", op, ": gradient ", layout(grad), " does not match input ",
+            layout(input));
 }
 
 }  // namespace
@@ -140,10 +146,8 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
               " is not a scalar; pass the gradient of the output explicitly");
     seed = Tensor::ones(shape(), dtype(), device());
   }
-  QKV_CHECK(seed.shape() == shape() && seed.dtype() == dtype() && seed.device() == device(),
-            "backward: the gradient given, ", shape_str(seed.shape()), " ", dtype_name(seed.dtype()), " on ",
-            seed.device().str(), ", does not match the tensor, ", shape_str(shape()), " ", dtype_name(dtype()), " on ",
-            device().str());
+  QKV_CHECK(same_layout(seed, *this), "backward: the gradient given, ", layout(seed), ", does not match the tensor, ",
+            layout(*this));
 
   NoGradGuard no_grad;
   std::unordered_map<TensorImpl*, Tensor> grads{{impl(), seed}};

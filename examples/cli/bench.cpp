@@ -112,11 +112,10 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
   return b;
 }
 
-// Bytes a timed step needs on the host, roughly and on the high side (as train's estimate): a GPT's
-// parameters with their gradients and AdamW's moments, and per token each layer's saved activations (about
-// 40 floats a channel) and the logits; the composed kernel adds each layer's n x n arrays, about 8 a head
-// (scores, scaled, masked, weights and their gradients: 1.6 GB measured at attention n = 1024 against 2.2
-// GB here). Attention alone holds q, k, v, the output and their gradients. B: a rank's share.
+// Bytes a timed step needs on the host, roughly and on the high side: a GPT's training_step_bytes, whose
+// composed kernel keeps about 8 n x n arrays a head (scores, scaled, masked, weights and their gradients:
+// 1.6 GB measured at attention n = 1024 against 2.2 GB here), the fused one none. Attention alone holds q,
+// k, v, the output and their gradients. B: a rank's share.
 double bench_bytes(const BenchSetup& b, int ranks) {
   const nn::GPTConfig& c = b.c;
   const double T = static_cast<double>(c.context), C = static_cast<double>(c.width), H = static_cast<double>(c.heads),
@@ -125,7 +124,7 @@ double bench_bytes(const BenchSetup& b, int ranks) {
   const double scores = b.kernel == "composed" && c.attention.type != nn::AttentionKind::Linear ? 8 * H * T : 0;
   if (b.name == "attention") return 4 * B * T * (8 * C + scores);
   if (b.name == "layer") return 4 * B * T * (40 * C + scores);
-  return 16 * (12 * L * C * C + (V + T) * C) + 4 * B * T * (L * (40 * C + scores) + 3 * V);
+  return training_step_bytes(12 * L * C * C + (V + T) * C, B * T, L, C, V, scores);
 }
 
 // On a terminal, a line that counts the steps (`done` of them so far),

@@ -40,6 +40,10 @@ double mapped_bytes() {
 }
 }  // namespace
 
+double training_step_bytes(double parameters, double tokens, double layers, double width, double vocab, double scores) {
+  return 16 * parameters + 4 * tokens * (layers * (40 * width + scores) + 3 * vocab);
+}
+
 void check_fits_in_memory(double bytes, const std::string& what, const char* advice) {
   int64_t have = available_memory();
   struct rlimit limit;

@@ -35,6 +35,13 @@ int64_t available_memory();
 /// naming the figures and `advice`.
 void check_fits_in_memory(double bytes, const std::string& what, const char* advice);
 
+/// Bytes a training step needs, roughly and on the high side (train's and
+/// bench's estimates): parameters, their gradients and two optimizer moments
+/// (16 bytes each), and per token of the batch each layer's saved activations
+/// and their gradients (about 40 floats per channel, plus `scores` floats of
+/// n x n attention arrays where the composed path keeps them) and the logits.
+double training_step_bytes(double parameters, double tokens, double layers, double width, double vocab, double scores);
+
 /// --threads: 0 (one per idle core) up to this machine's cores; more would
 /// only make threads share cores.
 void check_threads(int n);

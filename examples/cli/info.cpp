@@ -66,8 +66,7 @@ int info(int argc, char** argv) {
     return file.metadata.count(key) ? printable(file.metadata.at(key)) : std::string("-");
   };
   // A ViT reads its patches and [CLS] whatever context a file recorded (qkv before 2026-11-25 took any --context).
-  const int64_t context =
-      spec.model == "vit" && spec.patch > 0 ? (spec.image / spec.patch) * (spec.image / spec.patch) + 1 : spec.context;
+  const int64_t context = spec.model == "vit" ? nn::vit_config(spec).tokens() : spec.context;
   std::printf("%s\n", printable(path).c_str());
   std::printf(
       "  model      %s, %lld parameters: width %lld, %lld layers%s, %lld heads, context %lld, vocab %lld, %s "

@@ -112,16 +112,12 @@ void check_ranks_agree(const cxxopts::Options& options, const cxxopts::ParseResu
     }
 }
 
-// Bytes a training step needs, roughly and on the high side: parameters,
-// gradients and two optimizer moments (16 bytes each), and per token of the
-// batch each layer's saved activations and their gradients (about 40 floats
-// per channel, plus attention weights on the composed path) and the logits.
+// training_step_bytes for this model and batch, each layer's attention weights counted (2 a head per token).
 double training_bytes(const ModelSpec& s, int64_t batch) {
-  double tokens = static_cast<double>(batch) * static_cast<double>(s.context);
-  double layers = static_cast<double>(s.layers) * driver_kind(s.model).blocks_per_layer;
-  double per_token = layers * (40.0 * static_cast<double>(s.width) + 2.0 * static_cast<double>(s.heads * s.context)) +
-                     3.0 * static_cast<double>(s.vocab);
-  return 16.0 * static_cast<double>(s.parameter_count()) + 4.0 * tokens * per_token;
+  return training_step_bytes(
+      static_cast<double>(s.parameter_count()), static_cast<double>(batch) * static_cast<double>(s.context),
+      static_cast<double>(s.layers) * driver_kind(s.model).blocks_per_layer, static_cast<double>(s.width),
+      static_cast<double>(s.vocab), 2.0 * static_cast<double>(s.heads) * static_cast<double>(s.context));
 }
 
 // Refuses a run whose training (this rank's share of the batch) would not
@@ -306,8 +302,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Run& run, const optim::Na
 
 std::unique_ptr<optim::Schedule> make_schedule(const Run& run) {
   if (run.schedule == "constant") return std::make_unique<optim::ConstantLR>(run.lr);
-  const int64_t warmup = run.warmup_end;
-  return std::make_unique<optim::CosineLR>(run.lr, warmup, std::max(run.total, warmup), run.lr * 0.1);
+  return std::make_unique<optim::CosineLR>(run.lr, run.warmup, std::max(run.total, run.warmup), run.lr * 0.1);
 }
 
 // This rank's part of a step: the task's batch (the whole global batch is

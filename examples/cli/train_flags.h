@@ -22,10 +22,10 @@ struct Run {
   std::string resume;         // the checkpoint resumed ("" for a new run)
   io::TensorFile resumed;     // its contents, read once
   int64_t resumed_step = -1;  // the step it saved
-  int64_t warmup_end = 0;     // the warm-up's length: --warmup, at most the budget the run started with
   ModelSpec spec;
   std::map<std::string, std::string> settings;  // recorded in the checkpoint (qkv.train)
-  int64_t batch = 0, eval_every = 0, total = 0, save_every = 0, warmup = 0;
+  int64_t batch = 0, eval_every = 0, total = 0, save_every = 0;
+  int64_t warmup = 0;  // the warm-up's length: --warmup, at most the budget the run started with
   double lr = 0, weight_decay = 0, clip = 0, target = 0, entropy_weight = 0;
   std::string optimizer, schedule;  // one of kOptimizers, one of kSchedules
   uint64_t seed = 1;
