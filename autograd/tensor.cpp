@@ -85,6 +85,8 @@ Tensor Tensor::arange(double end, DType dtype) { return arange(0, end, 1, dtype)
 
 Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   QKV_CHECK(step != 0, "arange: step must be non-zero");
+  QKV_CHECK(step > 0 ? start <= end : start >= end, "arange: step ", step, " leads away from ", end, " (start ", start,
+            ")");
   double count = std::ceil((end - start) / step);
   QKV_CHECK(std::isfinite(count) && count < 1e15, "arange: [", start, ", ", end, ") with step ", step,
             " does not give a finite count");

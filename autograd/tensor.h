@@ -56,7 +56,9 @@ class Tensor {
   static Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32, Device device = Device::cpu());
   static Tensor scalar(double value, DType dtype = DType::Float32);  // 0-d
-  /// 0, 1, ..., end-1 (like torch.arange(end)).
+  /// 0, 1, ..., end-1 (like torch.arange(end), but float32 unless `dtype`
+  /// says otherwise: torch gives int64 for integer arguments). A step whose
+  /// sign leads away from `end` is an error, as in torch.
   static Tensor arange(double end, DType dtype = DType::Float32);
   static Tensor arange(double start, double end, double step = 1, DType dtype = DType::Float32);
   /// Copies `values` (float, double, int64_t or bool) into a tensor of `shape`.

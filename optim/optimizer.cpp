@@ -15,7 +15,8 @@
 
 namespace qkv::optim {
 
-Optimizer::Optimizer(NamedTensors params, double lr) : params_(std::move(params)), buffers_(params_.size()) {
+Optimizer::Optimizer(NamedTensors params, double lr)
+    : params_(std::move(params)), buffers_(params_.size()), updates_(params_.size(), 0) {
   set_lr(lr);
   for (const auto& [name, p] : params_)
     QKV_CHECK(p.defined() && is_floating(p.dtype()) && p.requires_grad(), "optimizer: parameter '", name,
@@ -34,7 +35,9 @@ void Optimizer::step() {
   try {
     for (size_t i = 0; i < params_.size(); ++i) {
       Tensor grad = params_[i].second.grad();
-      if (grad.defined()) update(i, params_[i].second, grad);
+      if (!grad.defined()) continue;
+      ++updates_[i];
+      update(i, params_[i].second, grad);
     }
     end_step();  // device launches go first: the device runs them while the CPU runs its loops
   } catch (...) {
@@ -71,8 +74,22 @@ NamedTensors Optimizer::state() const {
   return out;
 }
 
-void Optimizer::load_state(const NamedTensors& state, int64_t steps) {
+std::map<std::string, int64_t> Optimizer::lagging_updates() const {
+  std::map<std::string, int64_t> out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (updates_[i] != steps_) out[params_[i].first] = updates_[i];
+  return out;
+}
+
+void Optimizer::load_state(const NamedTensors& state, int64_t steps, const std::map<std::string, int64_t>& lagging) {
   QKV_CHECK(steps >= 0, "optimizer: negative step count ", steps);
+  std::vector<int64_t> updates(params_.size(), steps);
+  for (const auto& [name, count] : lagging) {
+    auto p = std::find_if(params_.begin(), params_.end(), [&](const auto& named) { return named.first == name; });
+    QKV_CHECK(p != params_.end(), "optimizer: update count of '", printable(name), "', which is no parameter");
+    QKV_CHECK(count >= 0 && count <= steps, "optimizer: '", name, "' took ", count, " updates in ", steps, " steps");
+    updates[p - params_.begin()] = count;
+  }
   std::vector<std::map<std::string, Tensor>> loaded(params_.size());
   for (const auto& [full, t] : state) {
     bool found = false;
@@ -91,6 +108,7 @@ void Optimizer::load_state(const NamedTensors& state, int64_t steps) {
   }
   buffers_ = std::move(loaded);
   steps_ = steps;
+  updates_ = std::move(updates);
 }
 
 // ---- SGD ----
@@ -178,7 +196,7 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
     on_device_.emplace_back(steps(), index);
     return;
   }
-  const math::AdamStep step = adam_step(o_, decoupled_, decays_[index], lr(), steps());
+  const math::AdamStep step = adam_step(o_, decoupled_, decays_[index], lr(), updates(index));
   const double lr = step.lr, b1 = step.beta1, b2 = step.beta2, eps = step.eps, l2 = step.l2, shrink = step.shrink;
   const double bc1 = step.bias_correction1, bc2 = step.bias_correction2;
   dispatch_floating(param.dtype(), "Adam", [&](auto zero) {
@@ -201,20 +219,18 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
   });
 }
 
-// The device parameters that update() put aside, in launches of many each.
+// The device parameters that update() put aside, in launches of many each: one
+// a bias correction, so one in all unless a parameter sat out a step.
 void Adam::end_step() {
-  // The step's constants, with and without decay: each parameter takes its shrink from one.
-  const math::AdamStep plain = adam_step(o_, decoupled_, false, lr(), steps()),
-                       decayed = adam_step(o_, decoupled_, true, lr(), steps());
-  std::vector<device::AdamTensors> params;
+  std::map<int64_t, std::vector<device::AdamTensors>> by_updates;
   for (auto [step, i] : on_device_) {
     if (step != steps()) continue;  // left by a step that threw before its end
     const Tensor& p = this->params()[i].second;
-    params.push_back(
-        {p, p.grad(), buffer(i, "exp_avg"), buffer(i, "exp_avg_sq"), (decays_[i] ? decayed : plain).shrink});
+    const double shrink = adam_step(o_, decoupled_, decays_[i], lr(), updates(i)).shrink;
+    by_updates[updates(i)].push_back({p, p.grad(), buffer(i, "exp_avg"), buffer(i, "exp_avg_sq"), shrink});
   }
   on_device_.clear();
-  device::adam_steps(plain, params);
+  for (const auto& [t, params] : by_updates) device::adam_steps(adam_step(o_, decoupled_, false, lr(), t), params);
 }
 
 // Squares are summed in fixed blocks of kBlock elements (vector lanes within
@@ -222,7 +238,7 @@ void Adam::end_step() {
 // Every CPU gradient's blocks, and then their scaling, run as one parallel
 // region each.
 double clip_grad_norm(const NamedTensors& params, double max_norm) {
-  QKV_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
+  QKV_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
   static constexpr int64_t kBlock = 16384;
   std::vector<Tensor> grads;
   for (const auto& [name, p] : params)
@@ -279,7 +295,7 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
     for (double s : blocks) total += s;
   double norm = std::sqrt(total);
   double factor = max_norm / (norm + 1e-6);
-  if (factor < 1) {
+  if (factor < 1 || std::isnan(factor)) {  // as torch: max_norm 0 zeroes the gradients, a NaN norm makes them NaN
     std::vector<Tensor> on_devices;
     std::vector<ItemLoop> scales;
     for (const Tensor& g : grads) {

@@ -22,16 +22,22 @@ class Optimizer {
   explicit Optimizer(NamedTensors params, double lr);
   virtual ~Optimizer() = default;
 
-  /// Applies one update from the parameters' current gradients (parameters
-  /// without a gradient are skipped), then counts the step.
+  /// Counts the step, then applies one update from the parameters' current
+  /// gradients (parameters without a gradient are skipped, and do not count it).
   void step();
   /// Drops every parameter's gradient.
   void zero_grad();
 
   double lr() const { return lr_; }
   void set_lr(double lr);
-  /// Updates taken so far (Adam's bias correction uses it).
+  /// Steps taken so far.
   int64_t steps() const { return steps_; }
+  /// Updates parameter `index` has taken: the steps it had a gradient in. Adam's
+  /// bias correction counts these, as torch keeps its step per parameter.
+  int64_t updates(size_t index) const { return updates_[index]; }
+  /// The parameters whose updates() differ from steps() (they sat out a step),
+  /// by name; empty when every parameter took every step, the usual case.
+  std::map<std::string, int64_t> lagging_updates() const;
   const NamedTensors& params() const { return params_; }
   /// The kind, for checkpoints: "sgd", "adam", "adamw".
   virtual std::string name() const = 0;
@@ -43,8 +49,9 @@ class Optimizer {
   /// Per-parameter state (moments, momentum buffers) under names like
   /// "<param>.exp_avg", for checkpoints. Created lazily on the first step.
   NamedTensors state() const;
-  /// Restores what state() returned and the step count; shapes must match.
-  void load_state(const NamedTensors& state, int64_t steps);
+  /// Restores what state(), steps() and lagging_updates() returned (a
+  /// parameter it does not name took every step); shapes must match.
+  void load_state(const NamedTensors& state, int64_t steps, const std::map<std::string, int64_t>& lagging = {});
 
  protected:
   /// One parameter's update with its gradient; buffers from buffer(). A CPU
@@ -68,6 +75,7 @@ class Optimizer {
   std::vector<std::map<std::string, Tensor>> buffers_;
   double lr_;
   int64_t steps_ = 0;
+  std::vector<int64_t> updates_;              // per parameter: the steps it had a gradient in
   std::vector<ItemLoop>* pending_ = nullptr;  // during step(): the updates' loops, run together at its end
   int64_t pending_cost_ = 1;
 };
@@ -110,7 +118,7 @@ struct AdamOptions {
 };
 
 /// torch.optim.Adam: g += wd·p (L2); m = β1·m + (1-β1)·g; v = β2·v + (1-β2)·g²;
-/// p -= lr · (m / (1-β1ᵗ)) / (√(v / (1-β2ᵗ)) + eps).
+/// p -= lr · (m / (1-β1ᵗ)) / (√(v / (1-β2ᵗ)) + eps), t the parameter's updates().
 class Adam : public Optimizer {
  public:
   Adam(NamedTensors params, const AdamOptions& options);
@@ -136,9 +144,10 @@ class AdamW : public Adam {
   AdamW(NamedTensors params, const AdamOptions& options) : Adam(std::move(params), options, true) {}
 };
 
-/// Scales all gradients so their global L2 norm is at most max_norm (as
-/// torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when the
-/// norm exceeds it). Returns the norm before clipping.
+/// Scales all gradients so their global L2 norm is at most max_norm (>= 0;
+/// as torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when
+/// that is below 1, so max_norm 0 zeroes them, and a NaN factor, from a NaN
+/// gradient, makes them all NaN). Returns the norm before clipping.
 double clip_grad_norm(const NamedTensors& params, double max_norm);
 
 }  // namespace qkv::optim

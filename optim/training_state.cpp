@@ -9,6 +9,7 @@ namespace qkv::optim {
 
 namespace {
 const std::string kOptimizerPrefix = "optimizer.";
+const std::string kUpdatesKey = "qkv.optimizer.updates";  // {"<param>": "<updates>"}: Optimizer::lagging_updates()
 
 std::string encode_state(const Generator::State& s) {
   char text[80];
@@ -32,6 +33,11 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model, 
     metadata["qkv.step"] = std::to_string(optimizer->steps());
     metadata["qkv.optimizer"] = optimizer->name();
     metadata["qkv.optimizer.hyperparameters"] = io::json_object(optimizer->hyperparameters());
+    if (auto lagging = optimizer->lagging_updates(); !lagging.empty()) {  // only where a parameter sat out a step
+      std::map<std::string, std::string> counts;
+      for (const auto& [name, count] : lagging) counts[name] = std::to_string(count);
+      metadata[kUpdatesKey] = io::json_object(counts);
+    }
   }
   for (const auto& [name, gen] : generators) {
     std::string key = "qkv.generator.";
@@ -56,6 +62,7 @@ std::map<std::string, std::string> load_training_checkpoint(io::TensorFile file,
   // Validate everything before changing anything.
   int64_t steps = 0;
   io::NamedTensors state;
+  std::map<std::string, int64_t> lagging;
   if (optimizer) {
     QKV_CHECK(meta.count("qkv.optimizer"), path, ": holds no optimizer state to resume from");
     QKV_CHECK(meta["qkv.optimizer"] == optimizer->name(), path, ": trained with ", printable(meta["qkv.optimizer"]),
@@ -65,6 +72,13 @@ std::map<std::string, std::string> load_training_checkpoint(io::TensorFile file,
     for (const auto& [name, t] : file.tensors)
       if (name.compare(0, kOptimizerPrefix.size(), kOptimizerPrefix) == 0)
         state.emplace_back(name.substr(kOptimizerPrefix.size()), t);
+    if (meta.count(kUpdatesKey))
+      for (const auto& [name, text] : io::metadata_object(meta, kUpdatesKey, path)) {
+        int64_t count = 0;
+        QKV_CHECK(io::parse_integer(text, count), path, ": bad ", kUpdatesKey, " of '", printable(name), "': '",
+                  printable(text), "'");
+        lagging[name] = count;
+      }
   }
   std::vector<Generator::State> states;
   for (const auto& [name, gen] : generators) {
@@ -76,7 +90,7 @@ std::map<std::string, std::string> load_training_checkpoint(io::TensorFile file,
   nn::load_into(model, file, path, {kOptimizerPrefix});
   if (optimizer) {
     try {
-      optimizer->load_state(state, steps);
+      optimizer->load_state(state, steps, lagging);
     } catch (const Error& e) {
       throw Error(cat(path, ": ", e.what()));
     }

@@ -209,6 +209,43 @@ TEST_CASE("training N steps, saving, loading and training M more equals training
   CHECK_THROWS_WITH(optim::load_training_checkpoint(path, model, nullptr, {}), Contains("not a qkv checkpoint"));
 }
 
+// A parameter that sat out a step counts fewer Adam updates; the file keeps the counts (only then) and a
+// resumed run takes the step the first would have.
+TEST_CASE("a training checkpoint keeps the update counts of parameters that sat out steps", "[checkpoint][resume]") {
+  std::string path = scratch("lagging.safetensors");
+  auto run = [](nn::Linear& lin, optim::AdamW& opt, bool with_bias) {
+    opt.zero_grad();
+    Tensor loss = sum(lin.weight * lin.weight);
+    (with_bias ? loss + sum(lin.bias * 3.0) : loss).backward();
+    opt.step();
+  };
+  manual_seed(5);
+  nn::Linear lin(2, 1);
+  optim::AdamW opt(lin.named_parameters(), {.lr = 0.1});
+  run(lin, opt, false);  // the bias gets no gradient
+  run(lin, opt, true);
+  optim::save_training_checkpoint(path, lin, &opt, {});
+  CHECK(io::load_safetensors(path).metadata.at("qkv.optimizer.updates") == R"({"bias":"1"})");
+
+  manual_seed(6);
+  nn::Linear copy(2, 1);
+  optim::AdamW copy_opt(copy.named_parameters(), {.lr = 0.1});
+  optim::load_training_checkpoint(path, copy, &copy_opt, {});
+  CHECK(copy_opt.updates(1) == 1);
+  run(lin, opt, true);
+  run(copy, copy_opt, true);
+  CHECK(same_bytes(copy.bias, lin.bias));
+  CHECK(same_bytes(copy.weight, lin.weight));
+
+  run(lin, opt, true);  // every parameter took the last step, but the bias is still one behind
+  optim::save_training_checkpoint(path, lin, &opt, {});
+  CHECK(io::load_safetensors(path).metadata.count("qkv.optimizer.updates") == 1);
+  TensorFile file = io::load_safetensors(path);
+  file.metadata["qkv.optimizer.updates"] = R"({"bias":"x"})";
+  CHECK_THROWS_WITH(optim::load_training_checkpoint(std::move(file), path, copy, &copy_opt, {}),
+                    Contains("bad qkv.optimizer.updates of 'bias': 'x'"));
+}
+
 TEST_CASE("randomly corrupted checkpoints load correctly or throw qkv::Error, never crash", "[checkpoint][fuzz]") {
   std::string path = scratch("fuzz-source.safetensors"), damaged = scratch("fuzz.safetensors");
   manual_seed(5);

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "autograd/profile.h"
 #include "nn/nn.h"
@@ -64,6 +66,45 @@ TEST_CASE("Adam and AdamW match hand-computed steps", "[optim]") {
   check_values(two_steps(adamw(0.1)), {0.7815718569541611, -1.7614089510885826});
   // float32 parameters follow within float precision.
   check_values(two_steps(adamw(0.1), DType::Float32), {0.7815718569541611, -1.7614089510885826}, 1e-6);
+}
+
+// torch.optim.Adam keeps state['step'] per parameter and counts only the steps that gave it a gradient; a
+// global count gave b's first update 0.744·lr instead of lr. The values are PyTorch 1.13's (float64).
+TEST_CASE("Adam's bias correction counts each parameter's own updates, as torch's per-parameter step", "[optim]") {
+  Tensor a = Tensor::from_vector<double>({1}).requires_grad_(), b = Tensor::from_vector<double>({1}).requires_grad_();
+  Adam opt({{"a", a}, {"b", b}}, {.lr = 0.1});
+  auto step = [&](const Tensor& loss) {
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  };
+  step(sum(a));  // b has no gradient: it sits this step out
+  CHECK(opt.updates(0) == 1);
+  CHECK(opt.updates(1) == 0);
+  CHECK(opt.lagging_updates() == std::map<std::string, int64_t>{{"b", 0}});
+  step(sum(a + b));
+  step(sum(a + b * 3.0));
+  CHECK(a.item() == Approx(0.7000000030000006).epsilon(1e-14));
+  CHECK(b.item() == Approx(0.8082218895123323).epsilon(1e-14));
+  CHECK(opt.lagging_updates() == std::map<std::string, int64_t>{{"b", 2}});
+
+  // Restored with its counts, a copy takes the same next step; without them (a file from before the
+  // counts), every parameter counts every step, as then.
+  Tensor a2 = Tensor::from_vector<double>({a.item()}).requires_grad_(),
+         b2 = Tensor::from_vector<double>({b.item()}).requires_grad_();
+  Adam copy({{"a", a2}, {"b", b2}}, {.lr = 0.1});
+  copy.load_state(opt.state(), opt.steps(), opt.lagging_updates());
+  CHECK(copy.updates(1) == 2);
+  step(sum(b));
+  copy.zero_grad();
+  sum(b2).backward();
+  copy.step();
+  CHECK(b2.item() == b.item());
+  copy.load_state(opt.state(), opt.steps());
+  CHECK(copy.updates(1) == 4);
+  CHECK_THROWS_WITH(copy.load_state(opt.state(), 4, {{"c", 1}}),
+                    Contains("update count of 'c', which is no parameter"));
+  CHECK_THROWS_WITH(copy.load_state(opt.state(), 4, {{"b", 5}}), Contains("'b' took 5 updates in 4 steps"));
 }
 
 TEST_CASE("an unset weight decay is torch.optim's default: 0 for Adam, 0.01 for AdamW", "[optim]") {
@@ -140,7 +181,17 @@ TEST_CASE("clip_grad_norm returns the norm before clipping and scales to max_nor
   CHECK(clip_grad_norm(params, 1) == Approx(5));
   CHECK(a.grad().at({0}) == Approx(3 / (5 + 1e-6)));
   CHECK(b.grad().at({0}) == Approx(4 / (5 + 1e-6)));
-  CHECK_THROWS_WITH(clip_grad_norm(params, 0), Contains("max_norm must be > 0"));
+  CHECK_THROWS_WITH(clip_grad_norm(params, -1), Contains("max_norm must be >= 0"));
+  CHECK(clip_grad_norm(params, INFINITY) == Approx(1));  // no limit: unchanged
+  CHECK(a.grad().at({0}) == Approx(3 / (5 + 1e-6)));
+  CHECK(clip_grad_norm(params, 0) == Approx(1));  // as torch: max_norm 0 zeroes the gradients
+  CHECK(a.grad().to_vector() == std::vector<double>{0, 0});
+  CHECK(b.grad().to_vector() == std::vector<double>{0});
+  // A NaN in one gradient: torch returns NaN and scales every gradient by NaN; unscaled ones would hide it.
+  a.zero_grad(), b.zero_grad();
+  (sum(a * Tensor::from_vector<double>({std::nan(""), 1})) + sum(b * 2)).backward();
+  CHECK(std::isnan(clip_grad_norm(params, 1)));
+  CHECK(std::isnan(b.grad().item()));
 }
 
 TEST_CASE("parallel_for_all covers every item of every loop once, for any thread count", "[optim][threads]") {

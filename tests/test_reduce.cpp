@@ -68,9 +68,16 @@ TEST_CASE("reduction errors name the op and the shape", "[reduce][errors]") {
   CHECK_THROWS_WITH(mean(x, {1, -2}), Contains("mean: dim listed twice"));
   CHECK_THROWS_WITH(max(Tensor::zeros({0, 2})),
                     Contains("max: cannot reduce over zero elements") && Contains("[0, 2]"));
-  CHECK_THROWS_WITH(var(Tensor::ones({1, 3}), {0}),
-                    Contains("var") && Contains("degrees of freedom") && Contains("[1, 3]"));
-  CHECK_THROWS_WITH(mean(Tensor::zeros({0})), Contains("mean: reduces over zero elements"));
+  CHECK_THROWS_WITH(var(x, {0}, false, -1), Contains("var: correction must be >= 0, got -1"));
+}
+
+TEST_CASE("a mean over nothing and a variance without degrees of freedom are NaN or inf, as in torch", "[reduce]") {
+  for (double v : var(Tensor::ones({1, 3}), {0}).to_vector()) CHECK(std::isnan(v));  // 0 / 0
+  CHECK(std::isinf(var(Tensor::from_vector<double>({1, 2, 3}), {0}, false, 4).item()));
+  CHECK(std::isnan(mean(Tensor::zeros({0})).item()));
+  Tensor rows = mean(Tensor::zeros({3, 0}), {1});
+  CHECK(rows.shape() == Shape{3});
+  for (double v : rows.to_vector()) CHECK(std::isnan(v));
 }
 
 TEST_CASE("masked_mean averages each row's unpadded positions only", "[reduce][masked_mean]") {

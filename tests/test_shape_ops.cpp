@@ -141,7 +141,10 @@ TEST_CASE("masked_fill and where follow the mask (true means fill, or take a)", 
 
 TEST_CASE("index_select takes a 0-d index and backward ignores later edits to the index", "[shape]") {
   Tensor x = counting({3, 2});
-  CHECK(index_select(x, 0, Tensor::scalar(2, DType::Int64)).to_vector() == std::vector<double>{4, 5});
+  Tensor row = index_select(x, 0, Tensor::scalar(2, DType::Int64));  // torch keeps the dim: [1, 2]
+  CHECK(row.shape() == Shape{1, 2});
+  CHECK(row.to_vector() == std::vector<double>{4, 5});
+  CHECK(index_select(x, 1, Tensor::scalar(0, DType::Int64)).shape() == Shape{3, 1});
   Tensor table = counting({3, 2}).detach().requires_grad_();
   Tensor index = idx({1}, {1});
   Tensor picked = gather(table, 0, idx({2, 0}, {1, 2})) + index_select(table, 0, index);
@@ -154,6 +157,9 @@ TEST_CASE("sizes that overflow int64 are rejected, not wrapped", "[shape][errors
   CHECK_THROWS_AS(Tensor::zeros({int64_t{1} << 32, int64_t{1} << 32}), Error);
   CHECK_THROWS_AS(reshape(Tensor::zeros({0}), {int64_t{1} << 32, int64_t{1} << 32, 4}), Error);
   CHECK_THROWS_WITH(Tensor::arange(0, std::numeric_limits<double>::infinity()), Contains("arange"));
+  CHECK_THROWS_WITH(Tensor::arange(5, 0, 1), Contains("arange: step 1 leads away from 0"));  // torch refuses it too
+  CHECK(Tensor::arange(5, 0, -2).to_vector() == std::vector<double>{5, 3, 1});
+  CHECK(Tensor::arange(3, 3).numel() == 0);
   CHECK_THROWS_WITH(Tensor::from_vector<double>({std::nan("")}).to(DType::Int64), Contains("int64"));
 }
 

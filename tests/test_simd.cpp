@@ -161,10 +161,20 @@ TEST_CASE("simd: AVX-512 elementwise kernels give the same bits as AVX2") {
 // crosses zero near x = -0.75, so no relative bound exists there).
 TEST_CASE("simd: elementwise functions stay within their ULP bounds over a dense sweep") {
   for_each_isa([](simd::Isa isa) {
-    auto xs = sweep(-87.0f, 88.0f, 2000000);
+    // exp over float's whole range: finite up to ln(FLT_MAX) = 88.7228, subnormal results down to -103.97
+    // (measured in ULPs of the smallest normal float's spacing, the subnormals' own).
+    auto xs = sweep(-104.0f, 88.72f, 2000000);
     Worst e = worst_ulps(xs, simd::exp, [](double x) { return std::exp(x); });
     INFO("exp worst " << e.ulps << " ULP at " << e.at);
     CHECK(e.ulps <= 1.5);
+    std::vector<float> edges = {88.72f, 88.73f, -103.0f, -110.0f, INFINITY, -INFINITY}, at_edges(edges.size());
+    simd::exp(edges.data(), at_edges.data(), static_cast<int64_t>(edges.size()));
+    CHECK(at_edges[0] == static_cast<float>(std::exp(static_cast<double>(88.72f))));  // torch: 3.3932e+38, not inf
+    CHECK(at_edges[1] == INFINITY);
+    CHECK(at_edges[2] > 0);  // a subnormal, not 0
+    CHECK(at_edges[3] == 0);
+    CHECK(at_edges[4] == INFINITY);
+    CHECK(at_edges[5] == 0);
 
     xs = sweep(-20.0f, 20.0f, 2000000);
     Worst t = worst_ulps(xs, simd::tanh, [](double x) { return std::tanh(x); });

@@ -129,12 +129,12 @@ struct Tanh {
   template <class T> QKV_HD T f(T x) const { return std::tanh(x); }
   template <class T> QKV_HD T df(T, T y) const { return 1 - y * y; }
 };
-// d relu(x) = [x > 0]; NaN stays NaN
+// d relu(x) = [x > 0]; NaN stays NaN, and passes the gradient on (torch's threshold_backward: 0 where x <= 0)
 struct Relu {
   static constexpr Unary kind = Unary::Relu;
   double s = 0;
   template <class T> QKV_HD T f(T x) const { return x > 0 || x != x ? x : T(0); }
-  template <class T> QKV_HD T df(T x, T) const { return x > 0 ? T(1) : T(0); }
+  template <class T> QKV_HD T df(T x, T) const { return x <= 0 ? T(0) : T(1); }
 };
 // d sigmoid(x) = y (1 - y); the two branches keep exp from overflowing
 struct Sigmoid {

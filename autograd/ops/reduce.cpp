@@ -171,17 +171,17 @@ Tensor max(const Tensor& x, const Dims& dims, bool keepdim) { return reduce_dims
 
 Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   int64_t count = reduced_count("mean", x, dims);
-  QKV_CHECK(count > 0, "mean: reduces over zero elements (shape ", shape_str(x.shape()), ")");
-  return mul(sum(x, dims, keepdim), 1.0 / static_cast<double>(count));
+  return mul(sum(x, dims, keepdim), 1.0 / static_cast<double>(count));  // over zero elements 0·∞: NaN, as torch
 }
 
-// Two passes (x - mean first) for accuracy; the gradient 2(x-mean)/(N-c) follows by composition.
+// Two passes (x - mean first) for accuracy; the gradient 2(x-mean)/(N-c) follows by composition. No degrees
+// of freedom left (N - c <= 0) divides by 0, as torch: NaN or inf.
 Tensor var(const Tensor& x, const Dims& dims, bool keepdim, int64_t correction) {
   int64_t count = reduced_count("var", x, dims);
-  QKV_CHECK(count - correction > 0, "var: ", count, " elements with correction ", correction,
-            " leave no degrees of freedom (shape ", shape_str(x.shape()), ")");
+  QKV_CHECK(correction >= 0, "var: correction must be >= 0, got ", correction);
   Tensor centered = sub(x, mean(x, dims, true));
-  return div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(count - correction));
+  return div(sum(mul(centered, centered), dims, keepdim),
+             static_cast<double>(std::max<int64_t>(count - correction, 0)));
 }
 
 // d x[b, t] = g[b] / lengths[b] for t < lengths[b], 0 for the padding.

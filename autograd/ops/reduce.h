@@ -8,10 +8,12 @@
 namespace qkv {
 
 Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+/// The mean; NaN over zero elements (as torch).
 Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 /// Maximum values; the gradient goes to the arg-max (the first one on ties).
 Tensor max(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
-/// Variance with Bessel's correction by default (torch.var): sum((x-mean)²)/(N-correction).
+/// Variance with Bessel's correction by default (torch.var): sum((x-mean)²)/max(N-correction, 0),
+/// so NaN or inf where no degree of freedom is left (as torch).
 Tensor var(const Tensor& x, const Dims& dims = {}, bool keepdim = false, int64_t correction = 1);
 
 /// The mean over each row's first lengths[b] positions: x [B, T, ...] and

@@ -287,13 +287,12 @@ namespace {
 Tensor index_select_worded(const Tensor& x, int64_t dim, const Tensor& index, const IndexError* words) {
   common_device("index_select", {x, index});
   check_index_tensor("index_select", index);
-  QKV_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got ", shape_str(index.shape()));
+  QKV_CHECK(index.dim() <= 1, "index_select: index must be 1-D (or 0-d), got ", shape_str(index.shape()));
   int64_t d = normalize_dim("index_select", dim, x.dim());
   Split s = split_at(x.shape(), d);
   int64_t n = index.numel();
   Shape shape = x.shape();
   shape[d] = n;
-  if (index.dim() == 0) shape.erase(shape.begin() + d);  // a 0-d index drops the dim, as in torch
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
   auto prefix = [&] { return words ? words->prefix : std::string("index_select: index "); };
   auto suffix = [&] {

@@ -39,7 +39,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor expand(const Tensor& x, const Shape& shape);
 inline Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shape); }
 
-/// Picks entries `index` (1-D int64) along `dim`; repeated indices are allowed
+/// Picks entries `index` (1-D int64; a 0-d index is one entry, and `dim` keeps
+/// size 1, as in torch) along `dim`; repeated indices are allowed
 /// and their gradients add up (the embedding lookup). An index out of range
 /// is a one-line error: at once on the CPU; on a device, at the next read
 /// from it (its kernel finds it: autograd/device_faults.h).

@@ -63,7 +63,7 @@ template <class T, bool Log> struct SoftmaxLanes {
         if (top == kMinusInf)  // fully masked row
           y[at] = Log ? top : T(0);
         else if (Log)
-          y[at] = x[at] - (top + static_cast<T>(std::log(sh.total[head])));
+          y[at] = (x[at] - top) - static_cast<T>(std::log(sh.total[head]));  // as SoftmaxRow
         else
           y[at] *= static_cast<T>(1.0 / sh.total[head]);
       }

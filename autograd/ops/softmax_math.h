@@ -42,9 +42,9 @@ template <class T, bool Log> struct SoftmaxRow {
       total += e;
       if (!Log) out[j * s] = e;
     }
-    if (Log) {
-      T shift = top + static_cast<T>(std::log(total));
-      for (int64_t j = 0; j < n; ++j) out[j * s] = in[j * s] - shift;
+    if (Log) {  // (x − max) − log Σ, as torch: x − (max + log Σ) rounds max + log Σ at the logits' scale
+      T log_total = static_cast<T>(std::log(total));
+      for (int64_t j = 0; j < n; ++j) out[j * s] = (in[j * s] - top) - log_total;
     } else {
       T scale = static_cast<T>(1.0 / total);
       for (int64_t j = 0; j < n; ++j) out[j * s] *= scale;

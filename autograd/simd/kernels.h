@@ -104,8 +104,20 @@ template <class A> struct Kernels {
 
   static B sigmoid_of(B x) { return B(1.0f) / (B(1.0f) + xsimd::exp(-x)); }
 
+  // xsimd's float exp saturates short of float's range: inf above 88.376 (exp is finite up to 88.72) and 0 below
+  // about -87.6 (float's subnormal results go down to -103.97). Lanes past ±87 are rare (a masked score is
+  // -inf): they are computed in double and rounded once, like torch's exp there.
   static void exp(const float* x, float* y, int64_t n) {
-    map1(x, y, n, [](B v) { return xsimd::exp(v); });
+    map1(x, y, n, [](B v) {
+      B e = xsimd::exp(v);
+      if (!xsimd::any(xsimd::abs(v) > B(87.0f))) return e;
+      alignas(64) float in[B::size], out[B::size];
+      v.store_aligned(in);
+      e.store_aligned(out);
+      for (size_t k = 0; k < B::size; ++k)
+        if (std::fabs(in[k]) > 87.0f) out[k] = static_cast<float>(std::exp(static_cast<double>(in[k])));
+      return B::load_aligned(out);
+    });
   }
   static void tanh(const float* x, float* y, int64_t n) {
     map1(x, y, n, [](B v) { return xsimd::tanh(v); });
