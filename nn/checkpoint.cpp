@@ -10,9 +10,8 @@ void save_module(const std::string& path, const Module& module, const std::map<s
   io::save_safetensors(path, module.named_parameters(), metadata);
 }
 
-namespace {
-// The index of the first NaN or infinity in a float tensor, else -1.
-int64_t first_non_finite(const Tensor& t) {
+int64_t first_non_finite(const Tensor& any) {
+  const Tensor t = any.device().is_cpu() ? any : any.to(Device::cpu());
   if (t.dtype() == DType::Float32) {
     const float* v = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i)
@@ -24,7 +23,6 @@ int64_t first_non_finite(const Tensor& t) {
   }
   return -1;
 }
-}  // namespace
 
 void load_into(Module& module, const io::TensorFile& file, const std::string& path,
                const std::vector<std::string>& ignored_prefixes) {

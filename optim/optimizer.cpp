@@ -10,6 +10,7 @@
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
 #include "io/metadata.h"
+#include "nn/checkpoint.h"
 #include "optim/device_kernels.h"
 #include "optim/optimizer_math.h"
 
@@ -76,20 +77,29 @@ NamedTensors Optimizer::state() const {
 
 std::map<std::string, int64_t> Optimizer::lagging_updates() const {
   std::map<std::string, int64_t> out;
+  if (!counts_updates()) return out;
   for (size_t i = 0; i < params_.size(); ++i)
-    if (updates_[i] != steps_) out[params_[i].first] = updates_[i];
+    if (updates_[i] != (buffers_[i].empty() ? 0 : steps_)) out[params_[i].first] = updates_[i];
   return out;
 }
 
+namespace {
+// The first element of a float tensor below 0, else -1.
+int64_t first_negative(const Tensor& t) {
+  int64_t at = -1;
+  dispatch_floating(t.dtype(), "optimizer state", [&](auto zero) {
+    using T = decltype(zero);
+    const T* v = t.data<T>();
+    for (int64_t i = 0; i < t.numel() && at < 0; ++i)
+      if (v[i] < 0) at = i;
+  });
+  return at;
+}
+}  // namespace
+
 void Optimizer::load_state(const NamedTensors& state, int64_t steps, const std::map<std::string, int64_t>& lagging) {
   QKV_CHECK(steps >= 0, "optimizer: negative step count ", steps);
-  std::vector<int64_t> updates(params_.size(), steps);
-  for (const auto& [name, count] : lagging) {
-    auto p = std::find_if(params_.begin(), params_.end(), [&](const auto& named) { return named.first == name; });
-    QKV_CHECK(p != params_.end(), "optimizer: update count of '", printable(name), "', which is no parameter");
-    QKV_CHECK(count >= 0 && count <= steps, "optimizer: '", name, "' took ", count, " updates in ", steps, " steps");
-    updates[p - params_.begin()] = count;
-  }
+  const std::map<std::string, bool> kinds = state_buffers();
   std::vector<std::map<std::string, Tensor>> loaded(params_.size());
   for (const auto& [full, t] : state) {
     bool found = false;
@@ -97,14 +107,37 @@ void Optimizer::load_state(const NamedTensors& state, int64_t steps, const std::
       const std::string& p = params_[i].first;
       if (full.size() > p.size() + 1 && full.compare(0, p.size(), p) == 0 && full[p.size()] == '.' &&
           full.find('.', p.size() + 1) == std::string::npos) {
+        const std::string buffer = full.substr(p.size() + 1);
+        QKV_CHECK(kinds.count(buffer), "optimizer state '", printable(full), "': ", name(), " keeps no '",
+                  printable(buffer), "'");
         QKV_CHECK(t.shape() == params_[i].second.shape() && t.dtype() == params_[i].second.dtype(), "optimizer state '",
                   full, "' is ", shape_str(t.shape()), " ", dtype_name(t.dtype()), ", its parameter ",
                   shape_str(params_[i].second.shape()), " ", dtype_name(params_[i].second.dtype()));
-        loaded[i][full.substr(p.size() + 1)] = t.to(t.dtype()).to(params_[i].second.device());
+        // A NaN moment would turn the first resumed step's weights into NaN, and a negative second moment its square
+        // root.
+        const Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+        const int64_t bad = nn::first_non_finite(host);
+        QKV_CHECK(bad < 0, "optimizer state '", full, "' holds ", host.to_vector()[bad], " at element ", bad);
+        const int64_t negative = kinds.at(buffer) ? first_negative(host) : -1;
+        QKV_CHECK(negative < 0, "optimizer state '", full, "' holds ", host.to_vector()[negative], " at element ",
+                  negative, ", which is never negative");
+        loaded[i][buffer] = t.to(t.dtype()).to(params_[i].second.device());
         found = true;
       }
     }
-    QKV_CHECK(found, "optimizer state '", full, "' belongs to no parameter");
+    QKV_CHECK(found, "optimizer state '", printable(full), "' belongs to no parameter");
+  }
+  std::vector<int64_t> updates(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    QKV_CHECK(loaded[i].empty() || loaded[i].size() == kinds.size(), "optimizer state of '", params_[i].first, "' has ",
+              loaded[i].size(), " of ", name(), "'s ", kinds.size(), " buffers");
+    updates[i] = loaded[i].empty() ? 0 : steps;
+  }
+  for (const auto& [name, count] : lagging) {
+    auto p = std::find_if(params_.begin(), params_.end(), [&](const auto& named) { return named.first == name; });
+    QKV_CHECK(p != params_.end(), "optimizer: update count of '", printable(name), "', which is no parameter");
+    QKV_CHECK(count >= 0 && count <= steps, "optimizer: '", name, "' took ", count, " updates in ", steps, " steps");
+    updates[p - params_.begin()] = count;
   }
   buffers_ = std::move(loaded);
   steps_ = steps;
@@ -120,6 +153,11 @@ SGD::SGD(NamedTensors params, const SGDOptions& options)
             "SGD: momentum, dampening and weight_decay must be >= 0");
   QKV_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
             "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
+}
+
+std::map<std::string, bool> SGD::state_buffers() const {
+  if (o_.momentum > 0) return {{"momentum_buffer", false}};
+  return {};
 }
 
 std::map<std::string, std::string> SGD::hyperparameters() const {

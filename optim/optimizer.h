@@ -35,8 +35,11 @@ class Optimizer {
   /// Updates parameter `index` has taken: the steps it had a gradient in. Adam's
   /// bias correction counts these, as torch keeps its step per parameter.
   int64_t updates(size_t index) const { return updates_[index]; }
-  /// The parameters whose updates() differ from steps() (they sat out a step),
-  /// by name; empty when every parameter took every step, the usual case.
+  /// For an optimizer that counts updates (Adam), the parameters whose count
+  /// is not what load_state() infers from the state (steps() with state, 0
+  /// without), by name: those that sat out a step after their first update.
+  /// Empty in the usual case, when every parameter that has a gradient had
+  /// it from the first step.
   std::map<std::string, int64_t> lagging_updates() const;
   const NamedTensors& params() const { return params_; }
   /// The kind, for checkpoints: "sgd", "adam", "adamw".
@@ -49,8 +52,9 @@ class Optimizer {
   /// Per-parameter state (moments, momentum buffers) under names like
   /// "<param>.exp_avg", for checkpoints. Created lazily on the first step.
   NamedTensors state() const;
-  /// Restores what state(), steps() and lagging_updates() returned (a
-  /// parameter it does not name took every step); shapes must match.
+  /// Restores what state(), steps() and lagging_updates() returned, after
+  /// checking it all: a parameter holds all of its kind's buffers or none, of
+  /// its shape and dtype, finite (and >= 0 where state_buffers() says so).
   void load_state(const NamedTensors& state, int64_t steps, const std::map<std::string, int64_t>& lagging = {});
 
  protected:
@@ -66,6 +70,11 @@ class Optimizer {
   /// Called once at the end of step(), after every update() has returned:
   /// where an optimizer launches the device updates it gathered.
   virtual void end_step() {}
+  /// The buffers a parameter holds once updated, each with whether it is
+  /// never negative (Adam's second moment); for load_state()'s checks.
+  virtual std::map<std::string, bool> state_buffers() const = 0;
+  /// Whether update() reads updates() (Adam's bias correction).
+  virtual bool counts_updates() const { return false; }
   /// The named per-parameter buffer (zeros of the parameter's shape at first).
   Tensor& buffer(size_t index, const std::string& name);
   bool has_buffer(size_t index, const std::string& name) const;
@@ -95,6 +104,7 @@ class SGD : public Optimizer {
  protected:
   void update(size_t index, const Tensor& param, const Tensor& grad) override;
   void end_step() override;
+  std::map<std::string, bool> state_buffers() const override;
 
  private:
   struct OnDevice {
@@ -129,6 +139,8 @@ class Adam : public Optimizer {
   Adam(NamedTensors params, const AdamOptions& options, bool decoupled);
   void update(size_t index, const Tensor& param, const Tensor& grad) override;
   void end_step() override;
+  std::map<std::string, bool> state_buffers() const override { return {{"exp_avg", false}, {"exp_avg_sq", true}}; }
+  bool counts_updates() const override { return true; }
 
  private:
   AdamOptions o_;  // its lr is 0: the one rate is lr()

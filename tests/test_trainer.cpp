@@ -94,6 +94,23 @@ TEST_CASE("trainer: a non-finite loss throws before the update, without saving")
   CHECK(saves == 0);
 }
 
+// A finite loss and norm, and still an update to inf: lr 1e300 once saved a file of inf and exited 0,
+// replacing the last good checkpoint.
+TEST_CASE("trainer: weights an update made non-finite are never saved") {
+  Setup s;
+  optim::SGD sgd(s.gpt.named_parameters(), {1e-2});
+  optim::ConstantLR huge{1e300};
+  train::Trainer t(s.gpt.named_parameters(), sgd, huge, {.steps = 5, .eval_every = 100, .save_every = 1});
+  t.loss = [&](int64_t) { return train::StepLoss{nn::cross_entropy(s.gpt.forward(s.x), s.y), 1, 8}; };
+  int saves = 0;
+  t.save = [&] { ++saves; };
+  t.save_name = "run.safetensors";
+  t.set_saved_step(0, "");
+  CHECK_THROWS_WITH(t.run(), Contains("' holds ") && Contains(" after step 1 (lr 1e+300): ") &&
+                                 Contains("training stopped without saving; run.safetensors still holds step 0"));
+  CHECK(saves == 0);
+}
+
 TEST_CASE("trainer: the log has a header and one row per step, with each layer's norms") {
   Setup s;
   std::string path = (std::filesystem::temp_directory_path() / "qkv_trainer_log.csv").string();

@@ -16,6 +16,7 @@
 #include "dist/dist.h"
 #include "io/metadata.h"
 #include "io/safetensors.h"
+#include "nn/checkpoint.h"
 
 namespace qkv::train {
 
@@ -162,7 +163,22 @@ bool Trainer::leads() const { return !o_.data_parallel || dist::rank() == 0; }
 void Trainer::request_stop() { stop_flag.store(true); }
 bool Trainer::stop_requested() { return stop_flag.load(); }
 
+std::string Trainer::unsaved() const {
+  return cat("training stopped without saving",
+             saved_step_ >= 0 ? cat("; ", printable(saved_file_.empty() ? save_name : saved_file_),
+                                    " still holds step ", saved_step_)
+                              : std::string(", and this run has saved nothing yet"));
+}
+
 void Trainer::save_now() {
+  if (save) {  // every rank checks (they hold the same weights), so all stop together
+    // A finite loss and gradient norm can still take an update to inf (a huge rate, a bad moment): a file of
+    // NaN would replace the last good checkpoint, which every command then refuses.
+    for (const auto& [name, p] : params_)
+      if (int64_t at = nn::first_non_finite(p); at >= 0)
+        throw Error(cat("parameter '", name, "' holds ", p.to(Device::cpu()).to_vector()[at], " after step ",
+                        optimizer_.steps(), " (lr ", optimizer_.lr(), "): ", unsaved(), o_.divergence_advice));
+  }
   if (save && leads()) save();
   saved_step_ = optimizer_.steps();
   saved_file_.clear();  // now in save_name
@@ -202,13 +218,9 @@ Outcome Trainer::run() {
     stop = shared[1] > 0;
     if (!std::isfinite(value) || !std::isfinite(norm)) {
       // Stepping on would fill the model with NaN; saving would replace the last good checkpoint with it.
-      throw Error(cat(
-          "the ", std::isfinite(value) ? "gradient norm" : "loss", " is ", std::isfinite(value) ? norm : value,
-          " at step ", step + 1, " (lr ", optimizer_.lr(), "): training stopped without saving",
-          saved_step_ >= 0
-              ? cat("; ", printable(saved_file_.empty() ? save_name : saved_file_), " still holds step ", saved_step_)
-              : std::string(", and this run has saved nothing yet"),
-          o_.divergence_advice));
+      throw Error(cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ",
+                      std::isfinite(value) ? norm : value, " at step ", step + 1, " (lr ", optimizer_.lr(),
+                      "): ", unsaved(), o_.divergence_advice));
     }
     optimizer_.step();
     tokens += part.tokens;

@@ -96,7 +96,8 @@ class Trainer {
   /// Trains until the budget, the target or a stop request; saves at
   /// save_every steps and at the end (also when stopped). A non-finite loss
   /// or gradient norm throws qkv::Error before the update, without saving,
-  /// naming the last saved step; a log that cannot be written saves first,
+  /// naming the last saved step, and so do weights an update made non-finite
+  /// when the run would save them; a log that cannot be written saves first,
   /// then throws.
   Outcome run();
 
@@ -129,6 +130,8 @@ class Trainer {
  private:
   struct Log;
   void save_now();
+  /// "training stopped without saving; <file> still holds step N", for the errors that stop a run.
+  std::string unsaved() const;
   /// This process evaluates, logs, saves and reports: rank 0, or any process training alone.
   bool leads() const;
   optim::NamedTensors params_;
