@@ -92,32 +92,50 @@ void check_writable_target(const std::string& path, bool probe) {
   std::remove(tmp.c_str());
 }
 
+namespace {
+// An open regular file (a FIFO would block, /dev/zero never end) of at most max_bytes, and its size; closed
+// with the object.
+struct RegularFile {
+  int fd = -1;
+  int64_t size = 0;
+  std::string shown;  // the path, printable
+  RegularFile(const std::string& path, int64_t max_bytes, const char* what) : shown(printable(path)) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    QKV_CHECK(fd >= 0, shown, ": cannot open: ", std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      int error = errno;
+      ::close(fd);
+      throw Error(cat(shown, ": cannot read: ", std::strerror(error)));
+    }
+    size = st.st_size;
+    if (!S_ISREG(st.st_mode) || st.st_size > max_bytes) ::close(fd);
+    QKV_CHECK(!S_ISDIR(st.st_mode), shown, ": is a folder, not a ", what);
+    QKV_CHECK(S_ISREG(st.st_mode), shown, ": is not a regular file (a ", what, " must be one)");
+    QKV_CHECK(st.st_size <= max_bytes, shown, ": holds ", st.st_size, " bytes; a ", what, " may hold at most ",
+              max_bytes);
+  }
+  RegularFile(const RegularFile&) = delete;
+  RegularFile& operator=(const RegularFile&) = delete;
+  ~RegularFile() { ::close(fd); }
+  // Reads up to n bytes at offset into out; returns how many there were (fewer: the file shrank meanwhile).
+  size_t read_at(int64_t offset, char* out, size_t n) const {
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::pread(fd, out + got, n - got, static_cast<off_t>(offset + static_cast<int64_t>(got)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    return got;
+  }
+};
+}  // namespace
+
 std::string read_regular_file(const std::string& path, int64_t max_bytes, const char* what) {
-  const std::string shown = printable(path);
-  // Only a regular file: a FIFO would block, /dev/zero would never end.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  QKV_CHECK(fd >= 0, shown, ": cannot open: ", std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int error = errno;
-    ::close(fd);
-    throw Error(cat(shown, ": cannot read: ", std::strerror(error)));
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size > max_bytes) ::close(fd);
-  QKV_CHECK(!S_ISDIR(st.st_mode), shown, ": is a folder, not a ", what);
-  QKV_CHECK(S_ISREG(st.st_mode), shown, ": is not a regular file (a ", what, " must be one)");
-  QKV_CHECK(st.st_size <= max_bytes, shown, ": holds ", st.st_size, " bytes; a ", what, " may hold at most ",
-            max_bytes);
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  bytes.resize(got);  // a file that shrank while being read is judged by what was read
+  RegularFile file(path, max_bytes, what);
+  std::string bytes(static_cast<size_t>(file.size), '\0');
+  bytes.resize(file.read_at(0, bytes.data(), bytes.size()));  // a file that shrank while read: judged by what was read
   return bytes;
 }
 
@@ -189,26 +207,31 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 
 TensorFile load_safetensors(const std::string& path) {
   auto fail = [&](const std::string& what) { return Error(cat(printable(path), ": ", what)); };
-  std::string bytes = read_regular_file(path, INT64_MAX, "checkpoint file");  // its size on disk: the user's own file
-  if (bytes.size() < 8)
+  // The header first, then the tensors it describes: a 5 GB file that is no checkpoint is refused by its first
+  // bytes, and nothing is read or allocated on the header's say-so before all of it is validated.
+  const RegularFile input(path, INT64_MAX, "checkpoint file");  // its size on disk: the user's own file
+  const uint64_t file_size = static_cast<uint64_t>(input.size);
+  if (file_size < 8)
     throw fail(
-        cat("truncated: ", bytes.size(), " bytes, a safetensors file has at least 8 (not a safetensors checkpoint)"));
+        cat("truncated: ", file_size, " bytes, a safetensors file has at least 8 (not a safetensors checkpoint)"));
   uint64_t length;
-  std::memcpy(&length, bytes.data(), 8);
+  if (input.read_at(0, reinterpret_cast<char*>(&length), 8) != 8) throw fail("cannot read its first 8 bytes");
   // Text (a CSV log, a JSON file) read as a length is a huge number: say what the file is not.
-  if (length > bytes.size() - 8)
-    throw fail(cat("header length ", length, " runs past the end of the file (", bytes.size(),
+  if (length > file_size - 8)
+    throw fail(cat("header length ", length, " runs past the end of the file (", file_size,
                    " bytes): not a safetensors checkpoint"));
   if (length > kMaxHeader) throw fail(cat("header length ", length, " is larger than ", kMaxHeader));
+  std::string header_text(length, '\0');
+  if (input.read_at(8, header_text.data(), length) != length) throw fail("shrank while being read");
   nlohmann::json header;
   try {
-    header = detail::parse_strict_json(std::string_view(bytes).substr(8, length));
+    header = detail::parse_strict_json(header_text);
   } catch (const Error& e) {
     throw fail(cat("bad header: ", e.what()));
   }
   if (!header.is_object()) throw fail("bad header: not a JSON object");
-  const uint64_t data_size = bytes.size() - 8 - length;
-  const char* data = bytes.data() + 8 + length;
+  const uint64_t data_size = file_size - 8 - length;
+  const int64_t data_at = static_cast<int64_t>(8 + length);
 
   TensorFile file;
   struct Span {
@@ -261,10 +284,6 @@ TensorFile load_safetensors(const std::string& path) {
     if (end - begin != count * element_size(dt))
       throw fail(cat("tensor '", shown, "' holds ", end - begin, " bytes but ", safetensors_dtype(dt), " ",
                      shape_str(dims), " needs ", count * element_size(dt)));
-    if (dt == DType::Bool)  // only 0 and 1 are valid bools
-      for (uint64_t i = begin; i < end; ++i)
-        if (static_cast<unsigned char>(data[i]) > 1)
-          throw fail(cat("tensor '", shown, "' has a bool that is not 0 or 1"));
     spans.push_back({begin, end, file.tensors.size()});
     file.tensors.emplace_back(name, Tensor());  // allocated once the spans are known to tile the data
   }
@@ -287,7 +306,13 @@ TensorFile load_safetensors(const std::string& path) {
     DType dt;
     dtype_from_name(header[name]["dtype"].get<std::string>(), dt);
     t = Tensor::empty(dims, dt);
-    std::memcpy(t.raw_data(), data + s.begin, s.end - s.begin);
+    char* bytes = static_cast<char*>(t.raw_data());
+    if (input.read_at(data_at + static_cast<int64_t>(s.begin), bytes, s.end - s.begin) != s.end - s.begin)
+      throw fail("shrank while being read");
+    if (dt == DType::Bool)  // only 0 and 1 are valid bools
+      for (uint64_t i = 0; i < s.end - s.begin; ++i)
+        if (static_cast<unsigned char>(bytes[i]) > 1)
+          throw fail(cat("tensor '", printable(name), "' has a bool that is not 0 or 1"));
     ordered.emplace_back(name, t);
   }
   file.tensors = std::move(ordered);  // in the order of their data, as written

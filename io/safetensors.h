@@ -41,10 +41,11 @@ std::string read_regular_file(const std::string& path, int64_t max_bytes, const 
 /// process create the temporary a save needs. Run it before long work.
 void check_writable_target(const std::string& path, bool probe = true);
 
-/// Reads and validates a whole regular file (a pipe or device is refused):
-/// header length within the file and at most 4 MiB, strict JSON
-/// (nlohmann-json; repeated keys refused), time and memory linear in the
-/// file's size, tensors allocated only after every entry is validated;
+/// Reads and validates a regular file (a pipe or device is refused): its
+/// header first, length within the file and at most 4 MiB, strict JSON
+/// (nlohmann-json; repeated keys refused), then each tensor's bytes straight
+/// into its storage, allocated only after every entry is validated (time and
+/// memory linear in the file's size);
 /// dtypes (F32, F64, I64, BOOL), shapes, offsets (in range, matching the
 /// shape, not overlapping, covering the data with no holes). Any problem
 /// throws qkv::Error naming the file and the problem.
