@@ -103,6 +103,7 @@ double parse_number(std::string_view text, std::string_view what) {
 }
 
 bool parse_integer(std::string_view text, int64_t& out) {
+  if (text.empty() || !(text[0] == '-' || (text[0] >= '0' && text[0] <= '9'))) return false;  // stoll skips " " and "+"
   std::string s(text);
   size_t used = 0;
   try {
@@ -131,6 +132,15 @@ std::map<std::string, std::string> parse_json_object(std::string_view text) {
     QKV_CHECK(v.is_string(), "JSON: the value of \"", printable(k), "\" is not a string");
     out[k] = v.get<std::string>();
   }
+  return out;
+}
+
+std::map<std::string, double> parse_json_numbers(std::string_view text) {
+  nlohmann::json j = detail::parse_strict_json(text);
+  QKV_CHECK(j.is_object(), "JSON: expected an object");
+  std::map<std::string, double> out;
+  for (const auto& [k, v] : j.items())
+    if (v.is_number()) out[k] = v.get<double>();
   return out;
 }
 

@@ -26,6 +26,10 @@ std::string json_object(const std::map<std::string, std::string>& fields);
 /// The inverse of json_object(): strict JSON (nlohmann-json; repeated keys,
 /// deep nesting and invalid UTF-8 refused), every value a string.
 std::map<std::string, std::string> parse_json_object(std::string_view text);
+/// The number fields of one flat JSON object (a JSON-lines log row), parsed
+/// as strictly as a checkpoint header (depth, repeated keys, UTF-8); null and
+/// other values are left out. Throws qkv::Error when `text` is no object.
+std::map<std::string, double> parse_json_numbers(std::string_view text);
 /// parse_json_object() of a checkpoint's metadata field `key`, which must be
 /// there: its errors name the file and the field.
 std::map<std::string, std::string> metadata_object(const std::map<std::string, std::string>& metadata,

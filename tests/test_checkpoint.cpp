@@ -99,6 +99,14 @@ TEST_CASE("JSON parsing is strict and never crashes", "[checkpoint][json]") {
   CHECK_THROWS_WITH(parse_number("0.2x", "dropout"), Contains("dropout: '0.2x' is not a finite number"));
   CHECK_THROWS_AS(parse_number("nan", "x"), Error);
   CHECK_THROWS_AS(parse_number("1e999", "x"), Error);
+  int64_t n = 0;
+  CHECK((parse_integer("-12", n) && n == -12));
+  for (const char* bad : {" 2", "+2", "2 ", "", "0x10", "99999999999999999999"}) CHECK_FALSE(parse_integer(bad, n));
+  // A JSON-lines log row: its numbers, strictly parsed.
+  CHECK(parse_json_numbers(R"({"step":3,"loss":1.5,"eval":null,"name":"x"})") ==
+        std::map<std::string, double>{{"loss", 1.5}, {"step", 3}});
+  CHECK_THROWS_WITH(parse_json_numbers(R"({"step":1,"step":2})"), Contains("repeated key"));
+  CHECK_THROWS_WITH(parse_json_numbers("[1]"), Contains("expected an object"));
 }
 
 TEST_CASE("printable escapes what could forge lines or reach the terminal", "[checkpoint][errors]") {

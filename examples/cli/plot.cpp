@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <cxxopts.hpp>
@@ -38,6 +39,10 @@ constexpr size_t kMaxColumns = 4096, kMaxPoints = 2000, kMaxCharts = 300, kMaxLo
 // 256 MB a log may hold about 5 minutes. qkv's own logs have none (--resume
 // trims the log to its checkpoint); an older log gained one per resumed run.
 constexpr size_t kMaxRestarts = 1000;
+// A row: at most kMaxColumns columns of a number (~25 bytes) and a name (~40 for
+// "grad_norm.blocks.11.attn"), so 1 MiB is several times what qkv writes, and a
+// JSON row's parse tree stays in tens of MB.
+constexpr size_t kMaxLineBytes = 1 << 20;
 
 // One logged quantity: its points in step order.
 struct Series {
@@ -99,7 +104,10 @@ Log parse_log(const std::string& path, const std::string& text) {
   };
   while (std::getline(lines, line)) {
     ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a log that passed through Windows
     if (line.empty()) continue;
+    QKV_CHECK(line.size() <= kMaxLineBytes, shown, " line ", number, ": ", line.size(),
+              " bytes; a qkv log row holds at most ", kMaxLineBytes, ": not a qkv log");
     if (csv) {
       std::vector<std::string> fields = split(line, ',');
       if (header.empty()) {
@@ -109,6 +117,8 @@ Log parse_log(const std::string& path, const std::string& text) {
                   " columns; qkv writes a few per layer "
                   "(at most ",
                   kMaxColumns, "): not a qkv log");
+        std::set<std::string> names(header.begin(), header.end());
+        QKV_CHECK(names.size() == header.size(), shown, ": a column name is repeated in the header: not a qkv log");
         continue;
       }
       QKV_CHECK(fields.size() == header.size(), shown, " line ", number, ": ", fields.size(),
@@ -117,18 +127,17 @@ Log parse_log(const std::string& path, const std::string& text) {
       row_step(step);
       for (size_t i = 1; i < fields.size(); ++i) add(header[i], step, fields[i]);
     } else {
-      nlohmann::json j;
+      std::map<std::string, double> row;
       try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception&) {
-        throw Error(cat(shown, " line ", number,
-                        ": not JSON (a log is CSV if its name ends in .csv or .CSV, else JSON lines)"));
+        row = io::parse_json_numbers(line);
+      } catch (const Error& e) {
+        throw Error(cat(shown, " line ", number, ": ", e.what(),
+                        " (a log is CSV if its name ends in .csv or .CSV, else JSON lines)"));
       }
-      QKV_CHECK(j.is_object() && j.contains("step") && j["step"].is_number(), shown, " line ", number, ": no step");
-      double step = j["step"].get<double>();
+      QKV_CHECK(row.count("step"), shown, " line ", number, ": no step");
+      double step = row.at("step");
       row_step(step);
-      for (const auto& [name, v] : j.items())
-        if (v.is_number()) add(name, step, io::exact_number(v.get<double>()));
+      for (const auto& [name, v] : row) add(name, step, io::exact_number(v));
     }
   }
   for (auto it = series.begin(); it != series.end();)  // a column whose every point a restart took back

@@ -48,3 +48,21 @@ for path in pipe.csv /dev/zero folder.csv; do
   [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "qkv plot $path: not a one-line error"; }
 done
 echo "ok: a FIFO, /dev/zero and a folder are refused at once, in one line"
+
+limit=60  # seconds, sanitizers included: each is refused in well under one
+# Rows built to cost memory: a 20 MB line of '[' took 1.5 GB in a DOM parser with
+# no depth limit, and a 250 MB object of 17M keys 2.8 GB. Rows are capped at 1 MiB and
+# parsed as strictly as a checkpoint header (depth 64, no repeated key); a column
+# named twice in a CSV header is refused too. A CRLF log is read as the same log.
+head -c 20000000 /dev/zero | tr '\0' '[' >deep.jsonl && echo >>deep.jsonl
+python3 -c "print('{\"step\":1,\"a\":' + '[' * 100 + ']' * 100 + '}')" >nested.jsonl
+printf '{"step":1,"loss":2,"loss":3}\n' >twice.jsonl
+printf 'step,loss,loss\n1,2,3\n' >twice.csv
+for log in deep.jsonl nested.jsonl twice.jsonl twice.csv; do
+  refused "qkv plot $log" "$qkv" plot "$log" --out "$log.html"
+done
+grep -q "holds at most 1048576" <(bounded "$qkv" plot deep.jsonl 2>&1) || fail "the long row's error"
+printf 'step,loss\r\n1,2.5\r\n2,2\r\n' >crlf.csv
+"$qkv" plot crlf.csv --out crlf.html >/dev/null || fail "a CRLF log"
+[ "$(page_data crlf.html "d['curves']['runs'][0]['columns']['loss']['values']")" = "[2.5, 2.0]" ] || fail "CRLF values"
+echo "ok: deep, repeated-key and over-long rows are one-line errors; CRLF logs plot"
