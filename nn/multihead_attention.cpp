@@ -10,8 +10,6 @@
 
 namespace qkv::nn {
 
-namespace {}  // namespace
-
 AttentionKind AttentionKind::parse(const std::string& text) {
   if (text == "full") return {};
   if (text == "linear") return {Linear, 0};

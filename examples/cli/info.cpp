@@ -100,8 +100,8 @@ int info(int argc, char** argv) {
     // As the flags that give them: a switch appears only when on (train takes no value for it).
     for (const auto& [k, v] : settings_read) {
       if (k == "checkpoint-activations" && v == "0") continue;
-      settings +=
-          (settings.empty() ? "" : " ") + ("--" + k + (k == "checkpoint-activations" ? "" : " " + printable(v)));
+      settings += (settings.empty() ? "" : " ") +
+                  ("--" + printable(k) + (k == "checkpoint-activations" ? "" : " " + printable(v)));
     }
     std::printf("  settings   %s\n", settings.c_str());
   } else {

@@ -2,6 +2,7 @@
 // else each task's defaults; on --resume the checkpoint's model, task and
 // settings, with only the run's own flags (steps, save, log, ...) changing.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -320,9 +321,9 @@ Run resolve(const cxxopts::ParseResult& args) {
     seed = args["seed"].as<uint64_t>();
   } else if (saved.count("seed")) {
     const std::string& v = saved.at("seed");
-    QKV_CHECK(!v.empty() && v.size() <= 20 && v.find_first_not_of("0123456789") == std::string::npos, printable(resume),
+    auto [end, error] = std::from_chars(v.data(), v.data() + v.size(), seed);  // no sign, space or overflow
+    QKV_CHECK(!v.empty() && error == std::errc() && end == v.data() + v.size() && v[0] != '-', printable(resume),
               ": bad training setting seed = '", printable(v), "'");
-    seed = std::stoull(v);
   }
   settings["seed"] = std::to_string(seed);
   run.checkpoint_activations = args.count("checkpoint-activations") > 0 ||

@@ -7,6 +7,9 @@
 //   evil.safetensors       a task name with a newline and a terminal escape sequence
 //   devzero.safetensors    the text model, its metadata naming /dev/zero as its data
 //   nan.safetensors, inf.safetensors  the task model with one weight NaN (+inf): a diverged run's file
+//   evilkey.safetensors    a training setting whose name holds a newline and an escape sequence
+//   seed20.safetensors     a 20-digit seed (past uint64: once std::stoull's uncaught out_of_range)
+//   moment.safetensors     a negative Adam second moment (once resumed into a NaN step that was saved)
 // tests/cli/trust.sh then checks each is rejected fast within 1 GB.
 #include <cmath>
 #include <cstdio>
@@ -38,6 +41,17 @@ int main(int argc, char** argv) {
     with("context1m.safetensors", "context", "qkv.config", "1000000");
     // Newlines and terminal escapes in a string the error message quotes.
     with("evil.safetensors", "name", "qkv.task", "rev\nqkv: all ok\x1b[2J");
+    with("seed20.safetensors", "seed", "qkv.train", "99999999999999999999");
+    with("evilkey.safetensors", "evil\nqkv: all ok\x1b[2J", "qkv.train", "1");
+    {
+      io::NamedTensors poisoned = source.tensors;
+      for (auto& [name, t] : poisoned)
+        if (name == "optimizer.tok_emb.weight.exp_avg_sq") {
+          t = t.clone();
+          t.data<float>()[0] = -1;
+        }
+      io::save_safetensors(dir + "/moment.safetensors", poisoned, source.metadata);
+    }
     for (float bad : {NAN, INFINITY}) {
       io::NamedTensors broken = source.tensors;
       for (auto& [name, t] : broken)

@@ -252,6 +252,17 @@ one_line_error err.txt
 grep -q $'\x1b' err.txt && fail "an escape sequence from the file reached stderr"
 grep -q 'rev\\nqkv: all ok\\x1b' err.txt || { cat err.txt; fail "the bad name is not shown escaped"; }
 ok "strings from a file are printed escaped: $(cat err.txt)"
+"$qkv" info evilkey.safetensors >out.txt 2>err.txt || { cat err.txt; fail "info of a strange setting's name"; }
+grep -q $'\x1b' out.txt && fail "an escape sequence from a setting's name reached stdout"
+grep -q '^qkv: all ok' out.txt && fail "a setting's name forged a line"
+ok "info prints settings' names escaped too"
+for f in seed20 moment; do
+  timed train --resume $f.safetensors --steps 400
+  [ $rc -eq 1 ] || { cat err.txt; fail "$f: exit $rc"; }
+  one_line_error err.txt
+  grep -q "$f.safetensors" err.txt || { cat err.txt; fail "$f: the error does not name the file"; }
+  ok "$f: $(cat err.txt)"
+done
 # The /dev/zero text model still samples: sampling reads no data at all.
 timed sample --checkpoint devzero.safetensors --prompt ab --max-new 5
 [ $rc -eq 0 ] && [ $ms -lt 1000 ] || { cat err.txt; fail "sampling the /dev/zero model: exit $rc, $ms ms"; }
