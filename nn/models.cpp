@@ -56,9 +56,11 @@ Tensor GPT::forward(const Tensor& ids, std::vector<Tensor>* weights) const {
   return tied_head(ln_f->forward(x), *tok_emb);
 }
 
-KVCache GPT::make_cache(int64_t batch) const {
-  return KVCache(config_.layers, batch, config_.context, config_.heads, config_.width / config_.heads,
-                 tok_emb->weight.dtype(), tok_emb->weight.device());
+KVCache GPT::make_cache(int64_t batch, int64_t positions) const {
+  QKV_CHECK(positions >= 0 && positions <= config_.context, "GPT: a cache of ", positions,
+            " positions, the context is ", config_.context);
+  return KVCache(config_.layers, batch, positions > 0 ? positions : config_.context, config_.heads,
+                 config_.width / config_.heads, tok_emb->weight.dtype(), tok_emb->weight.device());
 }
 
 Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {

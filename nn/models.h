@@ -34,7 +34,8 @@ class GPT : public Module {
   /// float rounding). Inference only; not for linear attention (no cache to keep).
   Tensor forward_cached(const Tensor& ids, KVCache& cache) const;
   /// An empty cache for `batch` sequences of up to the context length.
-  KVCache make_cache(int64_t batch) const;
+  /// A cache for `batch` sequences of up to `positions` tokens (0: the context).
+  KVCache make_cache(int64_t batch, int64_t positions = 0) const;
   /// Switches activation checkpointing (GPTConfig::checkpoint_activations) on or off.
   void set_checkpoint_activations(bool on) { config_.checkpoint_activations = on; }
   /// Whether attention may take the fused kernel (GPTConfig::fused_attention).

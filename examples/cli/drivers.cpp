@@ -49,8 +49,8 @@ class GptDriver : public TypedDriver<nn::GPT> {
   }
   Tensor text_logits(const Tensor& ids, std::vector<Tensor>* weights) override { return model_->forward(ids, weights); }
   bool keeps_cache() const override { return true; }
-  std::unique_ptr<nn::KVCache> make_cache(int64_t batch) override {
-    return std::make_unique<nn::KVCache>(model_->make_cache(batch));
+  std::unique_ptr<nn::KVCache> make_cache(int64_t batch, int64_t positions) override {
+    return std::make_unique<nn::KVCache>(model_->make_cache(batch, positions));
   }
   Tensor cached_logits(const Tensor& ids, nn::KVCache& cache) override { return model_->forward_cached(ids, cache); }
   std::vector<int64_t> decoder_start(const std::vector<int64_t>& input) const override {
@@ -164,7 +164,7 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
     throw Error("a Seq2Seq model reads no text (the text task trains a GPT)");
   }
   bool keeps_cache() const override { return false; }
-  std::unique_ptr<nn::KVCache> make_cache(int64_t) override { return nullptr; }
+  std::unique_ptr<nn::KVCache> make_cache(int64_t, int64_t) override { return nullptr; }
   Tensor cached_logits(const Tensor&, nn::KVCache&) override { throw Error("a Seq2Seq model keeps no cache"); }
   std::vector<int64_t> decoder_start(const std::vector<int64_t>&) const override { return {kSep}; }
   std::function<Tensor(const Tensor&)> decoder(const std::vector<std::vector<int64_t>>& inputs, nn::KVCache*) override {
@@ -254,7 +254,7 @@ template <class Model> class LabelDriver : public TypedDriver<Model> {
   using TypedDriver<Model>::TypedDriver;
   Tensor text_logits(const Tensor&, std::vector<Tensor>*) override { throw Error(one_label()); }
   bool keeps_cache() const override { return false; }
-  std::unique_ptr<nn::KVCache> make_cache(int64_t) override { return nullptr; }
+  std::unique_ptr<nn::KVCache> make_cache(int64_t, int64_t) override { return nullptr; }
   Tensor cached_logits(const Tensor&, nn::KVCache&) override { throw Error(one_label()); }
   std::vector<int64_t> decoder_start(const std::vector<int64_t>&) const override { throw Error(one_label()); }
   std::function<Tensor(const Tensor&)> decoder(const std::vector<std::vector<int64_t>>&, nn::KVCache*) override {

@@ -31,8 +31,9 @@ class ModelDriver {
   virtual Tensor text_logits(const Tensor& ids, std::vector<Tensor>* weights) = 0;
   /// Whether generation can keep keys and values (make_cache() gives a cache).
   virtual bool keeps_cache() const = 0;
-  /// A key/value cache for `batch` sequences, or null for a kind that keeps none.
-  virtual std::unique_ptr<nn::KVCache> make_cache(int64_t batch) = 0;
+  /// A key/value cache for `batch` sequences of up to `positions` tokens, or
+  /// null for a kind that keeps none.
+  virtual std::unique_ptr<nn::KVCache> make_cache(int64_t batch, int64_t positions) = 0;
   /// Logits of new tokens `ids` at the cache's next positions (the cache then holds them).
   virtual Tensor cached_logits(const Tensor& ids, nn::KVCache& cache) = 0;
   /// Decoding task inputs of one length: the sequence each row's decoder

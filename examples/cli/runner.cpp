@@ -191,6 +191,33 @@ bool Runner::uses_cache() const {
   return driver_->keeps_cache() && use_cache_ && spec_.attention != "linear";  // linear attention keeps none
 }
 
+double training_bytes(const ModelSpec& s, int64_t batch) {
+  return training_step_bytes(
+      static_cast<double>(s.parameter_count()), static_cast<double>(batch) * static_cast<double>(s.context),
+      static_cast<double>(s.layers) * driver_kind(s.model).blocks_per_layer, static_cast<double>(s.width),
+      static_cast<double>(s.vocab), 2.0 * static_cast<double>(s.heads) * static_cast<double>(s.context));
+}
+
+double forward_bytes(const ModelSpec& s, int64_t batch) {
+  return 4.0 * (static_cast<double>(s.parameter_count()) +
+                static_cast<double>(batch) * static_cast<double>(s.context) *
+                    (2.0 * static_cast<double>(s.vocab) + 16.0 * static_cast<double>(s.width)));
+}
+
+// Sized by what decoding needs, not by the context: a file's context of 2^20 once
+// made a 3-digit prompt allocate 1 GB (and eval 138 GB) of zeros.
+std::unique_ptr<nn::KVCache> Runner::cache_for(int64_t batch, int64_t positions) {
+  if (!uses_cache()) return nullptr;
+  positions = std::min(positions, spec_.context);
+  check_fits_in_memory(
+      2.0 * 4 * static_cast<double>(spec_.layers) * static_cast<double>(batch) * static_cast<double>(positions) *
+          static_cast<double>(spec_.width),
+      cat(spec_.source.empty() ? std::string("this model") : printable(spec_.source), ": its key/value cache for ",
+          batch, " sequence", batch == 1 ? "" : "s", " of ", positions, " tokens"),
+      "use fewer --examples, a shorter --prompt or a smaller --max-new");
+  return driver_->make_cache(batch, positions);
+}
+
 nn::Module& Runner::module() { return driver_->module(); }
 
 void Runner::to(Device device) { module().to(device); }
@@ -284,8 +311,7 @@ std::vector<std::vector<int64_t>> Runner::answer(const std::vector<std::vector<i
     std::vector<std::vector<int64_t>> group, seqs;  // the inputs; what each row's decoder has read so far
     for (size_t r : rows) group.push_back(inputs[r]), seqs.push_back(driver_->decoder_start(inputs[r]));
     // A kind that keeps keys and values reads the prefix once, then one new token per step.
-    std::unique_ptr<nn::KVCache> cache;
-    if (uses_cache()) cache = driver_->make_cache(B);
+    std::unique_ptr<nn::KVCache> cache = cache_for(B, static_cast<int64_t>(seqs[0].size()) + limit);
     auto decode = driver_->decoder(group, cache.get());
     for (int64_t step = 0; step < limit; ++step) {
       int64_t T = static_cast<int64_t>(seqs[0].size());
@@ -423,8 +449,7 @@ std::string Runner::continue_text(const std::string& prompt, int64_t max_new, do
   // With the cache each token costs one row of attention while the text fits
   // the context; past it, positions shift, so each token recomputes the last
   // `context` bytes (as without a cache).
-  std::unique_ptr<nn::KVCache> cache;
-  if (uses_cache()) cache = driver_->make_cache(1);
+  std::unique_ptr<nn::KVCache> cache = cache_for(1, static_cast<int64_t>(ids.size()) + max_new);
   for (int64_t i = 0; i < max_new; ++i) {
     int64_t n = static_cast<int64_t>(ids.size());
     Tensor logits;

@@ -78,6 +78,16 @@ struct LabelMetrics {
   double metric() const { return ranks ? hit_rate : accuracy; }
 };
 
+/// training_step_bytes for this model and `batch` windows of its context, each
+/// layer's attention weights counted (2 a head per token): a high estimate of
+/// a forward pass too.
+double training_bytes(const ModelSpec& s, int64_t batch);
+
+/// Bytes a no-grad forward of `batch` windows of the context needs, roughly:
+/// the parameters, the logits and their softmax, a layer's activations (the
+/// fused attention keeps no n x n scores).
+double forward_bytes(const ModelSpec& s, int64_t batch);
+
 class Runner {
  public:
   /// Builds the model the spec describes (task and sizes checked). A text
@@ -150,6 +160,10 @@ class Runner {
   /// linear attention). Off: every token recomputes the whole prefix.
   void set_use_cache(bool on) { use_cache_ = on; }
   bool uses_cache() const;
+  /// A cache for `batch` sequences of up to `positions` tokens (at most the
+  /// context), once its size is checked against this machine's memory; null
+  /// where generation keeps none.
+  std::unique_ptr<nn::KVCache> cache_for(int64_t batch, int64_t positions);
 
   /// Every attention map of the model on a prompt (for a task model: the
   /// prompt and the model's own answer). A GPT gives one per layer; a

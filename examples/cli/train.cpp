@@ -112,14 +112,6 @@ void check_ranks_agree(const cxxopts::Options& options, const cxxopts::ParseResu
     }
 }
 
-// training_step_bytes for this model and batch, each layer's attention weights counted (2 a head per token).
-double training_bytes(const ModelSpec& s, int64_t batch) {
-  return training_step_bytes(
-      static_cast<double>(s.parameter_count()), static_cast<double>(batch) * static_cast<double>(s.context),
-      static_cast<double>(s.layers) * driver_kind(s.model).blocks_per_layer, static_cast<double>(s.width),
-      static_cast<double>(s.vocab), 2.0 * static_cast<double>(s.heads) * static_cast<double>(s.context));
-}
-
 // Refuses a run whose training (this rank's share of the batch) would not
 // fit in memory. A resumed run's model and batch are its checkpoint's, which
 // no flag changes: the error names the file instead of flags to lower.

@@ -10,6 +10,9 @@
 //   evilkey.safetensors    a training setting whose name holds a newline and an escape sequence
 //   seed20.safetensors     a 20-digit seed (past uint64: once std::stoull's uncaught out_of_range)
 //   moment.safetensors     a negative Adam second moment (once resumed into a NaN step that was saved)
+//   ctx64k.safetensors     the task model at context 65536, its position table to match: eval's key/value
+//                          cache was sized by the context (2 GB of zeros for 3-digit inputs)
+//   textctx.safetensors    the text model at context 131072: 32 windows of it would need 17 GB
 // tests/cli/trust.sh then checks each is rejected fast within 1 GB.
 #include <cmath>
 #include <cstdio>
@@ -61,6 +64,22 @@ int main(int argc, char** argv) {
         }
       io::save_safetensors(dir + (std::isnan(bad) ? "/nan.safetensors" : "/inf.safetensors"), broken, source.metadata);
     }
+    // A model whose context is the file's say-so, every tensor consistent with it.
+    auto at_context = [&](const io::TensorFile& model, const std::string& name, int64_t context) {
+      io::NamedTensors tensors;
+      for (const auto& [n, t] : model.tensors)
+        if (n == "pos_emb.weight")
+          tensors.emplace_back(n, Tensor::zeros({context, t.size(1)}));
+        else if (n.rfind("optimizer.", 0) != 0)
+          tensors.emplace_back(n, t);
+      auto meta = model.metadata;
+      auto config = io::parse_json_object(meta.at("qkv.config"));
+      config["context"] = std::to_string(context);
+      meta["qkv.config"] = io::json_object(config);
+      io::save_safetensors(dir + "/" + name, tensors, meta);
+    };
+    at_context(source, "ctx64k.safetensors", 65536);
+    at_context(text, "textctx.safetensors", 131072);
     source = text;
     with("devzero.safetensors", "data", "qkv.task", "/dev/zero");
     io::NamedTensors many;

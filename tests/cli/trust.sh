@@ -263,6 +263,23 @@ for f in seed20 moment; do
   grep -q "$f.safetensors" err.txt || { cat err.txt; fail "$f: the error does not name the file"; }
   ok "$f: $(cat err.txt)"
 done
+# A context that is the file's say-so: eval and sample size their key/value cache by
+# what decoding needs (ctx64k's once took 2 GB); a text eval or gradcheck that would
+# not fit is refused by estimate, naming the file.
+for cmd in "eval --checkpoint ctx64k.safetensors" "sample --checkpoint ctx64k.safetensors --prompt 123"; do
+  timed $cmd
+  [ $rc -eq 0 ] && [ $ms -lt 10000 ] || { cat err.txt; fail "$cmd: exit $rc, $ms ms"; }
+done
+python3 -c "import random; random.seed(1); print(''.join(random.choice('ab cd') for _ in range(1400000)))" >long.txt
+# (Under the sanitizers there is no memory limit: a large machine could really run the eval.)
+[ -n "$sanitized" ] || for cmd in "eval --checkpoint textctx.safetensors --data long.txt" \
+                                  "gradcheck --checkpoint textctx.safetensors --data long.txt --entries 1"; do
+  timed $cmd
+  [ $rc -eq 1 ] || { cat err.txt; fail "$cmd: exit $rc"; }
+  one_line_error err.txt
+  grep -q "textctx.safetensors: .* needs about" err.txt || { cat err.txt; fail "$cmd: no estimate naming the file"; }
+done
+ok "a file's large context: eval and sample within 1 GB, a text eval refused by estimate: $(cat err.txt)"
 # The /dev/zero text model still samples: sampling reads no data at all.
 timed sample --checkpoint devzero.safetensors --prompt ab --max-new 5
 [ $rc -eq 0 ] && [ $ms -lt 1000 ] || { cat err.txt; fail "sampling the /dev/zero model: exit $rc, $ms ms"; }
