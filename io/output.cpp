@@ -103,6 +103,67 @@ void check_output_file(const std::string& path, const char* flag, bool force, co
   ::unlink(tmp.c_str());
 }
 
+GrowingFile::GrowingFile(const std::string& path, bool append, int64_t max_existing, std::string* existing) {
+  if (!append) {
+    std::string tmp = temporary_beside(path);
+    fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    QKV_CHECK(fd_ >= 0, "cannot write ", shown(path), ": ", std::strerror(errno));
+    try {
+      commit_file(tmp, path);
+    } catch (...) {
+      ::close(fd_);
+      throw;
+    }
+    return;
+  }
+  fd_ = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  QKV_CHECK(fd_ >= 0, "cannot write ", shown(path), ": ",
+            errno == ELOOP ? "it is a symbolic link" : std::strerror(errno));
+  struct stat st;
+  const char* kind = ::fstat(fd_, &st) != 0 ? std::strerror(errno) : not_a_file(st);
+  if (!kind && st.st_size > max_existing) kind = "larger than a file qkv appends to";
+  if (kind) {
+    ::close(fd_);
+    throw Error(cat("refusing to write ", shown(path), ": it is ", kind));
+  }
+  if (!existing) return;
+  existing->assign(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < existing->size()) {
+    ssize_t n = ::pread(fd_, existing->data() + got, existing->size() - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  existing->resize(got);
+}
+
+GrowingFile::~GrowingFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool GrowingFile::finish() {
+  int error = ::fsync(fd_) == 0 ? 0 : errno;
+  if (::close(fd_) != 0 && error == 0) error = errno;
+  fd_ = -1;
+  errno = error;
+  return error == 0;
+}
+
+bool GrowingFile::write(std::string_view text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = 0;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 std::string temporary_beside(const std::string& path) {
   std::string tmp = cat(path, ".tmp.", ::getpid());
   ::unlink(tmp.c_str());  // a crashed process of this pid left it (a symlink goes, not its target)

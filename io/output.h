@@ -41,6 +41,28 @@ std::string temporary_beside(const std::string& path);
 /// the temporary is removed and the error names the cause.
 void commit_file(const std::string& temporary, const std::string& path);
 
+/// A file written as it grows (a training log), under the rule as far as a
+/// growing file allows. A new one is created as a temporary beside `path`
+/// and renamed into place before its first byte (an existing file, hard
+/// links included, is replaced and a link planted since the checks is
+/// replaced, never written through). An appended one is opened without
+/// following a link, must be a regular file of at most `max_existing` bytes,
+/// and those bytes are read into `existing`.
+class GrowingFile {
+ public:
+  GrowingFile(const std::string& path, bool append, int64_t max_existing = 0, std::string* existing = nullptr);
+  GrowingFile(const GrowingFile&) = delete;
+  GrowingFile& operator=(const GrowingFile&) = delete;
+  ~GrowingFile();
+  /// Appends `text` whole; false when that failed (errno says why; 0 for a short write).
+  bool write(std::string_view text);
+  /// Flushes it to disk and closes it; false when that failed (errno says why).
+  bool finish();
+
+ private:
+  int fd_ = -1;
+};
+
 /// An output folder written as one result. The constructor checks the
 /// target before any work: a new name, an empty folder, or (with `force`) a
 /// folder holding only regular files whose names end in one of `suffixes`

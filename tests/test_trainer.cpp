@@ -153,3 +153,32 @@ TEST_CASE("trainer: log_digest is what the log holds, continued across an append
   CHECK(s.make({.steps = 1})->log_digest().empty());     // no log
   std::remove(path.c_str());
 }
+
+// The log was an ofstream opened after the checks: it followed a link planted at its name meanwhile (and
+// truncated the link's target), and cut a hard-linked file's other name with it.
+TEST_CASE("trainer: a new log replaces what is at its name, an appended one is never a link's target") {
+  Setup s;
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "qkv_trainer_log_links";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto write = [](const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; };
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  write(dir / "other.txt", "keep me\n");
+  fs::create_hard_link(dir / "other.txt", dir / "hard.csv");
+  s.make({.steps = 2, .log = (dir / "hard.csv").string()})->run();
+  CHECK(read(dir / "other.txt") == "keep me\n");
+  CHECK(read(dir / "hard.csv").rfind("step,loss", 0) == 0);
+  fs::create_symlink(dir / "other.txt", dir / "link.csv");
+  s.make({.steps = 3, .log = (dir / "link.csv").string()})->run();  // replaced: a file of its own
+  CHECK(read(dir / "other.txt") == "keep me\n");
+  CHECK_FALSE(fs::is_symlink(dir / "link.csv"));
+  fs::create_symlink(dir / "other.txt", dir / "appended.csv");
+  CHECK_THROWS_WITH(s.make({.steps = 4, .log = (dir / "appended.csv").string(), .append_log = true}),
+                    Contains("appended.csv: it is a symbolic link"));
+  CHECK(read(dir / "other.txt") == "keep me\n");
+  fs::remove_all(dir);
+}

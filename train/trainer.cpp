@@ -8,13 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "autograd/error.h"
 #include "autograd/ops/elementwise.h"
 #include "dist/dist.h"
 #include "io/metadata.h"
+#include "io/output.h"
 #include "io/safetensors.h"
 #include "nn/checkpoint.h"
 
@@ -75,7 +74,7 @@ struct Trainer::Log {
     }
   };
 
-  std::ofstream file;
+  std::unique_ptr<io::GrowingFile> file;
   std::string path;
   bool csv = false;
   LayerGroups groups;
@@ -86,13 +85,9 @@ struct Trainer::Log {
 
   Log(const TrainerOptions& o, const optim::NamedTensors& params) : path(o.log), groups(params) {
     csv = is_csv_log(path);
-    std::error_code ec;
-    if (o.append_log && std::filesystem::exists(path, ec)) {  // its bytes open the digest (bounded as any log)
-      std::string text = io::read_regular_file(path, int64_t{1} << 30, "log file");
-      bytes = static_cast<int64_t>(text.size()), hash = fnv1a(hash, text);
-    }
-    file.open(path, o.append_log ? std::ios::app : std::ios::trunc);
-    QKV_CHECK(static_cast<bool>(file), "cannot write --log file '", printable(path), "'");
+    std::string text;  // an appended log's bytes open the digest (bounded as any log)
+    file = std::make_unique<io::GrowingFile>(path, o.append_log, int64_t{1} << 30, &text);
+    bytes = static_cast<int64_t>(text.size()), hash = fnv1a(hash, text);
     if (csv && bytes == 0) {
       std::string header = cat("step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss",
                                o.extra_log_column ? "," + o.extra_log_name : "");
@@ -102,9 +97,7 @@ struct Trainer::Log {
   }
   // Writes `text` and counts it once it is flushed whole; false if it was not.
   bool write(const std::string& text) {
-    file << text;
-    file.flush();
-    if (!file) return false;
+    if (!file->write(text)) return false;
     bytes += static_cast<int64_t>(text.size()), hash = fnv1a(hash, text);
     return true;
   }
@@ -271,8 +264,7 @@ Outcome Trainer::run() {
   if (stop) stop_flag.store(false);  // the request is spent: a later run in this process starts afresh
   out.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (log_) {
-    log_->file.close();
-    QKV_CHECK(!log_->file.fail(), "cannot write --log file '", printable(log_->path), "'");
+    QKV_CHECK(log_->file->finish(), "cannot write --log file '", printable(log_->path), "': ", std::strerror(errno));
   }
   return out;
 }
