@@ -203,6 +203,10 @@ OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::
     : path_(std::move(path)), flag_(flag), suffixes_(std::move(suffixes)) {
   QKV_CHECK(!path_.empty(), flag_, " needs a folder name");
   while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
+  // "maps/." is maps, but a rename onto it fails ("Device or resource busy"): the folder's own name is needed.
+  const std::string last = path_.substr(path_.rfind('/') == std::string::npos ? 0 : path_.rfind('/') + 1);
+  QKV_CHECK(last != "." && last != "..", flag_, " ", shown(path_), " ends in '", last,
+            "': give the folder by its own name");
   struct stat st;
   if (::lstat(path_.c_str(), &st) == 0) {
     QKV_CHECK(S_ISDIR(st.st_mode), "refusing to write ", flag_, " ", shown(path_), ": it is ",

@@ -118,7 +118,7 @@ std::string SequenceTask::answer_text(const std::vector<int64_t>& answer) const 
 TextTask::TextTask(const std::string& path) : path_(path) {
   std::string text = io::read_regular_file(path, kMaxTextBytes, "--data file");  // it keeps the whole text in memory
   QKV_CHECK(text.size() >= 64, "--data file '", printable(path), "' holds ", text.size(),
-            " bytes; text training needs at least 64");
+            text.size() == 1 ? " byte" : " bytes", "; a text model's data needs at least 64");
   size_t split = text.size() * 9 / 10;
   train_ = text.substr(0, split);
   held_out_ = text.substr(split);

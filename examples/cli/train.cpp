@@ -139,8 +139,8 @@ int64_t logged_step(const std::string& line) {
 // disk) go, so the resumed run's rows follow on without repeating steps.
 // Returns the lines kept, and in `dropped` how many go. A file with any
 // other line is not a qkv log: it is refused, never trimmed.
-std::string trimmed_log(const std::string& path, int64_t step, int64_t& dropped) {
-  std::string text = io::read_regular_file(path, int64_t{1} << 30, "--log file");
+std::string trimmed_log(const std::string& path, const std::string& who, int64_t step, int64_t& dropped) {
+  std::string text = io::read_regular_file(path, int64_t{1} << 30, "log file");
   std::string kept;
   int64_t number = 0;
   dropped = 0;
@@ -154,13 +154,13 @@ std::string trimmed_log(const std::string& path, int64_t step, int64_t& dropped)
     bool row_start =
         !line.empty() && (std::isdigit(static_cast<unsigned char>(line[0])) || line.rfind("{\"step\":", 0) == 0);
     if (end == std::string::npos) {  // no newline: a row cut off mid-write
-      QKV_CHECK(row_start || header, "--log ", printable(path), ": line ", number,
+      QKV_CHECK(row_start || header, who, ": line ", number,
                 " is not a qkv log row; choose another --log (qkv rewrites a resumed run's log)");
       ++dropped;
       break;
     }
     at = end + 1;
-    QKV_CHECK(header || s >= 0, "--log ", printable(path), ": line ", number,
+    QKV_CHECK(header || s >= 0, who, ": line ", number,
               " is not a qkv log row; choose another --log (qkv rewrites a resumed run's log)");
     if (header || s <= step)
       kept += line + "\n";
@@ -233,7 +233,7 @@ void check_log(const cxxopts::ParseResult& args, const Run& run, const std::stri
   if (!run.resuming || !exists) return;
   QKV_CHECK(::access(log_path.c_str(), W_OK) == 0, who, " cannot be written: ", std::strerror(errno));
   int64_t dropped = 0;
-  const std::string kept = trimmed_log(log_path, run.resumed_step, dropped);
+  const std::string kept = trimmed_log(log_path, who, run.resumed_step, dropped);
   if (named) {
     const bool shaped = kept.rfind(train::is_csv_log(log_path) ? "step,loss,lr,grad_norm," : "{\"step\":", 0) == 0;
     QKV_CHECK(shaped, who, " does not begin as a qkv log does");
@@ -276,8 +276,9 @@ std::string log_file(const cxxopts::ParseResult& args, const Run& run, const std
               " (a branch)");
     check_log(args, run, save, path, printable(path), /*force=*/false, /*named=*/true);
     return path;
-  } catch (const Error& e) {
-    std::printf("note: the run's log is not continued: %s (give --log FILE)\n", e.what());
+  } catch (const Error& e) {  // the reason may already say which --log to give
+    const bool advised = std::string(e.what()).find("--log") != std::string::npos;
+    std::printf("note: the run's log is not continued: %s%s\n", e.what(), advised ? "" : " (give --log FILE)");
     return "";
   }
 }

@@ -118,11 +118,13 @@ ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
 // A resumed run's step, and a budget past it: one the checkpoint has spent would only save it again.
 void check_budget(Run& run, const std::string& steps_flag) {
   int64_t& at = run.resumed_step;
-  QKV_CHECK(
-      run.resumed.metadata.count("qkv.step") && io::parse_integer(run.resumed.metadata.at("qkv.step"), at) && at >= 0,
-      printable(run.resume), ": no training step in its metadata");
+  const auto step = run.resumed.metadata.find("qkv.step");
+  QKV_CHECK(step != run.resumed.metadata.end(), printable(run.resume), ": no training step in its metadata");
+  QKV_CHECK(io::parse_integer(step->second, at) && at >= 0 && at <= kMaxSteps, printable(run.resume),
+            ": bad training step '", printable(step->second), "' in its metadata (a step count in ",
+            range(0, kMaxSteps), ")");
   QKV_CHECK(run.total > at, printable(run.resume), " is already at step ", at, ", and ", steps_flag, " is ", run.total,
-            ": give a larger --steps to train on");
+            at < kMaxSteps ? ": give a larger --steps to train on" : ", the most qkv trains");
 }
 
 // The real-valued settings' bounds; `source` names a setting's flag (and the checkpoint it came from).

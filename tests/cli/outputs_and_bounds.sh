@@ -58,6 +58,9 @@ case $item in
   [ -e maps/layer2_head0.svg ] && fail "a stale map of the other model stayed"
   [ -f maps/layer0_head0.svg ] && [ -f maps/index.html ] || fail "the new result is incomplete"
   ls | grep -q '\.tmp\.\|\.old\.' && fail "a temporary folder was left behind"
+  # maps/. is maps, but renaming onto it failed with "Device or resource busy" after the work.
+  refused "attention --out maps/." "$qkv" attention --checkpoint ck.safetensors --prompt 123 --out maps/. --force
+  grep -q "give the folder by its own name" err.txt || fail "maps/.: unclear error"
   ok "an output folder holds exactly one result; symlinks and FIFOs inside are refused" ;;
 4)  # training wrote --layers 129, which loading refused; --layers 1e8 ran unbounded
   refused "train --layers 129" "$qkv" train --steps 1 --layers 129 --dim 8 --heads 1 --save l.safetensors --threads 1
