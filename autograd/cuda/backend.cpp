@@ -77,6 +77,7 @@ class CudaBackend final : public DeviceBackend {
       DeviceGuard on(index);
       void* p = nullptr;
       cudaError_t status = cudaMalloc(&p, std::max<std::size_t>(bytes, 1));
+      if (status != cudaSuccess) cudaGetLastError();  // cleared: the next launch must not report it as its own
       QKV_CHECK(status == cudaSuccess, "cuda:", index, ": cannot allocate ", bytes,
                 " bytes: ", cudaGetErrorString(status));
       std::lock_guard<std::mutex> lock(mutex_);
@@ -98,6 +99,7 @@ class CudaBackend final : public DeviceBackend {
         cudaGetLastError();
         release_cache(pool);
         cudaError_t again = cudaMalloc(&p, rounded);
+        if (again != cudaSuccess) cudaGetLastError();
         QKV_CHECK(again == cudaSuccess, "cuda:", index, ": cannot allocate ", bytes, " bytes (", pool.in_use,
                   " in use by tensors): ", cudaGetErrorString(again));
       }

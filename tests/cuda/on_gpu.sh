@@ -10,7 +10,8 @@
 #                                       kernel's fault names that kernel); qkv train
 #                                       --task reverse --device cuda to its target, its
 #                                       checkpoint evaluated on the CPU and the GPU; the
-#                                       rest of the suite in the CUDA build
+#                                       rest of the suite in the CUDA build if time is left
+#   bash tests/cuda/on_gpu.sh suite     the rest of the suite (label not cuda) in the CUDA build
 #   bash tests/cuda/on_gpu.sh sanitize  compute-sanitizer memcheck on every CUDA test,
 #                                       with the caching allocator off (QKV_CUDA_NO_CACHE=1)
 #   bash tests/cuda/on_gpu.sh race      compute-sanitizer racecheck on the kernels whose
@@ -63,7 +64,9 @@ step() { echo; echo "== $* ($SECONDS s)"; }
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 sanitize() {  # sanitize TOOL SECONDS PART: compute-sanitizer on one part of the CUDA tests
   step "compute-sanitizer --tool $1 on [$3]"
-  QKV_CUDA_NO_CACHE=1 timeout -k 5 "$2" "$sanitizer" --tool "$1" --error-exitcode 3 \
+  # API errors are not reported: qkv checks every call it makes (a failed one fails its test), and cuBLAS's
+  # own probing calls would count as errors. Memory and race reports are what this is for.
+  QKV_CUDA_NO_CACHE=1 timeout -k 5 "$2" "$sanitizer" --tool "$1" --report-api-errors no --error-exitcode 3 \
     build/gpu/tests/qkv_cuda_tests "[$3]" 2>&1 | tail -4
   local rc=${PIPESTATUS[0]}
   [ "$rc" = 124 ] || [ "$rc" = 137 ] && echo "(stopped after $2 s: checked that far)"
@@ -85,6 +88,15 @@ case "$mode" in
     done
     cmp -s "$work/eval_cpu.txt" "$work/eval_cuda.txt" && echo "the two evaluations are identical" ||
       echo "the two evaluations differ (see above)"
+    if [ $SECONDS -lt 420 ]; then  # the device tool stops a call at 600 s
+      step "the rest of the suite in the CUDA build"
+      ctest --test-dir build/gpu -LE cuda -E cli_graph -j "$(nproc)" --timeout 120 --output-on-failure 2>&1 |
+        grep -vE '^ +Start |Passed +[0-9.]+ sec$' || failed=1
+    else
+      echo; echo "== the rest of the suite: skipped at $SECONDS s (run on_gpu.sh suite)"
+    fi
+    ;;
+  suite)
     step "the rest of the suite in the CUDA build"
     ctest --test-dir build/gpu -LE cuda -E cli_graph -j "$(nproc)" --timeout 120 --output-on-failure 2>&1 |
       grep -vE '^ +Start |Passed +[0-9.]+ sec$' || failed=1
@@ -102,14 +114,14 @@ case "$mode" in
     step "GPT training steps, qkv against PyTorch eager"
     PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --qkv "$qkv" --device cuda --configs tiny,small,mini,deep \
       --rounds 3 --steps 10 --threads 4 || failed=1
-    for n in 1024:3 4096:3 16384:1; do  # n:rounds (the one-row-per-thread kernel takes seconds a step at 16384)
+    for n in 1024:3 4096:3 16384:1; do  # n:rounds (one round at 16384: 25x the work of 4096, within the call's time)
       step "causal attention alone (B=8, 8 heads, d=32), forward and backward, n=${n%:*}"
       PYTHONUNBUFFERED=1 timeout -k 5 150 python3 bench/compare_torch.py --qkv "$qkv" --device cuda --configs attention \
         --context "${n%:*}" --rounds "${n#*:}" --steps 5 --warmup 2 --threads 4 || failed=1
     done
     ;;
   *)
-    echo "usage: on_gpu.sh test | sanitize | race | bench" >&2
+    echo "usage: on_gpu.sh test | suite | sanitize | race | bench" >&2
     exit 2
     ;;
 esac

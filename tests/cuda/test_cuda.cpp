@@ -3,6 +3,8 @@
 // products through cuBLAS, memory and the same-device rule.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include "../device_checks.h"
 #include "autograd/autograd.h"
 
@@ -87,7 +89,9 @@ TEST_CASE("device memory is cached, counted, and freed with the last handle", "[
   }
   CHECK(gpu.memory(0).in_use == before);
   CHECK(gpu.memory(0).peak >= before + (4u << 20));
-  CHECK(gpu.memory(0).cached >= (4u << 20));  // kept for the next request of that size
+  // Kept for the next request of that size, unless the cache is off (on_gpu.sh sanitize turns it off, so that
+  // memcheck sees every block's own bounds).
+  if (!std::getenv("QKV_CUDA_NO_CACHE")) CHECK(gpu.memory(0).cached >= (4u << 20));
   Tensor x = Tensor::arange(10, DType::Float64).to(kGpu);
   CHECK(x.to(Device::cpu()).to_vector()[9] == 9);
   CHECK_THROWS_WITH(add(x, Tensor::ones({10}, DType::Float64)), Contains("add: inputs on cuda:0 and cpu"));
