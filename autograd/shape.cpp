@@ -39,8 +39,16 @@ int64_t normalize_dim(const char* op, int64_t dim, int64_t rank) {
   return dim < 0 ? dim + rank : dim;
 }
 
+void check_scalar_dim(const char* op, int64_t dim) {
+  QKV_CHECK(dim == -1 || dim == 0, op, ": dim ", dim, " out of range [-1, 0] (a 0-d tensor)");
+}
+
 Dims normalize_dims(const char* op, const Dims& dims, int64_t rank) {
   Dims out;
+  if (rank == 0) {
+    for (int64_t d : dims) check_scalar_dim(op, d);
+    return out;
+  }
   if (dims.empty()) {
     for (int64_t d = 0; d < rank; ++d) out.push_back(d);
     return out;

@@ -46,7 +46,26 @@ TEST_CASE("permute and transpose reorder dims", "[shape]") {
   CHECK_THROWS_WITH(transpose(x, 0, 3), Contains("transpose: dim 3 out of range"));
   // unsqueeze and stack take a dim of the result: the range, not the input's rank (which once misled).
   CHECK_THROWS_WITH(unsqueeze(Tensor::zeros({2}), 3), Contains("unsqueeze: dim 3 out of range [-2, 1]"));
-  CHECK_THROWS_WITH(sum(Tensor::scalar(1.0), {0}), Contains("sum: dim 0 given for a tensor with no dimensions"));
+  CHECK_THROWS_WITH(transpose(Tensor::scalar(1.0), 0, 0),
+                    Contains("transpose: dim 0 given for a tensor with no dimensions"));
+}
+
+// torch takes dim -1 or 0 of a 0-d tensor in reductions, softmax and squeeze (the tensor as one element).
+TEST_CASE("reductions, softmax and squeeze take dim 0 or -1 of a 0-d tensor, as torch", "[shape][reduce]") {
+  Tensor s = Tensor::scalar(3.0, DType::Float64).requires_grad_();
+  for (int64_t d : {0, -1}) {
+    CHECK(sum(s, {d}).item() == 3);
+    CHECK(sum(s, {d}, true).dim() == 0);
+    CHECK(mean(s, {d}).item() == 3);
+    CHECK(max(s, {d}).item() == 3);
+    CHECK(softmax(s, d).item() == 1);
+    CHECK(log_softmax(s, d).item() == 0);
+    CHECK(squeeze(s, d).dim() == 0);
+  }
+  sum(mul(softmax(s, 0), 2.0) + sum(s, {0}) * 5.0).backward();
+  CHECK(s.grad().item() == 5);  // softmax of one element is constant
+  CHECK_THROWS_WITH(sum(s, {1}), Contains("sum: dim 1 out of range [-1, 0] (a 0-d tensor)"));
+  CHECK_THROWS_WITH(softmax(s, -2), Contains("softmax: dim -2 out of range [-1, 0]"));
 }
 
 TEST_CASE("narrow and slice take windows", "[shape]") {

@@ -135,6 +135,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
+  if (x.dim() == 0) return check_scalar_dim("squeeze", dim), x;
   int64_t d = normalize_dim("squeeze", dim, x.dim());
   if (x.shape()[d] != 1) return x;  // as torch: squeezing a dim that is not 1 changes nothing
   Shape shape = x.shape();

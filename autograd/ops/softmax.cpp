@@ -24,8 +24,9 @@ struct Rows {
 };
 
 Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
-  int64_t d = normalize_dim(op, dim, x.dim());
   Rows r;
+  if (x.dim() == 0) return check_scalar_dim(op, dim), r;  // one row of one element, as torch
+  int64_t d = normalize_dim(op, dim, x.dim());
   for (int64_t i = 0; i < x.dim(); ++i) {
     if (i < d)
       r.outer *= x.shape()[i];
