@@ -69,12 +69,26 @@ std::string first_foreign_entry(const std::string& folder, const std::vector<std
 
 }  // namespace
 
+namespace {
+std::vector<std::string> folders_made;  // by make_parent_folders, outermost first
+}  // namespace
+
 void make_parent_folders(const std::string& path, const char* flag) {
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (parent.empty()) return;
+  std::vector<std::string> missing;  // innermost first
   std::error_code ec;
+  for (std::filesystem::path p = parent; !p.empty() && !std::filesystem::exists(std::filesystem::symlink_status(p, ec));
+       p = p.parent_path())
+    missing.push_back(p.string());
   std::filesystem::create_directories(parent, ec);
   QKV_CHECK(!ec, "cannot create the folder of ", flag, " ", shown(path), ": ", ec.message());
+  folders_made.insert(folders_made.end(), missing.rbegin(), missing.rend());
+}
+
+void remove_folders_made() {
+  for (auto it = folders_made.rbegin(); it != folders_made.rend(); ++it) ::rmdir(it->c_str());  // fails unless empty
+  folders_made.clear();
 }
 
 void check_output_file(const std::string& path, const char* flag, bool force, const std::vector<std::string>& inputs) {

@@ -26,8 +26,13 @@ namespace qkv::io {
 void check_output_file(const std::string& path, const char* flag, bool force,
                        const std::vector<std::string>& inputs = {});
 
-/// Creates the missing folders above `path` (errors name `flag`).
+/// Creates the missing folders above `path` (errors name `flag`), and
+/// remembers them for remove_folders_made().
 void make_parent_folders(const std::string& path, const char* flag);
+/// Removes the folders make_parent_folders() created in this process that are
+/// still empty, deepest first: a command that fails after its checks (a
+/// missing --data, a refused --log) leaves no empty folders behind.
+void remove_folders_made();
 
 /// Writes `bytes` to `path` under the rule above (it does not check force:
 /// check_output_file did). The error names the file and errno's reason.

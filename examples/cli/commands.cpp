@@ -378,8 +378,8 @@ int gradcheck(int argc, char** argv) {
       "entries", "entries checked per parameter (0: all) (default: 0, or 16 with --checkpoint)",
       cxxopts::value<int64_t>(), "N")("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"), "N")(
       "data",
-      "with a text --checkpoint: the text its batch comes from (default: the bundled text, for models "
-      "trained on it)",
+      "with a text or digits --checkpoint: the text or CSV its batch comes from (default: the bundled text, "
+      "for text models trained on it)",
       cxxopts::value<std::string>(),
       "FILE")("device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
   cxxopts::ParseResult args;
@@ -414,7 +414,7 @@ int gradcheck(int argc, char** argv) {
   if (!path.empty() || kind != "mha") {
     if (!path.empty()) {
       runner = load_runner(path);
-      use_data_flag(*runner, args, path);  // its batch comes from a text named here
+      use_data_flag(*runner, args, path);  // its batch comes from a text or CSV named here
     } else {
       QKV_CHECK(!args.count("data"), "--data goes with a text --checkpoint");
       ModelSpec spec = small_model_spec(kind);  // on the kind's first task (reverse for the sequence kinds)

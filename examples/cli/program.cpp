@@ -17,6 +17,7 @@
 #include "autograd/simd.h"
 #include "commands.h"
 #include "dist/dist.h"
+#include "io/output.h"
 
 namespace {
 // The commands, once: the usage text, the dispatch and the unknown-command
@@ -80,6 +81,7 @@ int run(const std::string& command, int argc, char** argv) {
   const std::string name = qkv::printable(command, 40);  // argv[1] is the user's: shown escaped
   const int ranks = qkv::dist::world_size();
   auto failed = [&](int code) {
+    qkv::io::remove_folders_made();         // made for outputs this run will not write
     if (ranks > 1) qkv::dist::abort(code);  // the other ranks would wait for this one forever
     return code;
   };

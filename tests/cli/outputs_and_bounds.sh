@@ -304,6 +304,13 @@ PY
   "$qkv" plot huge.csv >/dev/null || fail "plot of +-1e308"
   [ "$(page_data huge.csv.html "j(d['curves']['runs'][0]['columns']['loss']['values'])")" = "1e+308 -1e+308 0.0" ] \
     || fail "extreme values are not held as logged"
+  # A run refused after its checks left the --save folders it had made (found by a hostile-files walk-through).
+  refused "train, a missing --data" "$qkv" train --task text --data none.txt --save newA/sub/x.safetensors --steps 1
+  echo x >taken.csv
+  refused "train, a --log that exists" "$qkv" train --save newB/sub/x.safetensors --log taken.csv --steps 1
+  [ -e newA ] || [ -e newB ] && fail "a refused run left the folders it made for --save"
+  mkdir -p kept && refused "train into an existing folder" "$qkv" train --task text --data none.txt --save kept/x.safetensors
+  [ -d kept ] || fail "a folder the run did not make was removed"
   ok "the messages say what applies; extreme values draw" ;;
 16) # bench reported --attention and --checkpoint-activations settings its config ignored
   refused "bench --config attention --attention linear" "$qkv" bench --config attention --attention linear --steps 1 --warmup 0
