@@ -233,7 +233,11 @@ Outcome Trainer::run() {
                 p.step, ": the ranks no longer train the same model (a rank's arithmetic or data differs)");
     }
     if (evaluating && lead && evaluate) {
-      evaluation = evaluate(p.step);
+      try {
+        evaluation = evaluate(p.step);
+      } catch (const Error& e) {  // outputs that overflow, say: the weights are not worth saving either
+        throw Error(cat("evaluating step ", p.step, ": ", e.what(), "; ", unsaved()));
+      }
       out.last_metric = evaluation.metric;
       reached = evaluation.reached;
       bool better = evaluation.higher_is_better ? !(evaluation.metric <= out.best_metric)

@@ -279,8 +279,16 @@ std::function<Tensor()> Runner::fixed_batch_loss(int64_t size, Generator gen) {
   };
 }
 
+std::string Runner::not_finite(double value) const {
+  if (spec_.source.empty()) return cat("the model's outputs reach ", value, ": its weights overflow float32");
+  return cat(printable(spec_.source), ": its outputs reach ", value,
+             ": weights this large overflow float32 (the file does not hold a usable model)");
+}
+
 int64_t Runner::pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const {
   int64_t V = static_cast<int64_t>(logits.size());
+  // Weights near float's limit pass the load's finiteness check and overflow here: garbage, not an answer.
+  for (double l : logits) QKV_CHECK(!std::isnan(l) && l != INFINITY, not_finite(l));
   if (temperature <= 0 || !gen) return std::max_element(logits.begin(), logits.end()) - logits.begin();
   std::vector<double> sorted = logits;
   std::sort(sorted.begin(), sorted.end(), std::greater<>());
@@ -373,6 +381,7 @@ double Runner::held_out_loss(int64_t windows, Generator& gen) {
   }
   entropy_weight_ = entropy_weight;
   module().train(was_training);
+  QKV_CHECK(std::isfinite(total), not_finite(total));
   return total / static_cast<double>(batches);
 }
 

@@ -186,6 +186,8 @@ class Runner {
   void resolve_task(bool read_data);
   Tensor with_entropy(const Tensor& loss, const std::vector<Tensor>& weights);
   int64_t pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const;
+  /// The error for a non-finite output `value`, naming the checkpoint.
+  std::string not_finite(double value) const;
   ModelSpec spec_;
   std::unique_ptr<SequenceTask> task_;
   std::unique_ptr<LabelTask> labels_;

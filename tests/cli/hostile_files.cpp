@@ -10,6 +10,7 @@
 //   evilkey.safetensors    a training setting whose name holds a newline and an escape sequence
 //   seed20.safetensors     a 20-digit seed (past uint64: once std::stoull's uncaught out_of_range)
 //   moment.safetensors     a negative Adam second moment (once resumed into a NaN step that was saved)
+//   huge.safetensors       every weight 3e38: finite (the load's check passes), and every output overflows
 //   ctx64k.safetensors     the task model at context 65536, its position table to match: eval's key/value
 //                          cache was sized by the context (2 GB of zeros for 3-digit inputs)
 //   textctx.safetensors    the text model at context 131072: 32 windows of it would need 17 GB
@@ -54,6 +55,14 @@ int main(int argc, char** argv) {
           t.data<float>()[0] = -1;
         }
       io::save_safetensors(dir + "/moment.safetensors", poisoned, source.metadata);
+    }
+    {
+      io::NamedTensors huge;
+      for (const auto& [name, t] : source.tensors)
+        huge.emplace_back(name, name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0
+                                    ? Tensor::full(t.shape(), 3e38, t.dtype())
+                                    : t);
+      io::save_safetensors(dir + "/huge.safetensors", huge, source.metadata);
     }
     for (float bad : {NAN, INFINITY}) {
       io::NamedTensors broken = source.tensors;

@@ -49,8 +49,28 @@ for flag in "--lr 0.1" "--dim 64" "--task sort" "--batch 4" "--dropout 0.1"; do
 done
 ok "a conflicting flag on --resume exits non-zero naming it"
 
-# A non-finite loss stops training, keeps the last checkpoint, exits non-zero; the log holds no NaN.
-"$qkv" train "${small[@]}" --lr 1e30 --clip 0 --steps 1 --save nan.safetensors >/dev/null 2>&1 || fail "one step at lr 1e30"
+# One step at lr 1e30 leaves finite weights near 1e30 whose outputs overflow: it once evaluated them (0%),
+# saved them and exited 0. Its evaluation now stops it, saving nothing.
+"$qkv" train "${small[@]}" --lr 1e30 --clip 0 --steps 1 --save nan.safetensors >/dev/null 2>err.txt &&
+  fail "one step at lr 1e30 exited 0"
+grep -q "evaluating step 1: the model's outputs reach .*training stopped without saving, and this run has saved nothing yet" \
+  err.txt || { cat err.txt; fail "lr 1e30: unclear error"; }
+[ -e nan.safetensors ] && fail "lr 1e30: the overflowing weights were saved"
+# A non-finite loss stops training, keeps the last checkpoint, exits non-zero; the log holds no NaN. The
+# checkpoint: one sane step, its recorded rate then set to 1e30, so the resumed run's first step diverges.
+"$qkv" train "${small[@]}" --clip 0 --steps 1 --save nan.safetensors >/dev/null 2>&1 || fail "one step"
+python3 - nan.safetensors <<'PY' || fail "setting the recorded rate"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+settings = json.loads(header["__metadata__"]["qkv.train"])
+settings["lr"] = "1e+30"
+header["__metadata__"]["qkv.train"] = json.dumps(settings, separators=(",", ":"))
+text = json.dumps(header, separators=(",", ":")).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
 cp nan.safetensors nan_before.safetensors
 "$qkv" train --resume nan.safetensors --steps 100 --log nan.jsonl >out.txt 2>err.txt && fail "a diverged run exited 0"
 grep -q "training stopped without saving" err.txt || { cat err.txt; fail "no clear message for a non-finite loss"; }
@@ -256,6 +276,13 @@ ok "strings from a file are printed escaped: $(cat err.txt)"
 grep -q $'\x1b' out.txt && fail "an escape sequence from a setting's name reached stdout"
 grep -q '^qkv: all ok' out.txt && fail "a setting's name forged a line"
 ok "info prints settings' names escaped too"
+for cmd in "eval --checkpoint huge.safetensors" "sample --checkpoint huge.safetensors --prompt 123"; do
+  timed $cmd
+  [ $rc -eq 1 ] || { cat err.txt; fail "$cmd: exit $rc (it once printed 0.00% or garbage and exited 0)"; }
+  one_line_error err.txt
+  grep -q "huge.safetensors: its outputs reach" err.txt || { cat err.txt; fail "$cmd: unclear error"; }
+done
+ok "weights near float's limit: $(cat err.txt)"
 for f in seed20 moment; do
   timed train --resume $f.safetensors --steps 400
   [ $rc -eq 1 ] || { cat err.txt; fail "$f: exit $rc"; }
