@@ -97,8 +97,8 @@ class Trainer {
   /// save_every steps and at the end (also when stopped). A non-finite loss
   /// or gradient norm throws qkv::Error before the update, without saving,
   /// naming the last saved step, and so do weights an update made non-finite
-  /// when the run would save them; a log that cannot be written saves first,
-  /// then throws.
+  /// when the run would save them, and an `evaluate` that throws (its message
+  /// kept); a log that cannot be written saves first, then throws.
   Outcome run();
 
   /// The run's settings as a checkpoint records them: `others` (the model's,
