@@ -221,6 +221,7 @@ class DigitsTask : public LabelTask {
   void load() {
     const std::string file = printable(path_);
     std::string text = io::read_regular_file(path_, kMaxImageCsvBytes, "digits CSV file");
+    if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 byte-order mark, as spreadsheets write
     QKV_CHECK(!text.empty(), file, ": empty (a digits CSV holds one image a line: its pixels, then the label)");
     // The first row's width fixes the image: side² pixels and the label.
     size_t first_end = text.find('\n');

@@ -118,6 +118,12 @@ grep -q "ragged.csv: line 6 has 3 values" err.txt || fail "the error does not na
 refused "a brackets prompt with a letter" "$qkv" sample --checkpoint brackets.safetensors --prompt "(a)"
 refused "a history with an unknown item" "$qkv" sample --checkpoint sessions.safetensors --prompt "1 999"
 refused "a held-out image past the split" "$qkv" sample --checkpoint digits.safetensors --prompt 359
+# A spreadsheet's CSV: a UTF-8 byte-order mark and CRLF line ends read as the same images (the mark was
+# refused, with an invisible character in the message).
+{ printf '\xef\xbb\xbf'; sed 's/$/\r/' "$digits"; } >excel.csv
+"$qkv" eval --checkpoint digits.safetensors --data excel.csv >excel.txt 2>&1 || { cat excel.txt; fail "a CSV with a BOM"; }
+"$qkv" eval --checkpoint digits.safetensors --data "$digits" >plain.txt 2>&1 || fail "eval on the digits"
+[ "$(sed 's/excel.csv//' excel.txt)" = "$(sed "s|$digits||" plain.txt)" ] || { cat excel.txt plain.txt; fail "BOM+CRLF changed the result"; }
 # A model trained on its own CSV samples its held-out images by number when given that CSV again.
 "$qkv" train --task digits "${small[@]}" --steps 2 --data "$digits" --save own.safetensors >/dev/null 2>&1 || fail "digits on --data"
 refused "an image number without the CSV" "$qkv" sample --checkpoint own.safetensors --prompt 7
