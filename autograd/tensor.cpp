@@ -85,6 +85,8 @@ Tensor Tensor::arange(double end, DType dtype) { return arange(0, end, 1, dtype)
 
 Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   QKV_CHECK(step != 0, "arange: step must be non-zero");
+  QKV_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange: [", start, ", ", end,
+            ") with step ", step, " is not finite");
   QKV_CHECK(step > 0 ? start <= end : start >= end, "arange: step ", step, " leads away from ", end, " (start ", start,
             ")");
   double count = std::ceil((end - start) / step);
@@ -370,5 +372,19 @@ std::string Tensor::to_string() const {
 }
 
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor) { return out << tensor.to_string(); }
+
+int64_t first_non_finite(const Tensor& any) {
+  const Tensor t = any.device().is_cpu() ? any : any.to(Device::cpu());
+  if (t.dtype() == DType::Float32) {
+    const float* v = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(v[i])) return i;
+  } else if (t.dtype() == DType::Float64) {
+    const double* v = t.data<double>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(v[i])) return i;
+  }
+  return -1;
+}
 
 }  // namespace qkv

@@ -160,4 +160,9 @@ Tensor alias_with_shape(const Tensor& source, const Shape& shape);
 /// devices are a one-line error naming the op, as in PyTorch.
 Device common_device(const char* op, std::initializer_list<Tensor> inputs);
 
+/// The index of the first NaN or infinity in a float tensor (on any device;
+/// a device's is copied to the host), else -1: a checkpoint's weights and
+/// optimizer state, and weights before they are saved, are checked with it.
+int64_t first_non_finite(const Tensor& t);
+
 }  // namespace qkv

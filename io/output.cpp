@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "autograd/error.h"
+#include "io/file_io.h"
 
 namespace qkv::io {
 
@@ -24,16 +25,6 @@ const char* not_a_file(const struct stat& st) {
   if (S_ISFIFO(st.st_mode)) return "a FIFO";
   if (!S_ISREG(st.st_mode)) return "a device or socket";
   return nullptr;
-}
-
-void write_all(int fd, std::string_view bytes, const std::string& path) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    QKV_CHECK(n > 0, "cannot write ", shown(path), ": ", std::strerror(n < 0 ? errno : EIO));
-    done += static_cast<size_t>(n);
-  }
 }
 
 void sync_folder_of(const std::string& path) {
@@ -134,22 +125,18 @@ GrowingFile::GrowingFile(const std::string& path, bool append, int64_t max_exist
   QKV_CHECK(fd_ >= 0, "cannot write ", shown(path), ": ",
             errno == ELOOP ? "it is a symbolic link" : std::strerror(errno));
   struct stat st;
-  const char* kind = ::fstat(fd_, &st) != 0 ? std::strerror(errno) : not_a_file(st);
-  if (!kind && st.st_size > max_existing) kind = "larger than a file qkv appends to";
-  if (kind) {
+  std::string problem = ::fstat(fd_, &st) != 0      ? cat("cannot read ", shown(path), ": ", std::strerror(errno))
+                        : not_a_file(st)            ? cat("refusing to write ", shown(path), ": it is ", not_a_file(st))
+                        : st.st_size > max_existing ? cat("refusing to append to ", shown(path), ": it holds ",
+                                                          st.st_size, " bytes, more than ", max_existing)
+                                                    : "";
+  if (!problem.empty()) {
     ::close(fd_);
-    throw Error(cat("refusing to write ", shown(path), ": it is ", kind));
+    throw Error(problem);
   }
   if (!existing) return;
   existing->assign(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < existing->size()) {
-    ssize_t n = ::pread(fd_, existing->data() + got, existing->size() - got, static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  existing->resize(got);
+  existing->resize(detail::read_at(fd_, 0, existing->data(), existing->size()));
 }
 
 GrowingFile::~GrowingFile() {
@@ -164,19 +151,7 @@ bool GrowingFile::finish() {
   return error == 0;
 }
 
-bool GrowingFile::write(std::string_view text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = 0;
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
+bool GrowingFile::write(std::string_view text) { return detail::write_whole(fd_, text); }
 
 std::string temporary_beside(const std::string& path) {
   std::string tmp = cat(path, ".tmp.", ::getpid());
@@ -198,7 +173,7 @@ void write_file(const std::string& path, std::string_view bytes) {
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   QKV_CHECK(fd >= 0, "cannot write ", shown(path), ": ", std::strerror(errno));
   try {
-    write_all(fd, bytes, path);
+    detail::write_all(fd, bytes, path);
     QKV_CHECK(::fsync(fd) == 0, "cannot write ", shown(path), ": ", std::strerror(errno));
   } catch (...) {
     ::close(fd);
@@ -258,7 +233,7 @@ void OutputFolder::write(const std::string& name, std::string_view bytes) {
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   QKV_CHECK(fd >= 0, "cannot write ", shown(path_ + "/" + name), ": ", std::strerror(errno));
   try {
-    write_all(fd, bytes, path_ + "/" + name);
+    detail::write_all(fd, bytes, path_ + "/" + name);
     QKV_CHECK(::fsync(fd) == 0, "cannot write ", shown(path_ + "/" + name), ": ", std::strerror(errno));
   } catch (...) {
     ::close(fd);

@@ -55,7 +55,7 @@ void commit_file(const std::string& temporary, const std::string& path);
 /// and those bytes are read into `existing`.
 class GrowingFile {
  public:
-  GrowingFile(const std::string& path, bool append, int64_t max_existing = 0, std::string* existing = nullptr);
+  GrowingFile(const std::string& path, bool append, int64_t max_existing, std::string* existing);
   GrowingFile(const GrowingFile&) = delete;
   GrowingFile& operator=(const GrowingFile&) = delete;
   ~GrowingFile();

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <set>
 
+#include "io/file_io.h"
 #include "io/metadata.h"
 #include "io/strict_json.h"
 
@@ -47,17 +48,6 @@ bool dtype_from_name(const std::string& name, DType& out) {
   for (DType d : {DType::Float32, DType::Float64, DType::Int64, DType::Bool})
     if (name == safetensors_dtype(d)) return out = d, true;
   return false;
-}
-
-void write_all(int fd, const void* data, size_t size, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    QKV_CHECK(n > 0, "cannot write ", path, ": ", std::strerror(errno));
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
 }
 
 std::string quoted(const std::string& name, const std::string& path) {
@@ -118,17 +108,7 @@ struct RegularFile {
   RegularFile(const RegularFile&) = delete;
   RegularFile& operator=(const RegularFile&) = delete;
   ~RegularFile() { ::close(fd); }
-  // Reads up to n bytes at offset into out; returns how many there were (fewer: the file shrank meanwhile).
-  size_t read_at(int64_t offset, char* out, size_t n) const {
-    size_t got = 0;
-    while (got < n) {
-      ssize_t r = ::pread(fd, out + got, n - got, static_cast<off_t>(offset + static_cast<int64_t>(got)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += static_cast<size_t>(r);
-    }
-    return got;
-  }
+  size_t read_at(int64_t offset, char* out, size_t n) const { return detail::read_at(fd, offset, out, n); }
 };
 }  // namespace
 
@@ -177,11 +157,13 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   QKV_CHECK(fd >= 0, "cannot write ", tmp, ": ", std::strerror(errno));
   try {
-    write_all(fd, &length, 8, tmp);  // little-endian, as asserted above
-    write_all(fd, header.data(), header.size(), tmp);
+    detail::write_all(fd, std::string_view(reinterpret_cast<const char*>(&length), 8), tmp);  // little-endian
+    detail::write_all(fd, header, tmp);
     for (const auto& [name, t] : tensors) {  // a device's tensor is copied to the host, one at a time
       Tensor host = t.detach().to(Device::cpu());
-      write_all(fd, host.raw_data(), host.numel() * element_size(host.dtype()), tmp);
+      detail::write_all(
+          fd, std::string_view(static_cast<const char*>(host.raw_data()), host.numel() * element_size(host.dtype())),
+          tmp);
     }
     QKV_CHECK(::fsync(fd) == 0, "cannot flush ", tmp, ": ", std::strerror(errno));
   } catch (...) {

@@ -10,20 +10,6 @@ void save_module(const std::string& path, const Module& module, const std::map<s
   io::save_safetensors(path, module.named_parameters(), metadata);
 }
 
-int64_t first_non_finite(const Tensor& any) {
-  const Tensor t = any.device().is_cpu() ? any : any.to(Device::cpu());
-  if (t.dtype() == DType::Float32) {
-    const float* v = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(v[i])) return i;
-  } else if (t.dtype() == DType::Float64) {
-    const double* v = t.data<double>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(v[i])) return i;
-  }
-  return -1;
-}
-
 void load_into(Module& module, const io::TensorFile& file, const std::string& path,
                const std::vector<std::string>& ignored_prefixes) {
   auto ignored = [&](const std::string& name) {

@@ -15,9 +15,6 @@ namespace qkv::nn {
 void save_module(const std::string& path, const Module& module,
                  const std::map<std::string, std::string>& metadata = {});
 
-/// The index of the first NaN or infinity in a float tensor (on any device), else -1.
-int64_t first_non_finite(const Tensor& t);
-
 /// Copies the file's tensors into the module's parameters: every parameter
 /// must be present with its shape and dtype and hold only finite numbers
 /// (a NaN or infinity is an error naming the tensor), and no other tensor

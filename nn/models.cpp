@@ -69,8 +69,10 @@ Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
   QKV_CHECK(static_cast<int64_t>(cache.keys.size()) == config_.layers, "GPT: a cache for ", cache.keys.size(),
             " layers, the model has ", config_.layers);
   int64_t pos = cache.length, t = ids.size(1);
-  QKV_CHECK(pos + t <= config_.context && pos + t <= cache.capacity(), "GPT: generation reached the context of ",
-            config_.context, " tokens (", pos, " cached + ", t, " new)");
+  const bool cache_full = cache.capacity() < config_.context;  // a cache made for fewer positions than the context
+  QKV_CHECK(pos + t <= std::min(config_.context, cache.capacity()), "GPT: generation reached ",
+            cache_full ? "the cache's " : "the context of ", std::min(config_.context, cache.capacity()), " tokens (",
+            pos, " cached + ", t, " new)");
   Tensor x = add(tok_emb->forward(ids), pos_emb->range(pos, t));
   MhaOptions causal;
   causal.causal = true;

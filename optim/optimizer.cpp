@@ -10,7 +10,6 @@
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
 #include "io/metadata.h"
-#include "nn/checkpoint.h"
 #include "optim/device_kernels.h"
 #include "optim/optimizer_math.h"
 
@@ -97,51 +96,75 @@ int64_t first_negative(const Tensor& t) {
 }
 }  // namespace
 
-void Optimizer::load_state(const NamedTensors& state, int64_t steps, const std::map<std::string, int64_t>& lagging) {
+// The index of the parameter a state entry "<param>.<buffer>" belongs to, and the buffer's name; throws when none.
+std::pair<size_t, std::string> Optimizer::owner_of(const std::string& full) const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& p = params_[i].first;
+    if (full.size() > p.size() + 1 && full.compare(0, p.size(), p) == 0 && full[p.size()] == '.' &&
+        full.find('.', p.size() + 1) == std::string::npos)
+      return {i, full.substr(p.size() + 1)};
+  }
+  throw Error(cat("optimizer state '", printable(full), "' belongs to no parameter"));
+}
+
+// One state entry, as a file gives it: a buffer this optimizer keeps, of its parameter's shape and dtype, finite
+// (a NaN moment would make the first resumed step's weights NaN), and >= 0 where it is never negative (a
+// negative second moment, its square root).
+void Optimizer::check_buffer(size_t index, const std::string& full, const std::string& buffer, const Tensor& t,
+                             const std::map<std::string, bool>& kinds) const {
+  const Tensor& param = params_[index].second;
+  QKV_CHECK(kinds.count(buffer), "optimizer state '", printable(full), "': ", name(), " keeps no '", printable(buffer),
+            "'");
+  QKV_CHECK(t.shape() == param.shape() && t.dtype() == param.dtype(), "optimizer state '", full, "' is ",
+            shape_str(t.shape()), " ", dtype_name(t.dtype()), ", its parameter ", shape_str(param.shape()), " ",
+            dtype_name(param.dtype()));
+  const Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  const int64_t bad = first_non_finite(host);
+  QKV_CHECK(bad < 0, "optimizer state '", full, "' holds ", host.to_vector()[bad], " at element ", bad);
+  const int64_t negative = kinds.at(buffer) ? first_negative(host) : -1;
+  QKV_CHECK(negative < 0, "optimizer state '", full, "' holds ", host.to_vector()[negative], " at element ", negative,
+            ", which is never negative");
+}
+
+Optimizer::Restored Optimizer::checked_state(const NamedTensors& state, int64_t steps,
+                                             const std::map<std::string, int64_t>& lagging) const {
   QKV_CHECK(steps >= 0, "optimizer: negative step count ", steps);
   const std::map<std::string, bool> kinds = state_buffers();
-  std::vector<std::map<std::string, Tensor>> loaded(params_.size());
+  Restored r{std::vector<std::map<std::string, Tensor>>(params_.size()), std::vector<int64_t>(params_.size())};
   for (const auto& [full, t] : state) {
-    bool found = false;
-    for (size_t i = 0; i < params_.size() && !found; ++i) {
-      const std::string& p = params_[i].first;
-      if (full.size() > p.size() + 1 && full.compare(0, p.size(), p) == 0 && full[p.size()] == '.' &&
-          full.find('.', p.size() + 1) == std::string::npos) {
-        const std::string buffer = full.substr(p.size() + 1);
-        QKV_CHECK(kinds.count(buffer), "optimizer state '", printable(full), "': ", name(), " keeps no '",
-                  printable(buffer), "'");
-        QKV_CHECK(t.shape() == params_[i].second.shape() && t.dtype() == params_[i].second.dtype(), "optimizer state '",
-                  full, "' is ", shape_str(t.shape()), " ", dtype_name(t.dtype()), ", its parameter ",
-                  shape_str(params_[i].second.shape()), " ", dtype_name(params_[i].second.dtype()));
-        // A NaN moment would turn the first resumed step's weights into NaN, and a negative second moment its square
-        // root.
-        const Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
-        const int64_t bad = nn::first_non_finite(host);
-        QKV_CHECK(bad < 0, "optimizer state '", full, "' holds ", host.to_vector()[bad], " at element ", bad);
-        const int64_t negative = kinds.at(buffer) ? first_negative(host) : -1;
-        QKV_CHECK(negative < 0, "optimizer state '", full, "' holds ", host.to_vector()[negative], " at element ",
-                  negative, ", which is never negative");
-        loaded[i][buffer] = t.to(t.dtype()).to(params_[i].second.device());
-        found = true;
-      }
-    }
-    QKV_CHECK(found, "optimizer state '", printable(full), "' belongs to no parameter");
+    auto [i, buffer] = owner_of(full);
+    check_buffer(i, full, buffer, t, kinds);
+    r.buffers[i][buffer] = t;
   }
-  std::vector<int64_t> updates(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
-    QKV_CHECK(loaded[i].empty() || loaded[i].size() == kinds.size(), "optimizer state of '", params_[i].first, "' has ",
-              loaded[i].size(), " of ", name(), "'s ", kinds.size(), " buffers");
-    updates[i] = loaded[i].empty() ? 0 : steps;
+    QKV_CHECK(r.buffers[i].empty() || r.buffers[i].size() == kinds.size(), "optimizer state of '", params_[i].first,
+              "' has ", r.buffers[i].size(), " of ", name(), "'s ", kinds.size(), " buffers");
+    r.updates[i] = r.buffers[i].empty() ? 0 : steps;
   }
   for (const auto& [name, count] : lagging) {
     auto p = std::find_if(params_.begin(), params_.end(), [&](const auto& named) { return named.first == name; });
     QKV_CHECK(p != params_.end(), "optimizer: update count of '", printable(name), "', which is no parameter");
-    QKV_CHECK(count >= 0 && count <= steps, "optimizer: '", name, "' took ", count, " updates in ", steps, " steps");
-    updates[p - params_.begin()] = count;
+    const size_t i = static_cast<size_t>(p - params_.begin());
+    // A parameter with state took at least one update; one without took none.
+    QKV_CHECK(count >= 0 && count <= steps && (count > 0) == !r.buffers[i].empty(), "optimizer: '", name, "' took ",
+              count, " updates in ", steps, " steps, with", r.buffers[i].empty() ? "out" : "", " state");
+    r.updates[i] = count;
   }
-  buffers_ = std::move(loaded);
+  return r;
+}
+
+void Optimizer::check_state(const NamedTensors& state, int64_t steps,
+                            const std::map<std::string, int64_t>& lagging) const {
+  checked_state(state, steps, lagging);
+}
+
+void Optimizer::load_state(const NamedTensors& state, int64_t steps, const std::map<std::string, int64_t>& lagging) {
+  Restored r = checked_state(state, steps, lagging);
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (auto& [buffer, t] : r.buffers[i]) t = t.to(t.dtype()).to(params_[i].second.device());  // its own copy
+  buffers_ = std::move(r.buffers);
   steps_ = steps;
-  updates_ = std::move(updates);
+  updates_ = std::move(r.updates);
 }
 
 // ---- SGD ----

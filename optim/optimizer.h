@@ -37,9 +37,9 @@ class Optimizer {
   int64_t updates(size_t index) const { return updates_[index]; }
   /// For an optimizer that counts updates (Adam), the parameters whose count
   /// is not what load_state() infers from the state (steps() with state, 0
-  /// without), by name: those that sat out a step after their first update.
-  /// Empty in the usual case, when every parameter that has a gradient had
-  /// it from the first step.
+  /// without), by name: those updated in fewer steps than steps(). Empty in
+  /// the usual case, when every parameter that has a gradient had it from the
+  /// first step.
   std::map<std::string, int64_t> lagging_updates() const;
   const NamedTensors& params() const { return params_; }
   /// The kind, for checkpoints: "sgd", "adam", "adamw".
@@ -53,9 +53,13 @@ class Optimizer {
   /// "<param>.exp_avg", for checkpoints. Created lazily on the first step.
   NamedTensors state() const;
   /// Restores what state(), steps() and lagging_updates() returned, after
-  /// checking it all: a parameter holds all of its kind's buffers or none, of
-  /// its shape and dtype, finite (and >= 0 where state_buffers() says so).
+  /// checking it all (check_state()).
   void load_state(const NamedTensors& state, int64_t steps, const std::map<std::string, int64_t>& lagging = {});
+  /// Throws what load_state() would, changing nothing: a parameter holds all
+  /// of its kind's buffers or none, of its shape and dtype, finite (and >= 0
+  /// where state_buffers() says so); a lagging count is within the steps, at
+  /// least 1 for a parameter with state and 0 for one without.
+  void check_state(const NamedTensors& state, int64_t steps, const std::map<std::string, int64_t>& lagging = {}) const;
 
  protected:
   /// One parameter's update with its gradient; buffers from buffer(). A CPU
@@ -84,7 +88,15 @@ class Optimizer {
   std::vector<std::map<std::string, Tensor>> buffers_;
   double lr_;
   int64_t steps_ = 0;
-  std::vector<int64_t> updates_;              // per parameter: the steps it had a gradient in
+  std::vector<int64_t> updates_;  // per parameter: the steps it had a gradient in
+  struct Restored {               // what load_state() takes from a file, checked
+    std::vector<std::map<std::string, Tensor>> buffers;
+    std::vector<int64_t> updates;
+  };
+  Restored checked_state(const NamedTensors& state, int64_t steps, const std::map<std::string, int64_t>& lagging) const;
+  std::pair<size_t, std::string> owner_of(const std::string& full) const;
+  void check_buffer(size_t index, const std::string& full, const std::string& buffer, const Tensor& t,
+                    const std::map<std::string, bool>& kinds) const;
   std::vector<ItemLoop>* pending_ = nullptr;  // during step(): the updates' loops, run together at its end
   int64_t pending_cost_ = 1;
 };

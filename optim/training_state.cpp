@@ -33,6 +33,7 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model, 
     metadata["qkv.step"] = std::to_string(optimizer->steps());
     metadata["qkv.optimizer"] = optimizer->name();
     metadata["qkv.optimizer.hyperparameters"] = io::json_object(optimizer->hyperparameters());
+    metadata.erase(kUpdatesKey);  // a caller's copy of another file's metadata: this optimizer's counts only
     if (auto lagging = optimizer->lagging_updates(); !lagging.empty()) {  // only where a parameter sat out a step
       std::map<std::string, std::string> counts;
       for (const auto& [name, count] : lagging) counts[name] = std::to_string(count);
@@ -87,14 +88,15 @@ std::map<std::string, std::string> load_training_checkpoint(io::TensorFile file,
     QKV_CHECK(it != meta.end() && decode_state(it->second, s), path, ": missing or bad generator state '", name, "'");
     states.push_back(s);
   }
-  nn::load_into(model, file, path, {kOptimizerPrefix});
   if (optimizer) {
     try {
-      optimizer->load_state(state, steps, lagging);
+      optimizer->check_state(state, steps, lagging);
     } catch (const Error& e) {
       throw Error(cat(path, ": ", e.what()));
     }
   }
+  nn::load_into(model, file, path, {kOptimizerPrefix});
+  if (optimizer) optimizer->load_state(state, steps, lagging);  // checked above
   for (size_t i = 0; i < generators.size(); ++i) generators[i].second->set_state(states[i]);
   return meta;
 }

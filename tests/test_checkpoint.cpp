@@ -248,6 +248,11 @@ TEST_CASE("a training checkpoint keeps the update counts of parameters that sat 
   run(lin, opt, true);  // every parameter took the last step, but the bias is still one behind
   optim::save_training_checkpoint(path, lin, &opt, {});
   CHECK(io::load_safetensors(path).metadata.count("qkv.optimizer.updates") == 1);
+  // Another file's counts handed back in the metadata are not this optimizer's: they are not written.
+  optim::AdamW fresh(copy.named_parameters(), {.lr = 0.1});
+  const std::string other = scratch("fresh.safetensors");
+  optim::save_training_checkpoint(other, copy, &fresh, {}, io::load_safetensors(path).metadata);
+  CHECK(io::load_safetensors(other).metadata.count("qkv.optimizer.updates") == 0);
   TensorFile file = io::load_safetensors(path);
   file.metadata["qkv.optimizer.updates"] = R"({"bias":"x"})";
   CHECK_THROWS_WITH(optim::load_training_checkpoint(std::move(file), path, copy, &copy_opt, {}),

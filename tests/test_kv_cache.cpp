@@ -40,6 +40,27 @@ TEST_CASE("a GPT with a key/value cache gives the logits of the full forward pas
     }
 }
 
+// The program sizes a cache by what decoding needs (a file's context of 2^20 once made 1 GB of zeros for a
+// 3-digit prompt): make_cache(batch, positions) holds that many, 0 meaning the context.
+TEST_CASE("a cache made for fewer positions than the context holds them and says when it is full",
+          "[kv_cache][models]") {
+  GPTConfig c;
+  c.vocab = 7, c.context = 16, c.width = 4, c.heads = 2, c.layers = 1;
+  Generator gen(3);
+  GPT gpt(c, &gen);
+  gpt.eval();
+  NoGradGuard no_grad;
+  CHECK(gpt.make_cache(2).capacity() == 16);
+  KVCache small = gpt.make_cache(1, 5);
+  CHECK(small.capacity() == 5);
+  Tensor ids = Tensor::randint(0, 7, {1, 6}, &gen);
+  Tensor full = gpt.forward(ids);
+  CHECK(worst_difference(gpt.forward_cached(narrow(ids, 1, 0, 5), small), narrow(full, 1, 0, 5)) < 1e-5);
+  CHECK_THROWS_WITH(gpt.forward_cached(narrow(ids, 1, 5, 1), small),
+                    Catch::Matchers::Contains("reached the cache's 5 tokens (5 cached + 1 new)"));
+  CHECK_THROWS_WITH(gpt.make_cache(1, 17), Catch::Matchers::Contains("a cache of 17 positions, the context is 16"));
+}
+
 TEST_CASE("a cache that does not fit the model is refused with its shape", "[kv_cache][models][errors]") {
   GPTConfig c;
   c.vocab = 5, c.context = 4, c.width = 4, c.heads = 2, c.layers = 1;

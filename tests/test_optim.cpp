@@ -105,6 +105,10 @@ TEST_CASE("Adam's bias correction counts each parameter's own updates, as torch'
   CHECK_THROWS_WITH(copy.load_state(opt.state(), 4, {{"c", 1}}),
                     Contains("update count of 'c', which is no parameter"));
   CHECK_THROWS_WITH(copy.load_state(opt.state(), 4, {{"b", 5}}), Contains("'b' took 5 updates in 4 steps"));
+  // A parameter with state was updated at least once; one without, never.
+  CHECK_THROWS_WITH(copy.load_state(opt.state(), 4, {{"b", 0}}), Contains("'b' took 0 updates in 4 steps, with state"));
+  CHECK_THROWS_WITH(copy.load_state({}, 4, {{"b", 2}}), Contains("'b' took 2 updates in 4 steps, without state"));
+  CHECK(copy.updates(1) == 4);  // a refused state changes nothing
 }
 
 TEST_CASE("an unset weight decay is torch.optim's default: 0 for Adam, 0.01 for AdamW", "[optim]") {

@@ -15,7 +15,6 @@
 #include "io/metadata.h"
 #include "io/output.h"
 #include "io/safetensors.h"
-#include "nn/checkpoint.h"
 
 namespace qkv::train {
 
@@ -164,11 +163,12 @@ std::string Trainer::unsaved() const {
 }
 
 void Trainer::save_now() {
-  if (save) {  // every rank checks (they hold the same weights), so all stop together
+  // Every rank checks (they hold the same weights, and `save` may be set on rank 0 alone), so all stop together.
+  if (save || (o_.data_parallel && dist::world_size() > 1)) {
     // A finite loss and gradient norm can still take an update to inf (a huge rate, a bad moment): a file of
     // NaN would replace the last good checkpoint, which every command then refuses.
     for (const auto& [name, p] : params_)
-      if (int64_t at = nn::first_non_finite(p); at >= 0)
+      if (int64_t at = first_non_finite(p); at >= 0)
         throw Error(cat("parameter '", name, "' holds ", p.to(Device::cpu()).to_vector()[at], " after step ",
                         optimizer_.steps(), " (lr ", optimizer_.lr(), "): ", unsaved(), o_.divergence_advice));
   }

@@ -178,7 +178,6 @@ Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
 // of freedom left (N - c <= 0) divides by 0, as torch: NaN or inf.
 Tensor var(const Tensor& x, const Dims& dims, bool keepdim, int64_t correction) {
   int64_t count = reduced_count("var", x, dims);
-  QKV_CHECK(correction >= 0, "var: correction must be >= 0, got ", correction);
   Tensor centered = sub(x, mean(x, dims, true));
   return div(sum(mul(centered, centered), dims, keepdim),
              static_cast<double>(std::max<int64_t>(count - correction, 0)));

@@ -246,10 +246,11 @@ int eval(int argc, char** argv) {
                 runner->spec().model.c_str(), runner->spec().task.c_str(), 100 * acc, static_cast<long long>(count));
   } else {
     // A file's context sizes the windows: 2^18 once asked for 8.6 GB of logits with no estimate.
-    check_fits_in_memory(
-        forward_bytes(runner->spec(), 32),
-        cat(printable(path), ": its loss on 32 windows of ", runner->spec().context, " bytes at a time"),
-        "evaluate it on a machine with more memory");
+    if (device.is_cpu())
+      check_fits_in_memory(
+          forward_bytes(runner->spec(), 32),
+          cat(printable(path), ": its loss on 32 windows of ", runner->spec().context, " bytes at a time"),
+          "evaluate it on a machine with more memory");
     double loss = runner->held_out_loss(count, gen);
     std::printf("%s: held-out loss %.4f nats/byte = %.4f bits/byte over %lld windows of %lld bytes\n",
                 printable(path).c_str(), loss, loss / std::log(2.0), static_cast<long long>(count),
@@ -416,17 +417,18 @@ int gradcheck(int argc, char** argv) {
       runner = load_runner(path);
       use_data_flag(*runner, args, path);  // its batch comes from a text or CSV named here
     } else {
-      QKV_CHECK(!args.count("data"), "--data goes with a text --checkpoint");
+      QKV_CHECK(!args.count("data"), "--data goes with a text or digits --checkpoint");
       ModelSpec spec = small_model_spec(kind);  // on the kind's first task (reverse for the sequence kinds)
       spec.dropout = kFreshDropout;
       runner = std::make_unique<Runner>(spec);
     }
     const int64_t batch = runner->task() ? 3 : 2;
     // float64, the composed attention (its n x n scores) and the gradients: a training step's bytes, twice.
-    check_fits_in_memory(
-        2 * training_bytes(runner->spec(), batch),
-        cat(path.empty() ? kind : printable(path), ": its float64 loss and gradients on ", batch, " examples"),
-        "check it on a machine with more memory");
+    if (device.is_cpu())
+      check_fits_in_memory(
+          2 * training_bytes(runner->spec(), batch),
+          cat(path.empty() ? kind : printable(path), ": its float64 loss and gradients on ", batch, " examples"),
+          "check it on a machine with more memory");
     runner->module().to(DType::Float64);
     runner->to(device);
     runner->module().train();  // dropout on; gradcheck replays its masks

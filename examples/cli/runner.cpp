@@ -199,9 +199,8 @@ double training_bytes(const ModelSpec& s, int64_t batch) {
 }
 
 double forward_bytes(const ModelSpec& s, int64_t batch) {
-  return 4.0 * (static_cast<double>(s.parameter_count()) +
-                static_cast<double>(batch) * static_cast<double>(s.context) *
-                    (2.0 * static_cast<double>(s.vocab) + 16.0 * static_cast<double>(s.width)));
+  return 4.0 * static_cast<double>(batch) * static_cast<double>(s.context) *
+         (2.0 * static_cast<double>(s.vocab) + 16.0 * static_cast<double>(s.width));
 }
 
 // Sized by what decoding needs, not by the context: a file's context of 2^20 once
@@ -209,12 +208,13 @@ double forward_bytes(const ModelSpec& s, int64_t batch) {
 std::unique_ptr<nn::KVCache> Runner::cache_for(int64_t batch, int64_t positions) {
   if (!uses_cache()) return nullptr;
   positions = std::min(positions, spec_.context);
-  check_fits_in_memory(
-      2.0 * 4 * static_cast<double>(spec_.layers) * static_cast<double>(batch) * static_cast<double>(positions) *
-          static_cast<double>(spec_.width),
-      cat(spec_.source.empty() ? std::string("this model") : printable(spec_.source), ": its key/value cache for ",
-          batch, " sequence", batch == 1 ? "" : "s", " of ", positions, " tokens"),
-      "use fewer --examples, a shorter --prompt or a smaller --max-new");
+  if (device().is_cpu())  // (a device's memory is its allocator's to refuse)
+    check_fits_in_memory(
+        2.0 * 4 * static_cast<double>(spec_.layers) * static_cast<double>(batch) * static_cast<double>(positions) *
+            static_cast<double>(spec_.width),
+        cat(spec_.source.empty() ? std::string("this model") : printable(spec_.source), ": its key/value cache for ",
+            batch, " sequence", batch == 1 ? "" : "s", " of ", positions, " tokens"),
+        "use a shorter --prompt or a smaller --max-new, or a machine with more memory");
   return driver_->make_cache(batch, positions);
 }
 
@@ -279,6 +279,12 @@ std::function<Tensor()> Runner::fixed_batch_loss(int64_t size, Generator gen) {
   };
 }
 
+void Runner::check_outputs(const double* values, size_t n) const {
+  // Weights near float's limit pass the load's finiteness check and overflow here: garbage, not an answer.
+  // (-inf is a score that rules an entry out.)
+  for (size_t i = 0; i < n; ++i) QKV_CHECK(!std::isnan(values[i]) && values[i] != INFINITY, not_finite(values[i]));
+}
+
 std::string Runner::not_finite(double value) const {
   if (spec_.source.empty()) return cat("the model's outputs reach ", value, ": its weights overflow float32");
   return cat(printable(spec_.source), ": its outputs reach ", value,
@@ -287,8 +293,7 @@ std::string Runner::not_finite(double value) const {
 
 int64_t Runner::pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const {
   int64_t V = static_cast<int64_t>(logits.size());
-  // Weights near float's limit pass the load's finiteness check and overflow here: garbage, not an answer.
-  for (double l : logits) QKV_CHECK(!std::isnan(l) && l != INFINITY, not_finite(l));
+  check_outputs(logits.data(), logits.size());
   if (temperature <= 0 || !gen) return std::max_element(logits.begin(), logits.end()) - logits.begin();
   std::vector<double> sorted = logits;
   std::sort(sorted.begin(), sorted.end(), std::greater<>());
@@ -403,6 +408,7 @@ LabelMetrics Runner::evaluate_labels(int64_t count, Generator& gen) {
     Tensor scores = driver_->label_scores(chunk).to(Device::cpu()).to(DType::Float64);
     const int64_t L = scores.size(1);
     const double* p = scores.data<double>();
+    check_outputs(p, static_cast<size_t>(scores.numel()));
     for (size_t i = 0; i < chunk.size(); ++i) {
       const double* row = p + i * L;
       const int64_t truth = chunk[i].answer.at(0);
@@ -433,6 +439,7 @@ std::vector<std::pair<int64_t, double>> Runner::top_labels(const Example& e, int
   NoGradGuard no_grad;
   module().eval();
   std::vector<double> scores = driver_->label_scores({e}).to_vector();
+  check_outputs(scores.data(), scores.size());
   const int64_t first = labels_->ranks_items() ? 1 : 0;  // item 0 pads
   double top = *std::max_element(scores.begin() + first, scores.end()), total = 0;
   std::vector<std::pair<int64_t, double>> out;

@@ -83,9 +83,9 @@ struct LabelMetrics {
 /// a forward pass too.
 double training_bytes(const ModelSpec& s, int64_t batch);
 
-/// Bytes a no-grad forward of `batch` windows of the context needs, roughly:
-/// the parameters, the logits and their softmax, a layer's activations (the
-/// fused attention keeps no n x n scores).
+/// Bytes a no-grad forward of `batch` windows of the context needs beyond
+/// the loaded model, roughly: the logits and their softmax, a layer's
+/// activations (the fused attention keeps no n x n scores).
 double forward_bytes(const ModelSpec& s, int64_t batch);
 
 class Runner {
@@ -186,6 +186,8 @@ class Runner {
   void resolve_task(bool read_data);
   Tensor with_entropy(const Tensor& loss, const std::vector<Tensor>& weights);
   int64_t pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const;
+  /// Throws not_finite() for a NaN or +inf among a model's outputs.
+  void check_outputs(const double* values, size_t n) const;
   /// The error for a non-finite output `value`, naming the checkpoint.
   std::string not_finite(double value) const;
   ModelSpec spec_;

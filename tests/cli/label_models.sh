@@ -118,6 +118,22 @@ grep -q "ragged.csv: line 6 has 3 values" err.txt || fail "the error does not na
 refused "a brackets prompt with a letter" "$qkv" sample --checkpoint brackets.safetensors --prompt "(a)"
 refused "a history with an unknown item" "$qkv" sample --checkpoint sessions.safetensors --prompt "1 999"
 refused "a held-out image past the split" "$qkv" sample --checkpoint digits.safetensors --prompt 359
+# Weights near float's limit (finite, so the load takes them) made eval print an accuracy and sample 'p nan',
+# exiting 0: every score is checked.
+python3 - digits.safetensors huge.safetensors <<'PY' || fail "making huge.safetensors"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
+for name, t in header.items():
+    if name.endswith(".weight") and t["dtype"] == "F32":
+        a, b = t["data_offsets"]
+        data[a:b] = struct.pack("<f", 3e38) * ((b - a) // 4)
+open(sys.argv[2], "wb").write(raw[:8 + n] + bytes(data))
+PY
+refused "eval of overflowing weights" "$qkv" eval --checkpoint huge.safetensors
+grep -q "huge.safetensors: its outputs reach" err.txt || fail "eval: unclear error for overflowing weights"
+refused "sample of overflowing weights" "$qkv" sample --checkpoint huge.safetensors --prompt 5
 # A spreadsheet's CSV: a UTF-8 byte-order mark and CRLF line ends read as the same images (the mark was
 # refused, with an invisible character in the message).
 { printf '\xef\xbb\xbf'; sed 's/$/\r/' "$digits"; } >excel.csv
