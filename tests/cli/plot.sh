@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # qkv plot: a real --log of a text run (CSV and JSON lines) becomes the page's
 # curves view, holding exactly the logged points; several logs are overlaid.
-# usage: plot.sh QKV WORKDIR
+# usage: plot.sh QKV WORKDIR [sanitized]
 set -u
-qkv=$1 work=$2
+qkv=$1 work=$2 sanitized=${3:-}  # sanitized: no address-space limit (the sanitizers reserve terabytes of it)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$(dirname "$0")/lib.sh"
 run=(--task text --dim 32 --layers 1 --heads 2 --batch 4 --context 32 --steps 12 --eval-every 4 --threads 1)
