@@ -220,7 +220,9 @@ int plot(int argc, char** argv) {
   for (size_t i = 0; i < curves["runs"].size(); ++i) {
     const nlohmann::json& run = curves["runs"][i]["columns"];
     const char* sep = i == 0 ? "" : i + 1 == curves["runs"].size() ? " and " : ", ";
-    steps += cat(sep, run.contains("loss") ? run["loss"]["points"].get<size_t>() : size_t{0});
+    size_t most = 0;  // the steps of its longest curve (a log without a loss column is still its steps)
+    for (const auto& [name, series] : run.items()) most = std::max(most, series["points"].get<size_t>());
+    steps += cat(sep, most);
     columns += cat(sep, run.size());
   }
   if (paths.size() == 1)
