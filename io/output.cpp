@@ -1,6 +1,7 @@
 #include "io/output.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -153,8 +154,20 @@ bool GrowingFile::finish() {
 
 bool GrowingFile::write(std::string_view text) { return detail::write_whole(fd_, text); }
 
+std::string name_beside(const std::string& path, const std::string& suffix) {
+  const size_t slash = path.rfind('/'), name = path.size() - (slash == std::string::npos ? 0 : slash + 1);
+  if (name + suffix.size() <= NAME_MAX) return path + suffix;
+  // A legal name near the 255-byte limit had no room for the suffix ("File name too long" after the work): its
+  // end is cut and told apart from other cut names by a hash of the whole.
+  uint64_t hash = 14695981039346656037ULL;
+  for (unsigned char c : path) hash = (hash ^ c) * 1099511628211ULL;
+  char tag[24];
+  std::snprintf(tag, sizeof tag, "~%016llx", static_cast<unsigned long long>(hash));
+  return path.substr(0, path.size() - (name + suffix.size() + std::strlen(tag) - NAME_MAX)) + tag + suffix;
+}
+
 std::string temporary_beside(const std::string& path) {
-  std::string tmp = cat(path, ".tmp.", ::getpid());
+  std::string tmp = name_beside(path, cat(".tmp.", ::getpid()));
   ::unlink(tmp.c_str());  // a crashed process of this pid left it (a symlink goes, not its target)
   return tmp;
 }
@@ -212,7 +225,7 @@ OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::
     QKV_CHECK(errno == ENOENT, "cannot write ", flag_, " ", shown(path_), ": ", std::strerror(errno));
   }
   make_parent_folders(path_, flag_.c_str());
-  temporary_ = cat(path_, ".tmp.", ::getpid());
+  temporary_ = name_beside(path_, cat(".tmp.", ::getpid()));
   std::error_code ec;
   std::filesystem::remove_all(temporary_, ec);  // a crashed process of this pid left it
   QKV_CHECK(::mkdir(temporary_.c_str(), 0755) == 0, "cannot write ", flag_, " ", shown(path_), ": ",
@@ -247,7 +260,7 @@ void OutputFolder::commit() {
   // The old result (checked in the constructor) moves aside, the new one in,
   // then the old one goes: at every moment one whole result is in place or
   // beside it.
-  std::string old = cat(path_, ".old.", ::getpid());
+  std::string old = name_beside(path_, cat(".old.", ::getpid()));
   std::error_code ec;
   std::filesystem::remove_all(old, ec);
   bool moved = std::rename(path_.c_str(), old.c_str()) == 0;

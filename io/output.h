@@ -38,6 +38,9 @@ void remove_folders_made();
 /// check_output_file did). The error names the file and errno's reason.
 void write_file(const std::string& path, std::string_view bytes);
 
+/// `path` with `suffix` appended; where the file name would pass the 255
+/// bytes a name may hold, its end is cut and a hash of the path added.
+std::string name_beside(const std::string& path, const std::string& suffix);
 /// A name for a temporary beside `path` ("path.tmp.<pid>"), free of any
 /// leftover of a crashed process with this pid, for a program (Graphviz)
 /// that writes the file itself; then commit_file() renames it into place.

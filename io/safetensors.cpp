@@ -15,6 +15,7 @@
 
 #include "io/file_io.h"
 #include "io/metadata.h"
+#include "io/output.h"
 #include "io/strict_json.h"
 
 namespace qkv::io {
@@ -74,8 +75,7 @@ void check_writable_target(const std::string& path, bool probe) {
   }
   if (!probe) return;
   // Create (and remove) this process's temporary: exactly what saving will need.
-  std::string tmp = cat(path, ".tmp.", ::getpid());
-  ::unlink(tmp.c_str());
+  std::string tmp = temporary_beside(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   QKV_CHECK(fd >= 0, "cannot write ", printable(path), ": ", std::strerror(errno));
   ::close(fd);
@@ -152,8 +152,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   check_writable_target(path, /*probe=*/false);  // the temporary below is the probe
   // A temporary of this process's own, created new (never an existing file
   // or a symlink planted there), then renamed over the target.
-  std::string tmp = cat(path, ".tmp.", ::getpid());
-  ::unlink(tmp.c_str());  // left by a crashed process of this pid (a symlink goes, not its target)
+  std::string tmp = temporary_beside(path);  // new, this process's own (a leftover of a crash removed)
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   QKV_CHECK(fd >= 0, "cannot write ", tmp, ": ", std::strerror(errno));
   try {

@@ -311,6 +311,10 @@ PY
   [ -e newA ] || [ -e newB ] && fail "a refused run left the folders it made for --save"
   mkdir -p kept && refused "train into an existing folder" "$qkv" train --task text --data none.txt --save kept/x.safetensors
   [ -d kept ] || fail "a folder the run did not make was removed"
+  # A legal 254-byte name had no room for its temporary's '.tmp.<pid>' ("File name too long", after the work).
+  long=$(printf 'n%.0s' $(seq 1 242)).safetensors
+  "$qkv" train --steps 1 --threads 1 --save "$long" >/dev/null 2>err.txt || { cat err.txt; fail "a 254-byte --save name"; }
+  [ -f "$long" ] && ! ls | grep -q '\.tmp\.' || fail "the long-named checkpoint, or a temporary left behind"
   ok "the messages say what applies; extreme values draw" ;;
 16) # bench reported --attention and --checkpoint-activations settings its config ignored
   refused "bench --config attention --attention linear" "$qkv" bench --config attention --attention linear --steps 1 --warmup 0
