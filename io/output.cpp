@@ -68,14 +68,20 @@ std::vector<std::string> folders_made;  // by make_parent_folders, outermost fir
 void make_parent_folders(const std::string& path, const char* flag) {
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (parent.empty()) return;
-  std::vector<std::string> missing;  // innermost first
-  std::error_code ec;
-  for (std::filesystem::path p = parent; !p.empty() && !std::filesystem::exists(std::filesystem::symlink_status(p, ec));
-       p = p.parent_path())
-    missing.push_back(p.string());
-  std::filesystem::create_directories(parent, ec);
-  QKV_CHECK(!ec, "cannot create the folder of ", flag, " ", shown(path), ": ", ec.message());
-  folders_made.insert(folders_made.end(), missing.rbegin(), missing.rend());
+  // One component at a time, remembering only what mkdir itself created: a path through '..' (new/../kept)
+  // or a folder another process makes meanwhile is never taken for ours, so never removed.
+  std::filesystem::path prefix;
+  for (const std::filesystem::path& part : parent) {
+    prefix /= part;
+    if (::mkdir(prefix.c_str(), 0755) == 0) {
+      folders_made.push_back(prefix.string());
+      continue;
+    }
+    struct stat st;
+    QKV_CHECK(errno == EEXIST && ::stat(prefix.c_str(), &st) == 0 && S_ISDIR(st.st_mode),
+              "cannot create the folder of ", flag, " ", shown(path), ": ",
+              errno == EEXIST ? cat(shown(prefix.string()), " is not a folder") : std::string(std::strerror(errno)));
+  }
 }
 
 void remove_folders_made() {
@@ -130,7 +136,10 @@ GrowingFile::GrowingFile(const std::string& path, bool append, int64_t max_exist
                         : not_a_file(st)            ? cat("refusing to write ", shown(path), ": it is ", not_a_file(st))
                         : st.st_size > max_existing ? cat("refusing to append to ", shown(path), ": it holds ",
                                                           st.st_size, " bytes, more than ", max_existing)
-                                                    : "";
+                        // Appending through a hard link would grow a file of other names too.
+                        : st.st_nlink > 1 ? cat("refusing to append to ", shown(path), ": it has ", st.st_nlink - 1,
+                                                " other name", st.st_nlink == 2 ? "" : "s", " (hard links)")
+                                          : "";
   if (!problem.empty()) {
     ::close(fd_);
     throw Error(problem);

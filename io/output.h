@@ -54,8 +54,8 @@ void commit_file(const std::string& temporary, const std::string& path);
 /// and renamed into place before its first byte (an existing file, hard
 /// links included, is replaced and a link planted since the checks is
 /// replaced, never written through). An appended one is opened without
-/// following a link, must be a regular file of at most `max_existing` bytes,
-/// and those bytes are read into `existing`.
+/// following a link, must be a regular file of one name (no hard links) and
+/// at most `max_existing` bytes, and those bytes are read into `existing`.
 class GrowingFile {
  public:
   GrowingFile(const std::string& path, bool append, int64_t max_existing, std::string* existing);

@@ -180,5 +180,9 @@ TEST_CASE("trainer: a new log replaces what is at its name, an appended one is n
   CHECK_THROWS_WITH(s.make({.steps = 4, .log = (dir / "appended.csv").string(), .append_log = true}),
                     Contains("appended.csv: it is a symbolic link"));
   CHECK(read(dir / "other.txt") == "keep me\n");
+  fs::create_hard_link(dir / "other.txt", dir / "twice.csv");  // appending would grow other.txt too
+  CHECK_THROWS_WITH(s.make({.steps = 4, .log = (dir / "twice.csv").string(), .append_log = true}),
+                    Contains("twice.csv: it has 1 other name (hard links)"));
+  CHECK(read(dir / "other.txt") == "keep me\n");
   fs::remove_all(dir);
 }

@@ -332,6 +332,7 @@ int attention(int argc, char** argv) {
   auto runner = load_runner(path);
   use_digits_data(*runner, args, path);
   std::vector<AttentionMap> maps = runner->attention(prompt);
+  check_page_size(maps);  // before a picture is drawn (a 3000-byte prompt drew 1.5 GB of them first)
   auto write = [&](const std::string& name, const std::string& text) { folder.write(name, text); };
   const int64_t heads = runner->spec().heads;
   // Each map and head as an SVG of its own (and each map's mean over its heads);

@@ -244,10 +244,13 @@ int explore(int argc, char** argv) {
     // The run's log, by the name train recorded (validated by log_beside), then read as any log is (bounded,
     // parsed strictly).
     std::string why, beside = log_beside(path, metadata, why);
-    if (beside.empty())
+    if (beside.empty()) {
       note = why + " (pass --log FILE)";  // why names the file through printable() already
-    else
+    } else {
+      // An input too: --out m.jsonl --force once wrote the page over the log it read. (--force was checked above.)
+      io::check_output_file(out, "--out", /*force=*/true, {beside});
       logs.push_back(beside);
+    }
   }
   const ModelSpec& spec = runner->spec();
   const bool causal = spec.model == "gpt" || spec.model == "recommender";

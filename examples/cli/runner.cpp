@@ -279,10 +279,12 @@ std::function<Tensor()> Runner::fixed_batch_loss(int64_t size, Generator gen) {
   };
 }
 
-void Runner::check_outputs(const double* values, size_t n) const {
+void Runner::check_outputs(const double* values, size_t n, size_t row) const {
   // Weights near float's limit pass the load's finiteness check and overflow here: garbage, not an answer.
-  // (-inf is a score that rules an entry out.)
+  // (-inf is a score that rules an entry out, but a row of nothing else rules out everything.)
   for (size_t i = 0; i < n; ++i) QKV_CHECK(!std::isnan(values[i]) && values[i] != INFINITY, not_finite(values[i]));
+  for (size_t at = 0; row > 0 && at < n; at += row)
+    QKV_CHECK(*std::max_element(values + at, values + std::min(n, at + row)) > -INFINITY, not_finite(-INFINITY));
 }
 
 std::string Runner::not_finite(double value) const {
@@ -293,7 +295,7 @@ std::string Runner::not_finite(double value) const {
 
 int64_t Runner::pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const {
   int64_t V = static_cast<int64_t>(logits.size());
-  check_outputs(logits.data(), logits.size());
+  check_outputs(logits.data(), logits.size(), logits.size());
   if (temperature <= 0 || !gen) return std::max_element(logits.begin(), logits.end()) - logits.begin();
   std::vector<double> sorted = logits;
   std::sort(sorted.begin(), sorted.end(), std::greater<>());
@@ -408,7 +410,7 @@ LabelMetrics Runner::evaluate_labels(int64_t count, Generator& gen) {
     Tensor scores = driver_->label_scores(chunk).to(Device::cpu()).to(DType::Float64);
     const int64_t L = scores.size(1);
     const double* p = scores.data<double>();
-    check_outputs(p, static_cast<size_t>(scores.numel()));
+    check_outputs(p, static_cast<size_t>(scores.numel()), static_cast<size_t>(L));
     for (size_t i = 0; i < chunk.size(); ++i) {
       const double* row = p + i * L;
       const int64_t truth = chunk[i].answer.at(0);
@@ -439,7 +441,7 @@ std::vector<std::pair<int64_t, double>> Runner::top_labels(const Example& e, int
   NoGradGuard no_grad;
   module().eval();
   std::vector<double> scores = driver_->label_scores({e}).to_vector();
-  check_outputs(scores.data(), scores.size());
+  check_outputs(scores.data(), scores.size(), scores.size());
   const int64_t first = labels_->ranks_items() ? 1 : 0;  // item 0 pads
   double top = *std::max_element(scores.begin() + first, scores.end()), total = 0;
   std::vector<std::pair<int64_t, double>> out;

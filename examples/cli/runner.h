@@ -186,8 +186,9 @@ class Runner {
   void resolve_task(bool read_data);
   Tensor with_entropy(const Tensor& loss, const std::vector<Tensor>& weights);
   int64_t pick(const std::vector<double>& logits, double temperature, int64_t top_k, Generator* gen) const;
-  /// Throws not_finite() for a NaN or +inf among a model's outputs.
-  void check_outputs(const double* values, size_t n) const;
+  /// Throws not_finite() for a NaN or +inf among a model's outputs, or for a
+  /// row (of `row` values) that is all -inf.
+  void check_outputs(const double* values, size_t n, size_t row) const;
   /// The error for a non-finite output `value`, naming the checkpoint.
   std::string not_finite(double value) const;
   ModelSpec spec_;

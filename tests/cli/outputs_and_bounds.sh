@@ -311,6 +311,15 @@ PY
   [ -e newA ] || [ -e newB ] && fail "a refused run left the folders it made for --save"
   mkdir -p kept && refused "train into an existing folder" "$qkv" train --task text --data none.txt --save kept/x.safetensors
   [ -d kept ] || fail "a folder the run did not make was removed"
+  # new/../kept is kept: it was taken for a folder the run made, and removed (a review's find).
+  refused "train through new/../kept" "$qkv" train --task text --data none.txt --save new/../kept/x.safetensors
+  [ -d kept ] || fail "a folder named through '..' was removed"
+  [ -e new ] && fail "the folder made to reach '..' stayed"
+  # explore reads the log its checkpoint names: --out over it with --force once replaced the log by the page.
+  "$qkv" train --steps 2 --threads 1 --save own.safetensors --log own.jsonl >/dev/null 2>&1 || fail "a run with a log"
+  cp own.jsonl own.before
+  refused "explore --out over the log it reads" "$qkv" explore --checkpoint own.safetensors --prompt 12 --out own.jsonl --force
+  cmp -s own.jsonl own.before || fail "explore wrote over its input log"
   # A legal 254-byte name had no room for its temporary's '.tmp.<pid>' ("File name too long", after the work).
   long=$(printf 'n%.0s' $(seq 1 242)).safetensors
   "$qkv" train --steps 1 --threads 1 --save "$long" >/dev/null 2>err.txt || { cat err.txt; fail "a 254-byte --save name"; }
