@@ -137,6 +137,31 @@ void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
 
 }  // namespace
 
+namespace {
+// Adds g into t's .grad: in place on the CPU (the first time a copy: g may be shared), so a handle taken from
+// grad() before sees the sum, as torch's. Leaves, and non-leaves that retain_grad(), across backward calls.
+void accumulate_grad(TensorImpl* t, const Tensor& keep, Tensor g) {
+  if (!t->grad) {  // a gradient nothing else holds (no other handle, no shared storage) is taken as it is
+    bool sole = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.impl()->grad_fn;
+    t->grad = sole ? g.impl_ptr() : g.clone().impl_ptr();
+  } else if (!keep.device().is_cpu()) {
+    // add() runs on the tensor's device (no history: grad mode is off). Unlike the CPU
+    // branch it makes a new tensor: a handle taken from grad() before keeps the old sum.
+    t->grad = add(Tensor(t->grad), g).impl_ptr();
+  } else {
+    Tensor grad(t->grad);
+    dispatch_floating(grad.dtype(), "backward", [&](auto zero) {
+      using T = decltype(zero);
+      T* acc = grad.data<T>();
+      const T* add = g.data<T>();
+      parallel_for(grad.numel(), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) acc[i] += add[i];
+      });
+    });
+  }
+}
+}  // namespace
+
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   QKV_CHECK(defined(), "backward: undefined tensor");
   QKV_CHECK(requires_grad(), "backward: tensor does not require grad (no input of the graph has requires_grad set)");
@@ -159,28 +184,11 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     if (it == grads.end()) continue;
     Tensor g = std::move(it->second);
     grads.erase(it);
-    if (!t->grad_fn) {  // a leaf: accumulate into .grad in place (the first time a copy: g may be shared)
-      if (!t->grad) {   // a gradient nothing else holds (no other handle, no shared storage) is taken as it is
-        bool sole = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.impl()->grad_fn;
-        t->grad = sole ? g.impl_ptr() : g.clone().impl_ptr();
-      } else if (!keep.device().is_cpu()) {
-        // add() runs on the tensor's device (no history: grad mode is off). Unlike the CPU
-        // branch it makes a new tensor: a handle taken from grad() before keeps the old sum.
-        t->grad = add(Tensor(t->grad), g).impl_ptr();
-      } else {
-        Tensor grad(t->grad);
-        dispatch_floating(grad.dtype(), "backward", [&](auto zero) {
-          using T = decltype(zero);
-          T* acc = grad.data<T>();
-          const T* add = g.data<T>();
-          parallel_for(grad.numel(), 1, [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) acc[i] += add[i];
-          });
-        });
-      }
+    if (!t->grad_fn) {  // a leaf: accumulate into .grad
+      accumulate_grad(t, keep, std::move(g));
       continue;
     }
-    if (t->retains_grad) t->grad = g.clone().impl_ptr();  // its whole gradient: every consumer has added to g
+    if (t->retains_grad) accumulate_grad(t, keep, g.clone());  // its whole gradient: every consumer has added to g
     Node& node = *t->grad_fn;
     QKV_CHECK(!node.released, "backward: the graph through '", node.op,
               "' was already freed by an earlier backward(); pass retain_graph=true to the first call");

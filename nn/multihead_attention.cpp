@@ -99,7 +99,11 @@ AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& key, c
   Tensor mask3 = attn_mask.defined() && attn_mask.dim() == 3 ? unsqueeze(attn_mask, 1) : attn_mask;  // [B, 1, n_q, n_k]
   // Which keys each query sees, in one description that every path reads.
   const AttentionMasks masks{mask3, options.key_padding_mask, options.causal, window};
-  bool fused = options.fused && p == 0 && !options.need_weights && !(attn_mask.defined() && attn_mask.requires_grad());
+  // The fused kernel takes a bool padding mask; a float one (added to the scores) goes the composed way.
+  const Tensor& padding = options.key_padding_mask;
+  bool fused = options.fused && p == 0 && !options.need_weights &&
+               !(attn_mask.defined() && attn_mask.requires_grad()) &&
+               !(padding.defined() && padding.dtype() != DType::Bool);
   if (fused && self_attention) {
     // Self-attention: one [3·d_model, d_model] projection (q, k, v weights stacked), its output read in place.
     try {

@@ -147,7 +147,8 @@ Optimizer::Restored Optimizer::checked_state(const NamedTensors& state, int64_t 
     const size_t i = static_cast<size_t>(p - params_.begin());
     // A parameter with state took at least one update; one without took none.
     QKV_CHECK(count >= 0 && count <= steps && (count > 0) == !r.buffers[i].empty(), "optimizer: '", name, "' took ",
-              count, " updates in ", steps, " steps, with", r.buffers[i].empty() ? "out" : "", " state");
+              count, count == 1 ? " update" : " updates", " in ", steps, steps == 1 ? " step" : " steps", ", with",
+              r.buffers[i].empty() ? "out" : "", " state");
     r.updates[i] = count;
   }
   return r;

@@ -311,6 +311,22 @@ TEST_CASE("MultiHeadAttention with separate key and value inputs of widths kdim 
   CHECK(testing::worst_difference(same.forward(x).output, same.forward(x, x, x).output) < 1e-6);
 }
 
+// The fused kernel takes bool padding masks only; a float one (added to the scores, as torch) was refused on the
+// default path and worked only when weights were asked for.
+TEST_CASE("MultiHeadAttention takes a float key_padding_mask whether or not it returns weights", "[attention][mha]") {
+  Generator gen(4);
+  MultiHeadAttention mha(8, 2, 0.0, true, &gen);
+  mha.to(DType::Float64);
+  Tensor x = Tensor::randn({2, 3, 8}, DType::Float64, &gen);
+  MhaOptions o;
+  o.key_padding_mask = Tensor::from_vector<double>({0, 0, -INFINITY, 0, -1.5, 0}, {2, 3});
+  Tensor plain = mha.forward(x, o).output;
+  o.need_weights = true;
+  AttentionResult with = mha.forward(x, o);
+  CHECK(testing::worst_difference(plain, with.output) < 1e-12);
+  CHECK(with.weights.at({0, 0, 1, 2}) == 0);  // the -inf key
+}
+
 TEST_CASE("MultiHeadAttention's key, value and kdim/vdim errors name the shapes", "[attention][mha][errors]") {
   MultiHeadAttention mha(8, 2, {.kdim = 3, .vdim = 5});
   Tensor x = Tensor::ones({2, 4, 8});

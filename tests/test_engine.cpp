@@ -26,6 +26,13 @@ TEST_CASE("gradients accumulate across backward calls until zero_grad", "[engine
   CHECK_FALSE(w.grad().defined());
   sum(w * w).backward();
   CHECK(w.grad().item() == 4);
+  // A non-leaf that retains its gradient adds up too, as torch's (it was overwritten: 3 3 3, not 2h + 3).
+  Tensor y = Tensor::from_vector<double>({1, 2, 3}).requires_grad_();
+  Tensor h = y * 2.0;
+  h.retain_grad();
+  sum(h * h).backward(Tensor(), /*retain_graph=*/true);
+  sum(h * 3.0).backward();
+  CHECK(h.grad().to_vector() == std::vector<double>{7, 11, 15});
 }
 
 TEST_CASE("the graph is freed after backward unless retained", "[engine][errors]") {

@@ -293,6 +293,8 @@ TEST_CASE("schedules give the documented rates", "[optim][schedule]") {
   CHECK_THROWS_WITH(CosineLR(1.0, 20, 10), Contains("warmup <= total"));
   CHECK_THROWS_WITH(StepLR(1.0, 0, 0.5), Contains("step_size must be > 0"));
   CHECK_THROWS_WITH(ConstantLR(-1), Contains("learning rate"));
+  CHECK_THROWS_WITH(CosineLR(1.0, 10, 100).lr(-5), Contains("CosineLR: step -5 is negative"));  // it gave -2 lr
+  CHECK_THROWS_WITH(StepLR(1.0, 10, 0.5).lr(-1), Contains("StepLR: step -1 is negative"));
 }
 
 TEST_CASE("optimizer errors", "[optim][errors]") {
