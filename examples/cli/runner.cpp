@@ -381,15 +381,17 @@ double Runner::held_out_loss(int64_t windows, Generator& gen) {
   module().eval();
   double total = 0, entropy_weight = entropy_weight_;
   entropy_weight_ = 0;  // the held-out loss is the plain cross-entropy
-  int64_t batches = (windows + 31) / 32;
-  for (int64_t i = 0; i < batches; ++i) {
-    total += text_loss("held_out", 32, gen).item();
-    if (on_progress) on_progress(std::min(windows, (i + 1) * 32), windows);
+  // Batches of 32 windows, the last of what is left: --examples 1 once scored 32 windows and said 1.
+  for (int64_t done = 0; done < windows;) {
+    const int64_t size = std::min<int64_t>(32, windows - done);
+    total += text_loss("held_out", size, gen).item() * static_cast<double>(size);
+    done += size;
+    if (on_progress) on_progress(done, windows);
   }
   entropy_weight_ = entropy_weight;
   module().train(was_training);
   QKV_CHECK(std::isfinite(total), not_finite(total));
-  return total / static_cast<double>(batches);
+  return total / static_cast<double>(windows);
 }
 
 LabelMetrics Runner::evaluate_labels(int64_t count, Generator& gen) {

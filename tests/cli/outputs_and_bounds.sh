@@ -262,6 +262,10 @@ PY
     >/dev/null 2>&1 || fail "a text model"
   bounded "$qkv" gradcheck --checkpoint text.safetensors --entries 2 >out.txt 2>err.txt || { cat out.txt err.txt; fail "gradcheck of a text model"; }
   grep -q "all ok" out.txt || fail "gradcheck of a text model did not pass"
+  # eval --examples N scores N windows: 1 and 32 (and 33 and 64) once gave one loss, a batch of 32 each.
+  loss() { "$qkv" eval --checkpoint text.safetensors --examples "$1" | grep -o "loss [0-9.]*"; }
+  [ "$(loss 1)" != "$(loss 32)" ] && [ "$(loss 33)" != "$(loss 64)" ] || fail "eval --examples is rounded up to 32s"
+  "$qkv" eval --checkpoint text.safetensors --examples 1 | grep -q "over 1 window of" || fail "eval: '1 windows'"
   "$qkv" info text.safetensors | grep -q -- "--target" && fail "info shows a text model a --target, which train refuses for text"
   # It says what it did: at most 2 entries a parameter (none holds a million), dropout only where the model has it.
   grep -q ", up to 2 entries each," out.txt || { tail -1 out.txt; fail "gradcheck: not 'up to 2 entries'"; }
