@@ -135,9 +135,6 @@ void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
             layout(input));
 }
 
-}  // namespace
-
-namespace {
 // Adds g into t's .grad: in place on the CPU (the first time a copy: g may be shared), so a handle taken from
 // grad() before sees the sum, as torch's. Leaves, and non-leaves that retain_grad(), across backward calls.
 void accumulate_grad(TensorImpl* t, const Tensor& keep, Tensor g) {
