@@ -16,6 +16,14 @@ std::string exact_number(double value);
 /// number. Throws qkv::Error naming `what` otherwise.
 double parse_number(std::string_view text, std::string_view what);
 
+/// FNV-1a's start, and its hash of `text` continued from `hash`: a log's
+/// digest in a checkpoint, the tag of a cut file name.
+inline constexpr uint64_t kFnv1aStart = 14695981039346656037ULL;
+inline uint64_t fnv1a(std::string_view text, uint64_t hash = kFnv1aStart) {
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
+  return hash;
+}
+
 /// The whole of `text` as an int64 (std::stoll's syntax); false when it is
 /// not one, out of range, or followed by anything. Callers say what was bad.
 bool parse_integer(std::string_view text, int64_t& out);

@@ -12,6 +12,7 @@
 
 #include "autograd/error.h"
 #include "io/file_io.h"
+#include "io/metadata.h"
 
 namespace qkv::io {
 
@@ -59,10 +60,8 @@ std::string first_foreign_entry(const std::string& folder, const std::vector<std
   return "";
 }
 
-}  // namespace
-
-namespace {
 std::vector<std::string> folders_made;  // by make_parent_folders, outermost first
+
 }  // namespace
 
 void make_parent_folders(const std::string& path, const char* flag) {
@@ -168,10 +167,8 @@ std::string name_beside(const std::string& path, const std::string& suffix) {
   if (name + suffix.size() <= NAME_MAX) return path + suffix;
   // A legal name near the 255-byte limit had no room for the suffix ("File name too long" after the work): its
   // end is cut and told apart from other cut names by a hash of the whole.
-  uint64_t hash = 14695981039346656037ULL;
-  for (unsigned char c : path) hash = (hash ^ c) * 1099511628211ULL;
   char tag[24];
-  std::snprintf(tag, sizeof tag, "~%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(tag, sizeof tag, "~%016llx", static_cast<unsigned long long>(fnv1a(path)));
   return path.substr(0, path.size() - (name + suffix.size() + std::strlen(tag) - NAME_MAX)) + tag + suffix;
 }
 

@@ -172,18 +172,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   }
   ::close(fd);
   if (detail::before_rename) detail::before_rename(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    std::remove(tmp.c_str());
-    throw Error(cat("cannot rename ", tmp, " to ", path, ": ", std::strerror(error)));
-  }
-  // Make the rename itself durable.
-  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  commit_file(tmp, path);  // renamed into place, the rename made durable; on failure the temporary goes
 }
 
 TensorFile load_safetensors(const std::string& path) {

@@ -22,12 +22,6 @@ namespace {
 
 std::atomic<bool> stop_flag{false};  // lock-free: set from a signal handler
 
-// FNV-1a over a log's bytes, continued text by text (log_digest).
-constexpr uint64_t kFnvStart = 14695981039346656037ULL;
-uint64_t fnv1a(uint64_t hash, std::string_view text) {
-  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
-  return hash;
-}
 std::string digest_text(int64_t bytes, uint64_t hash) {
   char text[48];
   std::snprintf(text, sizeof text, "%lld:%016llx", static_cast<long long>(bytes),
@@ -79,14 +73,14 @@ struct Trainer::Log {
   LayerGroups groups;
   std::vector<double> layer_grad;
   std::vector<Tensor> before;
-  int64_t bytes = 0;          // written and flushed so far (an appended-to file's own bytes included)
-  uint64_t hash = kFnvStart;  // their FNV-1a
+  int64_t bytes = 0;                // written and flushed so far (an appended-to file's own bytes included)
+  uint64_t hash = io::kFnv1aStart;  // their FNV-1a (io::fnv1a), continued text by text
 
   Log(const TrainerOptions& o, const optim::NamedTensors& params) : path(o.log), groups(params) {
     csv = is_csv_log(path);
     std::string text;  // an appended log's bytes open the digest (bounded as any log)
     file = std::make_unique<io::GrowingFile>(path, o.append_log, int64_t{1} << 30, &text);
-    bytes = static_cast<int64_t>(text.size()), hash = fnv1a(hash, text);
+    bytes = static_cast<int64_t>(text.size()), hash = io::fnv1a(text, hash);
     if (csv && bytes == 0) {
       std::string header = cat("step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss",
                                o.extra_log_column ? "," + o.extra_log_name : "");
@@ -97,7 +91,7 @@ struct Trainer::Log {
   // Writes `text` and counts it once it is flushed whole; false if it was not.
   bool write(const std::string& text) {
     if (!file->write(text)) return false;
-    bytes += static_cast<int64_t>(text.size()), hash = fnv1a(hash, text);
+    bytes += static_cast<int64_t>(text.size()), hash = io::fnv1a(text, hash);
     return true;
   }
   // Before clipping and the update: the gradients' norms and the parameters as they are.
@@ -279,7 +273,7 @@ bool is_csv_log(const std::string& path) {
 }
 
 std::string log_digest(std::string_view text) {
-  return digest_text(static_cast<int64_t>(text.size()), fnv1a(kFnvStart, text));
+  return digest_text(static_cast<int64_t>(text.size()), io::fnv1a(text));
 }
 
 std::string Trainer::log_digest() const { return log_ ? digest_text(log_->bytes, log_->hash) : ""; }
