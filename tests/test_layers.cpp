@@ -241,6 +241,23 @@ TEST_CASE("cross_entropy matches -log softmax at the target, with ignore_index",
   CHECK_THROWS_WITH(cross_entropy(logits, Tensor::ones({3})), Contains("targets must be int64"));
 }
 
+TEST_CASE("float32 cross_entropy's gradient keeps float precision at large logits", "[layers][loss]") {
+  // Each gradient entry is s·softmax (less s at the target), s = 1/rows: an error
+  // of a few float ulps of s is what float32 can give. Rows centred at 1e4 and 30
+  // spread over 8 nats, with 300 classes as in the text models.
+  Generator gen(11);
+  for (double centre : {1e4, 30.0, 0.0}) {
+    Tensor x32 = (Tensor::randn({6, 300}, DType::Float64, &gen) * 2.0 + centre).to(DType::Float32).requires_grad_();
+    Tensor x64 = x32.detach().to(DType::Float64).requires_grad_();  // the same values, exactly
+    Tensor t = Tensor::from_vector<int64_t>({0, 7, 299, 150, 3, 42});
+    cross_entropy(x32, t).backward();
+    cross_entropy(x64, t).backward();
+    double worst = max(abs(sub(x32.grad().to(DType::Float64), x64.grad()))).item() * 6;  // in units of s
+    INFO("logits around " << centre << ": worst error " << worst << " of s");
+    CHECK(worst < 1e-6);
+  }
+}
+
 TEST_CASE("layers pass float64 module-level gradient checks", "[layers][gradcheck]") {
   Linear lin(4, 3);
   lin.to(DType::Float64);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # qkv train under mpirun: 2 ranks with global batch 16 train like one process
-# with batch 16 (checkpoints agree to 1e-5 relative after 20 float32 steps);
+# with batch 16 (checkpoints agree to 1e-5 of each group's scale after 20
+# float32 steps, where a 0.1% larger learning rate differs by 30 times that);
 # the 2-rank checkpoint evaluates, samples and resumes in one process, and a
 # one-process checkpoint resumes on 2 ranks; stopping mpirun (what Ctrl-C
 # does) saves once and exits every rank; a killed rank ends the job.
@@ -21,6 +22,9 @@ grep -q "2 ranks (MPI) of 8 examples each" two.txt || { cat two.txt; fail "the b
 [ "$(grep -c '^qkv train' two.txt)" -eq 1 ] || fail "more than one rank printed"
 "$compare" one.safetensors two.safetensors 1e-5 || fail "2 ranks x 8 differ from 1 process x 16 after 20 steps"
 echo "ok: 2 ranks x 8 examples = 1 process x 16 after 20 steps (1e-5 relative)"
+# The control: a learning rate 0.1% larger is a difference the comparison sees.
+"$qkv" train "${common[@]}" --lr 0.001001 --save nudged.safetensors >/dev/null 2>&1 || fail "one process, nudged lr"
+"$compare" one.safetensors nudged.safetensors 1e-5 >nudged.txt && { cat nudged.txt; fail "the comparison misses a 0.1% change of lr"; }
 
 # An odd global batch splits 4 + 3: still the same training.
 "$qkv" train "${common[@]}" --batch 7 --save one7.safetensors >/dev/null 2>&1 || fail "one process, batch 7"
