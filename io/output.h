@@ -48,17 +48,22 @@ std::string temporary_beside(const std::string& path);
 /// Renames `temporary` over `path` and makes the rename durable; on failure
 /// the temporary is removed and the error names the cause.
 void commit_file(const std::string& temporary, const std::string& path);
+/// The same for a new file: never replaces a file at `path`, one made there
+/// since the caller's checks included; the temporary is removed either way.
+void commit_new_file(const std::string& temporary, const std::string& path);
 
 /// A file written as it grows (a training log), under the rule as far as a
 /// growing file allows. A new one is created as a temporary beside `path`
-/// and renamed into place before its first byte (an existing file, hard
-/// links included, is replaced and a link planted since the checks is
-/// replaced, never written through). An appended one is opened without
+/// and put into place before its first byte: `create` refuses a file made
+/// at `path` since the caller's checks (two runs started on one name),
+/// `replace` renames over whatever is there (hard links and a planted link
+/// are replaced, never written through). An appended one is opened without
 /// following a link, must be a regular file of one name (no hard links) and
 /// at most `max_existing` bytes, and those bytes are read into `existing`.
 class GrowingFile {
  public:
-  GrowingFile(const std::string& path, bool append, int64_t max_existing, std::string* existing);
+  enum class Mode { create, replace, append };
+  GrowingFile(const std::string& path, Mode mode, int64_t max_existing, std::string* existing);
   GrowingFile(const GrowingFile&) = delete;
   GrowingFile& operator=(const GrowingFile&) = delete;
   ~GrowingFile();

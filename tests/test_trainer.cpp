@@ -155,8 +155,9 @@ TEST_CASE("trainer: log_digest is what the log holds, continued across an append
 }
 
 // The log was an ofstream opened after the checks: it followed a link planted at its name meanwhile (and
-// truncated the link's target), and cut a hard-linked file's other name with it.
-TEST_CASE("trainer: a new log replaces what is at its name, an appended one is never a link's target") {
+// truncated the link's target), and cut a hard-linked file's other name with it. Two runs started at once
+// on one new name both passed the CLI's checks, and the second's rename dropped the first's log.
+TEST_CASE("trainer: a new log replaces what is at its name only when asked, an appended one is never a link's target") {
   Setup s;
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "qkv_trainer_log_links";
@@ -169,11 +170,15 @@ TEST_CASE("trainer: a new log replaces what is at its name, an appended one is n
   };
   write(dir / "other.txt", "keep me\n");
   fs::create_hard_link(dir / "other.txt", dir / "hard.csv");
-  s.make({.steps = 2, .log = (dir / "hard.csv").string()})->run();
+  CHECK_THROWS_WITH(s.make({.steps = 2, .log = (dir / "hard.csv").string()}),
+                    Contains("refusing to replace " + (dir / "hard.csv").string() + ": it already exists"));
+  CHECK(read(dir / "hard.csv") == "keep me\n");
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 2);  // no temporary left
+  s.make({.steps = 2, .log = (dir / "hard.csv").string(), .replace_log = true})->run();
   CHECK(read(dir / "other.txt") == "keep me\n");
   CHECK(read(dir / "hard.csv").rfind("step,loss", 0) == 0);
   fs::create_symlink(dir / "other.txt", dir / "link.csv");
-  s.make({.steps = 3, .log = (dir / "link.csv").string()})->run();  // replaced: a file of its own
+  s.make({.steps = 3, .log = (dir / "link.csv").string(), .replace_log = true})->run();  // a file of its own
   CHECK(read(dir / "other.txt") == "keep me\n");
   CHECK_FALSE(fs::is_symlink(dir / "link.csv"));
   fs::create_symlink(dir / "other.txt", dir / "appended.csv");

@@ -79,7 +79,12 @@ struct Trainer::Log {
   Log(const TrainerOptions& o, const optim::NamedTensors& params) : path(o.log), groups(params) {
     csv = is_csv_log(path);
     std::string text;  // an appended log's bytes open the digest (bounded as any log)
-    file = std::make_unique<io::GrowingFile>(path, o.append_log, int64_t{1} << 30, &text);
+    using Mode = io::GrowingFile::Mode;
+    file = std::make_unique<io::GrowingFile>(path,
+                                             o.append_log    ? Mode::append
+                                             : o.replace_log ? Mode::replace
+                                                             : Mode::create,
+                                             int64_t{1} << 30, &text);
     bytes = static_cast<int64_t>(text.size()), hash = io::fnv1a(text, hash);
     if (csv && bytes == 0) {
       std::string header = cat("step,loss,lr,grad_norm,tokens_per_s,eval_accuracy,eval_loss",

@@ -52,12 +52,13 @@ struct Progress {
 };
 
 struct TrainerOptions {
-  int64_t steps = 1000;           // the budget, counting steps a resumed optimizer already took
-  int64_t eval_every = 100;       // evaluate every N steps and after the last
-  int64_t save_every = 0;         // also save every N steps (0: only when the run ends)
-  double clip = 1;                // gradient norm limit; 0 clips nothing (the norm is still measured)
-  std::string log;                // per-step log file ("" none): CSV if is_csv_log(log), else JSON lines
-  bool append_log = false;        // continue an existing log (a resumed run) instead of starting one
+  int64_t steps = 1000;      // the budget, counting steps a resumed optimizer already took
+  int64_t eval_every = 100;  // evaluate every N steps and after the last
+  int64_t save_every = 0;    // also save every N steps (0: only when the run ends)
+  double clip = 1;           // gradient norm limit; 0 clips nothing (the norm is still measured)
+  std::string log;           // per-step log file ("" none): CSV if is_csv_log(log), else JSON lines
+  bool append_log = false;   // continue an existing log (a resumed run) instead of starting one
+  bool replace_log = false;  // a new log may replace a file of its name; else one made since the checks stops the run
   bool extra_log_column = false;  // one more logged value per step (extra_log_value)
   std::string extra_log_name = "attn_entropy";
   /// Under mpirun: average the gradients over the ranks (false: this process

@@ -180,6 +180,19 @@ bool same_file(const std::string& a, const std::string& b) {
 
 // Where the work goes, checked before the first step: a run must not train
 // for an hour and then find it cannot save, or replace another run's file.
+// Returns whether `path` exists; a folder, link or device there is refused
+// whatever the flags (--force would not help), `who` naming it ("--save F").
+bool check_file_or_absent(const std::string& path, const std::string& who, const char* what) {
+  std::error_code ec;
+  auto status = std::filesystem::symlink_status(path, ec);
+  QKV_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status), who, " is ",
+            std::filesystem::is_directory(status) ? "a folder"
+            : std::filesystem::is_symlink(status) ? "a symbolic link"
+                                                  : "not a regular file",
+            ": give ", what, " file name");
+  return std::filesystem::exists(status);
+}
+
 // Returns the checkpoint's path.
 std::string check_save(const cxxopts::ParseResult& args, const Run& run) {
   const bool force = args.count("force") > 0;
@@ -188,16 +201,7 @@ std::string check_save(const cxxopts::ParseResult& args, const Run& run) {
                                         : fresh_name(run.spec.task);
   QKV_CHECK(!save.empty(), "--save needs a file name");
   if (dist::rank() != 0) return save;  // rank 0 alone saves and logs
-  std::error_code ec;
-  auto status = std::filesystem::symlink_status(save, ec);
-  // A folder, link or device is refused whatever the flags: --force would not help.
-  QKV_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status), "--save ", printable(save),
-            " is ",
-            std::filesystem::is_directory(status) ? "a folder"
-            : std::filesystem::is_symlink(status) ? "a symbolic link"
-                                                  : "not a regular file",
-            ": give a checkpoint file name");
-  bool exists = std::filesystem::exists(status);
+  bool exists = check_file_or_absent(save, cat("--save ", printable(save)), "a checkpoint");
   bool continuing = run.resuming && same_file(save, run.resume);
   QKV_CHECK(!exists || continuing || force, printable(save),
             " already exists: choose another --save, continue its run "
@@ -224,8 +228,7 @@ void check_log(const cxxopts::ParseResult& args, const Run& run, const std::stri
   for (const auto& [other, flag] :
        {std::pair{save, "--save"}, std::pair{run.resume, "--resume"}, std::pair{data, "--data"}})
     QKV_CHECK(!same_file(log_path, other), who, " is this run's ", flag, " file: choose another --log");
-  std::error_code ec;
-  const bool exists = std::filesystem::exists(std::filesystem::symlink_status(log_path, ec));
+  const bool exists = check_file_or_absent(log_path, who, "a log");
   // Resuming continues its log; a fresh run never mixes itself into an old one.
   QKV_CHECK(!exists || run.resuming || force, who, " already exists: choose another file, or replace it with --force");
   io::make_parent_folders(log_path, "--log");
@@ -399,14 +402,15 @@ std::map<std::string, std::string> checkpoint_metadata(const Runner& runner,
 }
 
 // The loop's settings: the run's budget, evaluations, saves, clip and log.
-train::TrainerOptions trainer_options(const Run& run, const std::string& log_path) {
+train::TrainerOptions trainer_options(const Run& run, const std::string& log_path, bool force) {
   train::TrainerOptions to;
   to.steps = run.total, to.eval_every = run.eval_every, to.save_every = run.save_every, to.clip = run.clip;
-  to.log = log_path, to.append_log = run.resuming;
+  to.log = log_path, to.append_log = run.resuming, to.replace_log = force;
   to.extra_log_column = run.entropy_weight != 0;
-  // A --clip limit is advice only where there is none.
-  to.divergence_advice = cat(". Try a lower --lr", run.clip > 0 ? "" : " or a --clip limit",
-                             run.entropy_weight != 0 ? ", or a smaller --attn-entropy" : "");
+  // A --clip limit is advice only where there is none; --resume keeps the checkpoint's settings.
+  to.divergence_advice =
+      cat(run.resuming ? ". Start a new run with a lower --lr" : ". Try a lower --lr",
+          run.clip > 0 ? "" : " or a --clip limit", run.entropy_weight != 0 ? ", or a smaller --attn-entropy" : "");
   return to;
 }
 
@@ -460,7 +464,7 @@ int train(int argc, char** argv) {
     default_generator().manual_seed(state[0] ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me)));
   }
 
-  train::Trainer trainer(params, *opt, *schedule, trainer_options(run, log_path));
+  train::Trainer trainer(params, *opt, *schedule, trainer_options(run, log_path, args.count("force") > 0));
   trainer.save_name = save;
   const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), log_path, save);
   trainer.set_saved_step(run.resuming ? opt->steps() : -1, run.resume);

@@ -313,6 +313,12 @@ PY
   echo x >taken.csv
   refused "train, a --log that exists" "$qkv" train --save newB/sub/x.safetensors --log taken.csv --steps 1
   [ -e newA ] || [ -e newB ] && fail "a refused run left the folders it made for --save"
+  # A --log that is a folder or a FIFO: --force would not help, so the error does not offer it.
+  mkdir -p logdir && mkfifo logfifo
+  for bad in logdir logfifo; do
+    refused "train --log $bad --force" "$qkv" train --steps 1 --log $bad --force
+    grep -q -- "--log $bad is .*: give a log file name" err.txt || fail "--log $bad: not said plainly"
+  done
   mkdir -p kept && refused "train into an existing folder" "$qkv" train --task text --data none.txt --save kept/x.safetensors
   [ -d kept ] || fail "a folder the run did not make was removed"
   # new/../kept is kept: it was taken for a folder the run made, and removed (a review's find).

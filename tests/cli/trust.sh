@@ -74,6 +74,7 @@ PY
 cp nan.safetensors nan_before.safetensors
 "$qkv" train --resume nan.safetensors --steps 100 --log nan.jsonl >out.txt 2>err.txt && fail "a diverged run exited 0"
 grep -q "training stopped without saving" err.txt || { cat err.txt; fail "no clear message for a non-finite loss"; }
+grep -q "Start a new run with a lower --lr" err.txt || { cat err.txt; fail "the advice names --lr, which --resume refuses"; }
 cmp -s nan.safetensors nan_before.safetensors || fail "the last good checkpoint changed"
 grep -qi "nan\|inf" nan.jsonl && fail "the log holds a non-finite number"
 # Saving elsewhere: the resumed file holds the last good step, not --save (it named --save, which held nothing).
