@@ -425,9 +425,9 @@ int gradcheck(int argc, char** argv) {
       runner = std::make_unique<Runner>(spec);
     }
     const int64_t batch = runner->task() ? 3 : 2;
-    // float64, the composed attention (its n x n scores) and the gradients: a training step's bytes, twice. (A
-    // task's examples are short whatever the context, and the load checked its parameters.)
-    if (device.is_cpu() && runner->spec().task == "text")
+    // float64, the composed attention (its n x n scores) and the gradients: a training step's bytes, twice
+    // (training_bytes counts a task's short examples, not its context).
+    if (device.is_cpu())
       check_fits_in_memory(
           2 * training_bytes(runner->spec(), batch),
           cat(path.empty() ? kind : printable(path), ": its float64 loss and gradients on ", batch, " examples"),

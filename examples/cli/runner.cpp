@@ -157,6 +157,7 @@ void Runner::resolve_task(bool read_data) {
     if (spec_.context <= 0) spec_.context = need;
     QKV_CHECK(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task,
               " task: it needs ", need);
+    spec_.example_tokens = need;
   } else {
     task_ = std::make_unique<SequenceTask>(spec_.task, spec_.max_len, spec_.digits);
     spec_.vocab = task_->vocab();
@@ -164,6 +165,7 @@ void Runner::resolve_task(bool read_data) {
     if (spec_.context <= 0) spec_.context = need;
     QKV_CHECK(spec_.context >= need, "--context ", spec_.context, " is too short for the ", spec_.task,
               " task: it needs ", need);
+    spec_.example_tokens = need;  // a longer context adds positions, not work
   }
 }
 
@@ -192,10 +194,11 @@ bool Runner::uses_cache() const {
 }
 
 double training_bytes(const ModelSpec& s, int64_t batch) {
-  return training_step_bytes(
-      static_cast<double>(s.parameter_count()), static_cast<double>(batch) * static_cast<double>(s.context),
-      static_cast<double>(s.layers) * driver_kind(s.model).blocks_per_layer, static_cast<double>(s.width),
-      static_cast<double>(s.vocab), 2.0 * static_cast<double>(s.heads) * static_cast<double>(s.context));
+  const double tokens = static_cast<double>(s.example_tokens > 0 ? s.example_tokens : s.context);
+  return training_step_bytes(static_cast<double>(s.parameter_count()), static_cast<double>(batch) * tokens,
+                             static_cast<double>(s.layers) * driver_kind(s.model).blocks_per_layer,
+                             static_cast<double>(s.width), static_cast<double>(s.vocab),
+                             2.0 * static_cast<double>(s.heads) * tokens);
 }
 
 double forward_bytes(const ModelSpec& s, int64_t batch) {

@@ -26,6 +26,7 @@ struct ModelSpec : nn::ModelShape {
   int64_t max_len = 8, digits = 3;  // sequence tasks, brackets and sessions (max_len)
   std::string data;                 // text and digits: the --data file, "" for the bundled one
   std::string source;               // the checkpoint it was read from ("" from flags): errors name it
+  int64_t example_tokens = 0;       // positions one example feeds (the Runner sets it: the task's, or the context)
   std::map<std::string, std::string> metadata() const;
   /// Parses and bounds a checkpoint's description (one-line errors naming `path`).
   static ModelSpec from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
@@ -78,9 +79,9 @@ struct LabelMetrics {
   double metric() const { return ranks ? hit_rate : accuracy; }
 };
 
-/// training_step_bytes for this model and `batch` windows of its context, each
-/// layer's attention weights counted (2 a head per token): a high estimate of
-/// a forward pass too.
+/// training_step_bytes for this model and `batch` examples of example_tokens
+/// positions (a text window: the context), each layer's attention weights
+/// counted (2 a head per token): a high estimate of a forward pass too.
 double training_bytes(const ModelSpec& s, int64_t batch);
 
 /// Bytes a no-grad forward of `batch` windows of the context needs beyond
