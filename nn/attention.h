@@ -110,7 +110,8 @@ struct SingleHeadConfig {
 /// projection. Parameters q_proj.weight [d_k, d_in], k_proj.weight [d_k, kdim],
 /// v_proj.weight [d_v, vdim] (and .bias when asked for); a tutorial's
 /// nn.Parameter(d_in, d_out) used as x @ W is this weight transposed. As in
-/// MultiHeadAttention, the key bias gets an exact zero gradient.
+/// MultiHeadAttention, the key bias gets an exact zero gradient (it is
+/// detached: grad() stays undefined).
 class SingleHeadAttention : public Module {
  public:
   SingleHeadAttention(int64_t d_in, int64_t d_k, int64_t d_v, const SingleHeadConfig& config = {});
