@@ -221,8 +221,8 @@ HardAttentionResult hard_attention(const Tensor& weights, const Tensor& v, HardM
           Shape(weights.shape().begin(), weights.shape().end() - 2) == Shape(v.shape().begin(), v.shape().end() - 2),
       "hard_attention: weights ", shape_str(weights.shape()), " and v ", shape_str(v.shape()), " do not fit");
   Generator& g = gen ? *gen : default_generator();
-  int64_t nq = weights.size(-2), nk = weights.size(-1), dv = v.size(-1),
-          batch = weights.numel() / std::max<int64_t>(nq * nk, 1);
+  int64_t nq = weights.size(-2), nk = weights.size(-1), dv = v.size(-1), batch = 1;
+  for (int64_t d = 0; d + 2 < weights.dim(); ++d) batch *= weights.size(d);  // (no keys: every query picks none)
   Shape index_shape(weights.shape().begin(), weights.shape().end() - 1);
   Tensor indices = Tensor::empty(index_shape, DType::Int64);
   Tensor output = Tensor::zeros({batch, nq, dv}, v.dtype());

@@ -178,6 +178,13 @@ TEST_CASE("hard attention picks one key per query and carries no gradient", "[at
   for (int i = 0; i < 4000; ++i) ones += hard_attention(weights, v, HardMode::Sample, &gen).indices.at({0, 0}) == 1;
   CHECK(std::abs(ones / 4000.0 - 0.7) < 0.03);
   CHECK_THROWS_WITH(hard_attention(weights, Tensor::ones({1, 4, 2}, DType::Float64)), Contains("hard_attention"));
+  // No keys: every query picks none (it threw an internal reshape error).
+  HardAttentionResult none = hard_attention(Tensor::zeros({2, 3, 0}), Tensor::zeros({2, 0, 4}));
+  CHECK(none.indices.shape() == Shape{2, 3});
+  CHECK(none.indices.to_vector() == std::vector<double>(6, -1));
+  CHECK(none.output.shape() == Shape{2, 3, 4});
+  CHECK(max(abs(none.output)).item() == 0);
+  CHECK(hard_attention(Tensor::zeros({0, 3, 2}), Tensor::zeros({0, 2, 4})).output.shape() == Shape{0, 3, 4});
 }
 
 TEST_CASE("MultiHeadAttention: shapes, per-head weights, self and cross", "[attention][mha]") {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "autograd/autograd.h"
 
@@ -78,6 +79,25 @@ TEST_CASE("edge values follow PyTorch", "[elementwise]") {
   Tensor base = vec({0, 2}, {2}).requires_grad_();
   sum(pow(base, 0)).backward();  // d x^0 = 0, also at x = 0
   CHECK(base.grad().to_vector() == std::vector<double>{0, 0});
+  // At -0 and +0, torch 1.13's values and gradients, signs included (its ^0.5 is sqrt, its ^-0.5 1/sqrt).
+  const double inf = std::numeric_limits<double>::infinity();
+  auto signed_values = [](const Tensor& t) {
+    std::vector<double> v = t.to_vector();
+    for (double& x : v) x = x == 0 ? std::copysign(1e-300, x) : x;  // -0 and +0 compare unequal
+    return v;
+  };
+  for (auto [e, y, g] : {std::tuple{0.5, std::vector<double>{-0.0, 0.0}, std::vector<double>{-inf, inf}},
+                         {-0.5, {-inf, inf}, {-inf, -inf}},
+                         {1.5, {0.0, 0.0}, {-0.0, 0.0}},
+                         {2.0, {0.0, 0.0}, {-0.0, 0.0}},
+                         {3.0, {-0.0, 0.0}, {0.0, 0.0}}}) {
+    Tensor zeros = vec({-0.0, 0.0}, {2}).requires_grad_();
+    Tensor out = pow(zeros, e);
+    sum(out).backward();
+    INFO("x^" << e);
+    CHECK(signed_values(out) == signed_values(vec(y, {2})));
+    CHECK(signed_values(zeros.grad()) == signed_values(vec(g, {2})));
+  }
 }
 
 TEST_CASE("float32 and float64 both work and stay separate", "[elementwise][errors]") {

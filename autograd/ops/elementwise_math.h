@@ -119,8 +119,13 @@ struct Sqrt {
 struct Pow {
   static constexpr Unary kind = Unary::Pow;
   double s = 0;
-  template <class T> QKV_HD T f(T x) const { return std::pow(x, T(s)); }
-  template <class T> QKV_HD T df(T x, T) const { return s == 0 ? T(0) : T(s) * std::pow(x, T(s - 1)); }
+  // torch takes sqrt for ^0.5 and 1/sqrt for ^-0.5: the same values, but -0 keeps its sign
+  // (-0^0.5 = -0, -0^-0.5 = -inf, where C's pow gives +0 and +inf), in the gradient too.
+  template <class T> QKV_HD static T power(T x, double e) {
+    return e == 0.5 ? std::sqrt(x) : e == -0.5 ? T(1) / std::sqrt(x) : std::pow(x, T(e));
+  }
+  template <class T> QKV_HD T f(T x) const { return power(x, s); }
+  template <class T> QKV_HD T df(T x, T) const { return s == 0 ? T(0) : T(s) * power(x, s - 1); }
 };
 // d tanh(x) = 1 - y²
 struct Tanh {
