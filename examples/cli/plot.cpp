@@ -71,7 +71,10 @@ struct Log {
 Log parse_log(const std::string& path, const std::string& text) {
   Log log;
   auto& series = log.series;
-  std::istringstream lines(text);
+  // A spreadsheet's export: a UTF-8 byte-order mark first, or lines ended by CR alone (classic Mac).
+  std::string body = text.substr(text.rfind("\xef\xbb\xbf", 0) == 0 ? 3 : 0);
+  if (body.find('\n') == std::string::npos) std::replace(body.begin(), body.end(), '\r', '\n');
+  std::istringstream lines(std::move(body));
   std::string line, shown = printable(path);
   std::vector<std::string> header;
   bool csv = train::is_csv_log(path);
@@ -226,8 +229,8 @@ int plot(int argc, char** argv) {
     columns += cat(sep, run.size());
   }
   if (paths.size() == 1)
-    std::printf("wrote %s curve%s of 1 log (%s steps) to %s\n", columns.c_str(), columns == "1" ? "" : "s",
-                steps.c_str(), printable(out).c_str());
+    std::printf("wrote %s curve%s of 1 log (%s step%s) to %s\n", columns.c_str(), columns == "1" ? "" : "s",
+                steps.c_str(), steps == "1" ? "" : "s", printable(out).c_str());
   else
     std::printf("wrote the curves of %zu logs (%s steps; %s curves) to %s\n", paths.size(), steps.c_str(),
                 columns.c_str(), printable(out).c_str());

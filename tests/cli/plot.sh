@@ -65,4 +65,11 @@ grep -q "holds at most 1048576" <(bounded "$qkv" plot deep.jsonl 2>&1) || fail "
 printf 'step,loss\r\n1,2.5\r\n2,2\r\n' >crlf.csv
 "$qkv" plot crlf.csv --out crlf.html >/dev/null || fail "a CRLF log"
 [ "$(page_data crlf.html "d['curves']['runs'][0]['columns']['loss']['values']")" = "[2.5, 2.0]" ] || fail "CRLF values"
-echo "ok: deep, repeated-key and over-long rows are one-line errors; CRLF logs plot"
+# A spreadsheet's export: a byte-order mark first ("no step column first", before), or CR-only line ends.
+printf '\xef\xbb\xbfstep,loss\r\n1,2.5\r\n2,2\r\n' >bom.csv
+printf 'step,loss\r1,2.5\r2,2\r' >cr.csv
+for log in bom cr; do
+  "$qkv" plot $log.csv --out $log.html >/dev/null || fail "a $log log"
+  [ "$(page_data $log.html "d['curves']['runs'][0]['columns']['loss']['values']")" = "[2.5, 2.0]" ] || fail "$log values"
+done
+echo "ok: deep, repeated-key and over-long rows are one-line errors; CRLF, CR and BOM logs plot"
