@@ -137,13 +137,27 @@ int64_t logged_step(const std::string& line) {
 // On --resume, the log keeps only what led to the checkpoint: rows past its
 // step (written before a crash or kill -9) and a cut-off last line (a full
 // disk) go, so the resumed run's rows follow on without repeating steps.
-// Returns the lines kept, and in `dropped` how many go. A file with any
+// Returns the lines kept, and in `dropped` what goes. A file with any
 // other line is not a qkv log: it is refused, never trimmed.
-std::string trimmed_log(const std::string& path, const std::string& who, int64_t step, int64_t& dropped) {
+struct Dropped {
+  int64_t past = 0;  // whole rows past the checkpoint's step
+  bool cut = false;  // and a last row cut off mid-write
+  bool any() const { return past > 0 || cut; }
+  // "2 lines past the checkpoint's step 40 and a row cut off mid-write", each with its cause if `why`
+  std::string said(int64_t step, bool why) const {
+    std::string rows = past == 0 ? "" : cat(past, " line", past == 1 ? "" : "s", " past the checkpoint's step ", step);
+    if (past > 0 && why) rows += " (written after it was saved)";
+    std::string end = !cut  ? ""
+                      : why ? "a row cut off mid-write (a full disk, or a kill while it wrote)"
+                            : "a row cut off";
+    return rows + (past > 0 && cut ? " and " : "") + end;
+  }
+};
+std::string trimmed_log(const std::string& path, const std::string& who, int64_t step, Dropped& dropped) {
   std::string text = io::read_regular_file(path, int64_t{1} << 30, "log file");
   std::string kept;
   int64_t number = 0;
-  dropped = 0;
+  dropped = {};
   size_t at = 0;
   while (at < text.size()) {
     size_t end = text.find('\n', at);
@@ -156,7 +170,7 @@ std::string trimmed_log(const std::string& path, const std::string& who, int64_t
     if (end == std::string::npos) {  // no newline: a row cut off mid-write
       QKV_CHECK(row_start || header, who, ": line ", number,
                 " is not a qkv log row; choose another --log (qkv rewrites a resumed run's log)");
-      ++dropped;
+      dropped.cut = true;
       break;
     }
     at = end + 1;
@@ -165,7 +179,7 @@ std::string trimmed_log(const std::string& path, const std::string& who, int64_t
     if (header || s <= step)
       kept += line + "\n";
     else
-      ++dropped;
+      ++dropped.past;
   }
   return kept;
 }
@@ -236,13 +250,13 @@ void check_log(const cxxopts::ParseResult& args, const Run& run, const std::stri
   io::check_writable_target(log_path, /*probe=*/!(run.resuming && exists));
   if (!run.resuming || !exists) return;
   QKV_CHECK(::access(log_path.c_str(), W_OK) == 0, who, " cannot be written: ", std::strerror(errno));
-  int64_t dropped = 0;
+  Dropped dropped;
   const std::string kept = trimmed_log(log_path, who, run.resumed_step, dropped);
   if (named) {
     const bool shaped = kept.rfind(train::is_csv_log(log_path) ? "step,loss,lr,grad_norm," : "{\"step\":", 0) == 0;
     QKV_CHECK(shaped, who, " does not begin as a qkv log does");
-    QKV_CHECK(dropped == 0, who, " holds ", dropped, " line", dropped == 1 ? "" : "s", " past the checkpoint's step ",
-              run.resumed_step, " (give --log ", printable(log_path), " to cut them and continue it)");
+    QKV_CHECK(!dropped.any(), who, " holds ", dropped.said(run.resumed_step, false), " (give --log ",
+              printable(log_path), " to cut ", dropped.past + dropped.cut == 1 ? "it" : "them", " and continue it)");
   }
   auto digest = run.resumed.metadata.find("qkv.log.digest");
   QKV_CHECK(force || digest != run.resumed.metadata.end(), who, ": ", printable(run.resume),
@@ -250,11 +264,9 @@ void check_log(const cxxopts::ParseResult& args, const Run& run, const std::stri
             "this one anyway with --force");
   QKV_CHECK(force || digest->second == train::log_digest(kept), who, " is not the log of the run that saved ",
             printable(run.resume), " (or it changed since): give --log a new file, or continue it anyway with --force");
-  if (dropped > 0) {
+  if (dropped.any()) {
     io::write_file(log_path, kept);
-    std::printf("%s: dropped %lld line%s past the checkpoint's step %lld (written after it was saved)\n",
-                printable(log_path).c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
-                static_cast<long long>(run.resumed_step));
+    std::printf("%s: dropped %s\n", printable(log_path).c_str(), dropped.said(run.resumed_step, true).c_str());
   }
 }
 
