@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # qkv train under mpirun: 2 ranks with global batch 16 train like one process
-# with batch 16 (checkpoints agree to 1e-5 of each group's scale after 20
-# float32 steps, where a 0.1% larger learning rate differs by 30 times that);
+# with batch 16 (checkpoints agree to 1e-5 relative after 20 float32 steps,
+# an Adam parameter smaller than lr * steps against that: see
+# compare_checkpoints.cpp; a 0.1% larger lr, or one small tensor 0.3% off,
+# fails);
 # the 2-rank checkpoint evaluates, samples and resumes in one process, and a
 # one-process checkpoint resumes on 2 ranks; stopping mpirun (what Ctrl-C
 # does) saves once and exits every rank; a killed rank ends the job.
@@ -21,10 +23,23 @@ mpi "$qkv" train "${common[@]}" --save two.safetensors >two.txt 2>&1 || { cat tw
 grep -q "2 ranks (MPI) of 8 examples each" two.txt || { cat two.txt; fail "the banner does not say how the batch splits"; }
 [ "$(grep -c '^qkv train' two.txt)" -eq 1 ] || fail "more than one rank printed"
 "$compare" one.safetensors two.safetensors 1e-5 || fail "2 ranks x 8 differ from 1 process x 16 after 20 steps"
-echo "ok: 2 ranks x 8 examples = 1 process x 16 after 20 steps (1e-5 relative)"
-# The control: a learning rate 0.1% larger is a difference the comparison sees.
+echo "ok: 2 ranks x 8 examples = 1 process x 16 after 20 steps (1e-5 relative; see compare_checkpoints.cpp)"
+# The controls: a learning rate 0.1% larger, and one small tensor 0.3% off, are differences it sees.
 "$qkv" train "${common[@]}" --lr 0.001001 --save nudged.safetensors >/dev/null 2>&1 || fail "one process, nudged lr"
-"$compare" one.safetensors nudged.safetensors 1e-5 >nudged.txt && { cat nudged.txt; fail "the comparison misses a 0.1% change of lr"; }
+"$compare" one.safetensors nudged.safetensors 1e-5 >nudged.txt
+[ $? -eq 1 ] || { cat nudged.txt; fail "the comparison misses a 0.1% change of lr"; }
+python3 - one.safetensors scaled.safetensors blocks.1.attn.q_proj.bias 1.003 <<'PY' || fail "scaling one tensor"
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+start, end = json.loads(raw[8:8 + n])[sys.argv[3]]["data_offsets"]
+at = 8 + n + start
+values = struct.unpack("<%df" % ((end - start) // 4), raw[at:8 + n + end])
+raw[at:8 + n + end] = struct.pack("<%df" % len(values), *(v * float(sys.argv[4]) for v in values))
+open(sys.argv[2], "wb").write(raw)
+PY
+"$compare" one.safetensors scaled.safetensors 1e-5 >scaled.txt
+[ $? -eq 1 ] || { cat scaled.txt; fail "the comparison misses one small tensor 0.3% off"; }
 
 # An odd global batch splits 4 + 3: still the same training.
 "$qkv" train "${common[@]}" --batch 7 --save one7.safetensors >/dev/null 2>&1 || fail "one process, batch 7"
