@@ -115,15 +115,19 @@ void check_output_file(const std::string& path, const char* flag, bool force, co
 }
 
 GrowingFile::GrowingFile(const std::string& path, Mode mode, int64_t max_existing, std::string* existing) {
-  if (mode != Mode::append) {
+  if (mode == Mode::create) {  // O_EXCL: atomic, and never through a link (a dangling one included)
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    QKV_CHECK(fd_ >= 0, errno == EEXIST ? cat("refusing to replace ", shown(path), ": it already exists")
+                                        : cat("cannot write ", shown(path), ": ", std::strerror(errno)));
+    sync_folder_of(path);
+    return;
+  }
+  if (mode == Mode::replace) {
     std::string tmp = temporary_beside(path);
     fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     QKV_CHECK(fd_ >= 0, "cannot write ", shown(path), ": ", std::strerror(errno));
     try {
-      if (mode == Mode::create)
-        commit_new_file(tmp, path);
-      else
-        commit_file(tmp, path);
+      commit_file(tmp, path);
     } catch (...) {
       ::close(fd_);
       throw;
@@ -187,26 +191,6 @@ void commit_file(const std::string& temporary, const std::string& path) {
     ::unlink(temporary.c_str());
     throw Error(cat("cannot write ", shown(path), ": ", std::strerror(error)));
   }
-  sync_folder_of(path);
-}
-
-void commit_new_file(const std::string& temporary, const std::string& path) {
-  // link() is atomic and never replaces; a file system without hard links
-  // (EPERM, ENOTSUP) falls back to rename, which may.
-  if (::link(temporary.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    if (error == EEXIST) {
-      ::unlink(temporary.c_str());
-      throw Error(cat("refusing to replace ", shown(path), ": it already exists"));
-    }
-    if (error != EPERM && error != ENOTSUP && error != EOPNOTSUPP) {
-      ::unlink(temporary.c_str());
-      throw Error(cat("cannot write ", shown(path), ": ", std::strerror(error)));
-    }
-    commit_file(temporary, path);
-    return;
-  }
-  ::unlink(temporary.c_str());
   sync_folder_of(path);
 }
 

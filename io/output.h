@@ -48,16 +48,14 @@ std::string temporary_beside(const std::string& path);
 /// Renames `temporary` over `path` and makes the rename durable; on failure
 /// the temporary is removed and the error names the cause.
 void commit_file(const std::string& temporary, const std::string& path);
-/// The same for a new file: never replaces a file at `path`, one made there
-/// since the caller's checks included; the temporary is removed either way.
-void commit_new_file(const std::string& temporary, const std::string& path);
 
 /// A file written as it grows (a training log), under the rule as far as a
-/// growing file allows. A new one is created as a temporary beside `path`
-/// and put into place before its first byte: `create` refuses a file made
-/// at `path` since the caller's checks (two runs started on one name),
-/// `replace` renames over whatever is there (hard links and a planted link
-/// are replaced, never written through). An appended one is opened without
+/// growing file allows. `create` makes `path` only if nothing is there
+/// (O_EXCL), so a file made since the caller's checks, such as another run's
+/// log started on the same name, is refused, and a link is never followed.
+/// `replace` creates a temporary beside `path` and renames it over whatever
+/// is there before the first byte (hard links and a planted link are
+/// replaced, never written through). An appended one is opened without
 /// following a link, must be a regular file of one name (no hard links) and
 /// at most `max_existing` bytes, and those bytes are read into `existing`.
 class GrowingFile {

@@ -246,7 +246,7 @@ void check_log(const cxxopts::ParseResult& args, const Run& run, const std::stri
   // Resuming continues its log; a fresh run never mixes itself into an old one.
   QKV_CHECK(!exists || run.resuming || force, who, " already exists: choose another file, or replace it with --force");
   io::make_parent_folders(log_path, "--log");
-  // A new log is a temporary renamed into place (io::GrowingFile): its folder must let us create one.
+  // A new log is created in its folder (with --force, a temporary renamed into place; io::GrowingFile).
   io::check_writable_target(log_path, /*probe=*/!(run.resuming && exists));
   if (!run.resuming || !exists) return;
   QKV_CHECK(::access(log_path.c_str(), W_OK) == 0, who, " cannot be written: ", std::strerror(errno));

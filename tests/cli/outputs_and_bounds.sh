@@ -229,7 +229,7 @@ PY
   [ "$last" -gt "$saved" ] || fail "five kills in a row landed right after a save"
   printf '%s' "$((last + 1)),0.5" >>k.csv  # and a line cut off mid-write
   "$qkv" train --resume k.safetensors --steps $((saved + 20)) --log k.csv >out.txt 2>&1 || { cat out.txt; fail "resume"; }
-  grep -q "dropped [0-9]* lines past the checkpoint's step $saved (written after it was saved) and a row cut off mid-write" out.txt ||
+  grep -q "dropped [0-9]* lines\? past the checkpoint's step $saved (written after it was saved) and a row cut off mid-write" out.txt ||
     { cat out.txt; fail "resume did not say how it trimmed the log"; }
   tail -n +2 k.csv | cut -d, -f1 | awk 'NR != $1 {exit 1}' || fail "the log's steps are not 1, 2, ... once each"
   # The log is rewritten on --resume: never one of the run's other files, never a file that is not a log.
