@@ -119,8 +119,9 @@ struct Sqrt {
 struct Pow {
   static constexpr Unary kind = Unary::Pow;
   double s = 0;
-  // torch takes sqrt for ^0.5 and 1/sqrt for ^-0.5: the same values, but -0 keeps its sign
-  // (-0^0.5 = -0, -0^-0.5 = -inf, where C's pow gives +0 and +inf), in the gradient too.
+  // torch takes sqrt for ^0.5 and 1/sqrt for ^-0.5, which differ from C's pow at -0 (-0^0.5 = -0 and
+  // -0^-0.5 = -inf, where pow gives +0 and +inf) and at -inf (NaN, where pow gives +inf and +0); in the
+  // gradient too.
   template <class T> QKV_HD static T power(T x, double e) {
     return e == 0.5 ? std::sqrt(x) : e == -0.5 ? T(1) / std::sqrt(x) : std::pow(x, T(e));
   }
