@@ -121,3 +121,17 @@ TEST_CASE("large tensors take the threaded path and agree with small ones", "[el
       // vectorised libm may differ from scalar std::tanh in the last ulp
       CHECK(z.at({i, j}) == Approx(std::tanh(x.at({i, j})) * y.at({j}) + 1.0).epsilon(1e-14));
 }
+
+TEST_CASE("less and equal take the scalar in a float32 tensor's dtype, as torch does", "[elementwise][logical]") {
+  // torch 1.13: (torch.tensor([2.7]) == 2.7) is True, and 16777217 rounds to 16777216 (2^24) first.
+  Tensor f = Tensor::from_vector<float>({2.7f, 16777216.0f, 0.1f});
+  CHECK(equal(f, 2.7).to_vector() == std::vector<double>{1, 0, 0});
+  CHECK(equal(f, 0.1).to_vector() == std::vector<double>{0, 0, 1});
+  CHECK(less(f, 16777217.0).to_vector() == std::vector<double>{1, 0, 1});
+  CHECK(equal(f, 1e39).to_vector() == std::vector<double>{0, 0, 0});  // inf as a float
+  // float64 and int64 tensors compare in double.
+  CHECK(equal(Tensor::from_vector<double>({2.7}), 2.7).item() == 1);
+  CHECK(equal(Tensor::from_vector<double>({static_cast<double>(2.7f)}), 2.7).item() == 0);
+  CHECK(less(Tensor::from_vector<int64_t>({3, 4}), 3.5).to_vector() == std::vector<double>{1, 0});
+  CHECK_THROWS_WITH(less(Tensor::ones({2}, DType::Bool), 1), Contains("less: expects a float or int64 tensor"));
+}

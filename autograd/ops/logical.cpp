@@ -35,8 +35,11 @@ template <class F> Tensor bool_binary(const char* op, math::Logic kind, const Te
   return out;
 }
 
-// f(x) as a mask; the device kernel computes x < value (less) or x == value.
-template <class F> Tensor compare(const char* op, const Tensor& x, double value, bool less, F f) {
+// x < value (less) or x == value as a mask.
+Tensor compare(const char* op, const Tensor& x, double value, bool less) {
+  // As torch: the scalar takes a float tensor's dtype first (equal(float32 2.7f, 2.7) holds); an int64
+  // tensor compares in double, exactly where torch's float32 promotion would round.
+  if (x.dtype() == DType::Float32) value = static_cast<float>(value);
   Tensor out = Tensor::empty(x.shape(), DType::Bool, x.device());
   if (!x.device().is_cpu()) {
     device::compare(x, value, less, out);
@@ -44,7 +47,10 @@ template <class F> Tensor compare(const char* op, const Tensor& x, double value,
   }
   bool* po = out.data<bool>();
   auto run = [&](const auto* px) {
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = f(static_cast<double>(px[i]));
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+      const double v = static_cast<double>(px[i]);
+      po[i] = less ? v < value : v == value;
+    }
   };
   switch (x.dtype()) {
     case DType::Float32: run(x.data<float>()); break;
@@ -78,12 +84,8 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
   return bool_binary("logical_or", math::Logic::Or, a, b, [](bool x, bool y) { return x || y; });
 }
 
-Tensor less(const Tensor& x, double value) {
-  return compare("less", x, value, true, [value](double v) { return v < value; });
-}
+Tensor less(const Tensor& x, double value) { return compare("less", x, value, true); }
 
-Tensor equal(const Tensor& x, double value) {
-  return compare("equal", x, value, false, [value](double v) { return v == value; });
-}
+Tensor equal(const Tensor& x, double value) { return compare("equal", x, value, false); }
 
 }  // namespace qkv

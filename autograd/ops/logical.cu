@@ -22,7 +22,7 @@ struct BoolKernel {
   }
 };
 
-// out = x < value or x == value, compared in double as on the CPU
+// out = x < value or x == value, compared in double as on the CPU (which rounded a float32 tensor's value)
 template <class T> struct CompareKernel {
   const T* x;
   bool* out;
