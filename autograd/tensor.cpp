@@ -313,9 +313,16 @@ void Tensor::retain_grad() const {
   impl_->retains_grad = true;
 }
 
-void Tensor::zero_grad() const {
+void Tensor::zero_grad(bool set_to_none) const {
   checked();
-  impl_->grad.reset();
+  if (set_to_none || !impl_->grad) {
+    impl_->grad.reset();
+    return;
+  }
+  // New zeros, not the old ones zeroed: they may be another tensor's gradient too (a backward may hand
+  // one tensor to two inputs).
+  Tensor old(impl_->grad);
+  impl_->grad = Tensor::zeros(old.shape(), old.dtype(), old.device()).impl_ptr();
 }
 
 const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked().grad_fn; }

@@ -136,7 +136,11 @@ class Tensor {
   /// torch.Tensor.retain_grad): how a graph picture shows every node's gradient.
   void retain_grad() const;
   /// Drops the accumulated gradient (the next backward() starts from zero).
-  void zero_grad() const;
+  /// set_to_none = false keeps a gradient there as zeros (torch 1.13's
+  /// default), so an optimizer still steps a parameter the next backward
+  /// leaves out: momentum and weight decay move it. A tensor with no
+  /// gradient keeps none either way.
+  void zero_grad(bool set_to_none = true) const;
   /// Back-propagates from this tensor. `grad` defaults to 1 for a one-element
   /// tensor. The graph is freed afterwards unless retain_graph is set.
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;

@@ -41,8 +41,8 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
-void Module::zero_grad() {
-  for (const Tensor& t : parameters()) t.zero_grad();
+void Module::zero_grad(bool set_to_none) {
+  for (const Tensor& t : parameters()) t.zero_grad(set_to_none);
 }
 
 void Module::to(DType dtype) {

@@ -33,8 +33,9 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  /// Drops every parameter's gradient.
-  void zero_grad();
+  /// Drops every parameter's gradient (set_to_none = false: zeros, as
+  /// torch 1.13's default; see Tensor::zero_grad).
+  void zero_grad(bool set_to_none = true);
   /// Converts every parameter to `dtype` in place; handles stay valid.
   /// A float32 model becomes a float64 one for gradient checks this way.
   void to(DType dtype);

@@ -54,8 +54,8 @@ void Optimizer::for_each_element(int64_t n, int64_t cost, std::function<void(int
   pending_cost_ = std::max(pending_cost_, cost);
 }
 
-void Optimizer::zero_grad() {
-  for (const auto& [name, p] : params_) p.zero_grad();
+void Optimizer::zero_grad(bool set_to_none) {
+  for (const auto& [name, p] : params_) p.zero_grad(set_to_none);
 }
 
 Tensor& Optimizer::buffer(size_t index, const std::string& name) {

@@ -25,8 +25,9 @@ class Optimizer {
   /// Counts the step, then applies one update from the parameters' current
   /// gradients (parameters without a gradient are skipped, and do not count it).
   void step();
-  /// Drops every parameter's gradient.
-  void zero_grad();
+  /// Drops every parameter's gradient (set_to_none = false: zeros, as
+  /// torch 1.13's default; see Tensor::zero_grad).
+  void zero_grad(bool set_to_none = true);
 
   double lr() const { return lr_; }
   void set_lr(double lr);

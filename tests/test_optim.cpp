@@ -111,6 +111,42 @@ TEST_CASE("Adam's bias correction counts each parameter's own updates, as torch'
   CHECK(copy.updates(1) == 4);  // a refused state changes nothing
 }
 
+TEST_CASE("zero_grad(false) keeps zeros, as torch 1.13's default: a parameter a step leaves out still moves",
+          "[optim]") {
+  // torch 1.13, float64: a [0.5, -1, 2] and b [1.5, 0.25], loss Σ a·G(t, 0) + Σ b·G(t, 1) over 5 steps,
+  // b left out of step 2, G(t, k)_i = sin(1.1t + 0.7i + 2.3k)·(k + 1).
+  auto g = [](int t, int k, int n) {
+    std::vector<double> v(n);
+    for (int i = 0; i < n; ++i) v[i] = std::sin(1.1 * t + 0.7 * i + 2.3 * k) * (k + 1);
+    return Tensor::from_vector<double>(v);
+  };
+  auto run = [&](bool adam, bool set_to_none) {
+    Tensor a = Tensor::from_vector<double>({0.5, -1.0, 2.0}).requires_grad_();
+    Tensor b = Tensor::from_vector<double>({1.5, 0.25}).requires_grad_();
+    NamedTensors params{{"a", a}, {"b", b}};
+    std::unique_ptr<Optimizer> opt;
+    if (adam)
+      opt = std::make_unique<Adam>(params, AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+    else
+      opt = std::make_unique<SGD>(params, SGDOptions{0.1, 0.9});
+    for (int t = 0; t < 5; ++t) {
+      opt->zero_grad(set_to_none);
+      Tensor loss = sum(a * g(t, 0, 3));
+      if (t != 2) loss = loss + sum(b * g(t, 1, 2));
+      loss.backward();
+      opt->step();
+    }
+    return b.to_vector();
+  };
+  check_values(run(false, false), {1.2239250253652394, 0.5110999866425305});  // set_to_none=False
+  check_values(run(false, true), {1.284518570631557, 0.4103129513069554});    // set_to_none=True (torch 2's default)
+  check_values(run(true, false), {1.4787499141116636, 0.25213758666149355});
+  check_values(run(true, true), {1.4831726324881795, 0.24863024709481232});
+  Tensor never = Tensor::ones({2}).requires_grad_();
+  never.zero_grad(false);
+  CHECK_FALSE(never.grad().defined());  // no gradient yet: none either way, as torch
+}
+
 TEST_CASE("an unset weight decay is torch.optim's default: 0 for Adam, 0.01 for AdamW", "[optim]") {
   auto decay = [](const Optimizer& opt) { return opt.hyperparameters().at("weight_decay"); };
   NamedTensors params{{"w", Tensor::ones({2, 2}, DType::Float64).requires_grad_()}};
