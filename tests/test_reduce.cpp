@@ -73,6 +73,15 @@ TEST_CASE("reduction errors name the op and the shape", "[reduce][errors]") {
 TEST_CASE("a mean over nothing and a variance without degrees of freedom are NaN or inf, as in torch", "[reduce]") {
   for (double v : var(Tensor::ones({1, 3}), {0}).to_vector()) CHECK(std::isnan(v));  // 0 / 0
   CHECK(std::isinf(var(Tensor::from_vector<double>({1, 2, 3}), {0}, false, 4).item()));
+  // The gradient 2(x - mean)/(N - c): ±inf with N - c = 0 (torch 1.13's values; composed through the mean it
+  // was NaN), and NaN where x is the mean.
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = Tensor::from_vector<double>({1, 2, 4}).requires_grad_();
+  var(x, {0}, false, 3).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{-inf, -inf, inf});
+  Tensor one = Tensor::from_vector<double>({5}).requires_grad_();
+  var(one, {0}).backward();
+  CHECK(std::isnan(one.grad().item()));
   CHECK(std::isnan(mean(Tensor::zeros({0})).item()));
   Tensor rows = mean(Tensor::zeros({3, 0}), {1});
   CHECK(rows.shape() == Shape{3});

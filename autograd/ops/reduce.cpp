@@ -174,11 +174,12 @@ Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   return mul(sum(x, dims, keepdim), 1.0 / static_cast<double>(count));  // over zero elements 0·∞: NaN, as torch
 }
 
-// Two passes (x - mean first) for accuracy; the gradient 2(x-mean)/(N-c) follows by composition. No degrees
-// of freedom left (N - c <= 0) divides by 0, as torch: NaN or inf.
+// Two passes (x - mean first) for accuracy. d var / dx = 2(x - mean)/(N - c), torch's formula: the path
+// through the mean adds 2Σ(x - mean)·(-1/N)/(N - c) = 0, so the mean is detached (composed, that zero was
+// inf - inf = NaN with no degrees of freedom left). N - c <= 0 divides by 0, as torch: NaN or inf.
 Tensor var(const Tensor& x, const Dims& dims, bool keepdim, int64_t correction) {
   int64_t count = reduced_count("var", x, dims);
-  Tensor centered = sub(x, mean(x, dims, true));
+  Tensor centered = sub(x, mean(x, dims, true).detach());
   return div(sum(mul(centered, centered), dims, keepdim),
              static_cast<double>(std::max<int64_t>(count - correction, 0)));
 }
