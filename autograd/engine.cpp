@@ -1,6 +1,7 @@
 #include "autograd/engine.h"
 
 #include <algorithm>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -87,8 +88,18 @@ void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn 
               "' records a node but is not declared with QKV_DECLARE_OP");
     known.insert(op);
   }
+  QKV_CHECK(out.defined(), "record: op '", op, "' has no output");
+  QKV_CHECK(backward, "record: op '", op, "' has no backward function");
+  QKV_CHECK(is_floating(out.dtype()), "record: op '", op, "' has a ", dtype_name(out.dtype()),
+            " output, which cannot carry a gradient");
   auto node = std::make_shared<Node>();
   node->op = op;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    QKV_CHECK(inputs[i].impl() != out.impl(), "record: op '", op, "' records its output as its own input ", i);
+    node->versions.push_back({inputs[i].impl()->storage, inputs[i].impl()->storage->version, static_cast<int>(i)});
+  }
+  node->versions.push_back({out.impl()->storage, out.impl()->storage->version, -1});
   node->inputs = std::move(inputs);
   node->backward = std::move(backward);
   if (active_recording) {
@@ -135,9 +146,26 @@ void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
             layout(input));
 }
 
+// A backward computed from values written over since the forward would be silently wrong (torch: "one of the
+// variables needed for gradient computation has been modified by an inplace operation").
+void check_versions(const Node& node, const Tensor& out) {
+  for (const Node::Version& v : node.versions) {
+    std::shared_ptr<Storage> storage = v.storage.lock();
+    if (!storage || storage->version == v.version) continue;
+    const Tensor& t = v.input < 0 ? out : node.inputs[v.input];
+    throw Error(cat("backward of '", node.op, "': its ", v.input < 0 ? std::string("output") : cat("input ", v.input),
+                    " (", layout(t), ") was modified in place after the forward (", storage->version - v.version,
+                    " write", storage->version - v.version == 1 ? "" : "s",
+                    ": Tensor::set, or an optimizer step before this backward); run the forward again"));
+  }
+}
+
 // Adds g into t's .grad: in place on the CPU (the first time a copy: g may be shared), so a handle taken from
 // grad() before sees the sum, as torch's. Leaves, and non-leaves that retain_grad(), across backward calls.
 void accumulate_grad(TensorImpl* t, const Tensor& keep, Tensor g) {
+  // Two threads' backward passes through graphs that share a leaf (a parameter) add into one .grad.
+  static std::mutex accumulating;
+  std::lock_guard<std::mutex> lock(accumulating);
   if (!t->grad) {  // a gradient nothing else holds (no other handle, no shared storage) is taken as it is
     bool sole = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.impl()->grad_fn;
     t->grad = sole ? g.impl_ptr() : g.clone().impl_ptr();
@@ -147,6 +175,7 @@ void accumulate_grad(TensorImpl* t, const Tensor& keep, Tensor g) {
     t->grad = add(Tensor(t->grad), g).impl_ptr();
   } else {
     Tensor grad(t->grad);
+    grad.modified_in_place();
     dispatch_floating(grad.dtype(), "backward", [&](auto zero) {
       using T = decltype(zero);
       T* acc = grad.data<T>();
@@ -189,7 +218,11 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     Node& node = *t->grad_fn;
     QKV_CHECK(!node.released, "backward: the graph through '", node.op,
               "' was already freed by an earlier backward(); pass retain_graph=true to the first call");
+    check_versions(node, keep);
     std::vector<Tensor> input_grads = node.backward(g);
+    QKV_CHECK(input_grads.size() == node.inputs.size(), "backward of '", node.op, "' returned ", input_grads.size(),
+              " gradient", input_grads.size() == 1 ? "" : "s", " for ", node.inputs.size(), " input",
+              node.inputs.size() == 1 ? "" : "s");
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const Tensor& input = node.inputs[i];
       if (!input.defined() || !input.requires_grad() || i >= input_grads.size() || !input_grads[i].defined()) continue;

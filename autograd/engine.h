@@ -22,6 +22,14 @@ struct Node {
   const char* op = "";
   std::vector<Tensor> inputs;
   BackwardFn backward;
+  /// The storage versions of the inputs (index i) and the output (-1) when the
+  /// op ran: backward refuses to run once one changed (an in-place write).
+  struct Version {
+    std::weak_ptr<Storage> storage;  // not kept alive: a storage nobody else holds cannot change
+    uint64_t version = 0;
+    int input = -1;
+  };
+  std::vector<Version> versions;
   bool released = false;
   /// The module whose forward recorded this node ("blocks.0.attn"), kept
   /// only while a GraphRecording is alive (for autograd/graph_dot.h).

@@ -20,6 +20,10 @@ using SegmentFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 /// Parameters fn reads (captured, not passed) receive their gradients during
 /// that replay. The result equals fn(inputs) and its gradients are
 /// bit-identical to those of fn(inputs) (the same kernels run on the same data).
+/// The backward holds `gen` by reference, and fn and what it captures by
+/// value: `gen` must outlive it, and fn must return a float tensor. The
+/// parameters fn reads are not the node's inputs, so an in-place write to one
+/// before backward is not detected (see Storage::version).
 Tensor recompute(const SegmentFn& fn, const std::vector<Tensor>& inputs, Generator* gen = nullptr);
 
 }  // namespace qkv

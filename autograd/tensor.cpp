@@ -223,8 +223,11 @@ double Tensor::at(const std::vector<int64_t>& index) const {
   return read_element(value, dtype(), 0);
 }
 
+void Tensor::modified_in_place() const { ++checked().storage->version; }
+
 void Tensor::set(const std::vector<int64_t>& index, double value) const {
   int64_t i = flat_index("set", shape(), index);
+  modified_in_place();
   if (device().is_cpu()) return write_element(raw_data(), dtype(), i, value);
   double element[1];
   write_element(element, dtype(), 0, value);

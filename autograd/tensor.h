@@ -29,6 +29,11 @@ struct Storage {
   std::size_t bytes;
   Device device;
   DeviceBackend* backend;  // the one that allocated `data`, which frees it
+  /// In-place writes through the API so far (Tensor::set, an optimizer's step,
+  /// a gradient accumulated in place): a recorded op notes its tensors'
+  /// versions, and backward refuses to run on values changed since (torch's
+  /// version counter). A write through data<T>() is not counted.
+  uint64_t version = 0;
 };
 
 struct TensorImpl {
@@ -119,6 +124,9 @@ class Tensor {
   Tensor detach() const;
   /// A differentiable copy with its own storage.
   Tensor clone() const;
+  /// Counts an in-place write to this tensor's storage (see Storage::version):
+  /// code that writes through data<T>() into a tensor a graph may hold calls it.
+  void modified_in_place() const;
   /// Replaces this leaf's data, shape and dtype by a copy of `source`'s,
   /// keeping requires_grad and dropping .grad. Every handle to this tensor
   /// sees the change (how Module::to and checkpoint loading update parameters).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 #include <type_traits>
 #include <vector>
@@ -18,9 +19,16 @@ namespace qkv::optim {
 Optimizer::Optimizer(NamedTensors params, double lr)
     : params_(std::move(params)), buffers_(params_.size()), updates_(params_.size(), 0) {
   set_lr(lr);
-  for (const auto& [name, p] : params_)
+  std::set<std::string> names;
+  std::set<const TensorImpl*> tensors;
+  for (const auto& [name, p] : params_) {
     QKV_CHECK(p.defined() && is_floating(p.dtype()) && p.requires_grad(), "optimizer: parameter '", name,
               "' must be a float tensor that requires grad");
+    QKV_CHECK(names.insert(name).second, "optimizer: parameter name '", name, "' given twice");
+    // torch 1.13 warns and steps such a tensor twice a step
+    QKV_CHECK(tensors.insert(p.impl()).second, "optimizer: parameter '", name,
+              "' is a tensor already given under another name: it would be stepped twice");
+  }
 }
 
 void Optimizer::set_lr(double lr) {
@@ -37,6 +45,7 @@ void Optimizer::step() {
       Tensor grad = params_[i].second.grad();
       if (!grad.defined()) continue;
       ++updates_[i];
+      params_[i].second.modified_in_place();  // a graph recorded before this step can no longer run backward
       update(i, params_[i].second, grad);
     }
     end_step();  // device launches go first: the device runs them while the CPU runs its loops
@@ -62,6 +71,12 @@ Tensor& Optimizer::buffer(size_t index, const std::string& name) {
   Tensor& b = buffers_[index][name];
   const Tensor& p = params_[index].second;
   if (!b.defined()) b = Tensor::zeros(p.shape(), p.dtype(), p.device());
+  // An update loops over the parameter's elements through its buffers: they must still fit it.
+  QKV_CHECK(b.shape() == p.shape() && b.dtype() == p.dtype() && b.device() == p.device(), "optimizer: parameter '",
+            params_[index].first, "' is now ", dtype_name(p.dtype()), " ", shape_str(p.shape()), " on ",
+            p.device().str(), " but its ", name, " is ", dtype_name(b.dtype()), " ", shape_str(b.shape()), " on ",
+            b.device().str(),
+            ": it changed after the optimizer was made (assign_, Module::to); make the optimizer again");
   return b;
 }
 

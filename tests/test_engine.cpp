@@ -2,7 +2,10 @@
 // grad mode, and its error messages.
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 #include "autograd/autograd.h"
+#include "optim/optim.h"
 
 using namespace qkv;
 using Catch::Matchers::Contains;
@@ -118,4 +121,91 @@ TEST_CASE("a leaf's gradient accumulates in place, so a held handle stays curren
   Tensor held = w.grad();
   sum(w * 3.0).backward();
   CHECK(held.to_vector() == std::vector<double>{5, 5});
+}
+
+// Backward closures keep their tensors' storage (detach() shares it): a write between forward and backward
+// gave silently wrong gradients, e.g. [-18, -16] for d Σw²/dw at w = [1, 2] after an SGD step in between.
+TEST_CASE("backward refuses tensors written in place since the forward, as torch's version counter",
+          "[engine][errors]") {
+  auto w = [] { return Tensor::from_vector<double>({1, 2}).requires_grad_(); };
+  {
+    Tensor p = w();
+    optim::SGD opt({{"w", p}}, {0.1});
+    Tensor loss = sum(p * p);
+    sum(p * 3.0).backward();  // a gradient for the step
+    opt.step();
+    CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'mul': its input 0 ([2] float64 on cpu) was modified in "
+                                                "place after the forward (1 write") &&
+                                           Contains("run the forward again"));
+  }
+  {
+    Tensor p = w();
+    Tensor loss = sum(p * p);
+    p.set({0}, 100);
+    CHECK_THROWS_WITH(loss.backward(), Contains("its input 0"));
+    CHECK_FALSE(p.grad().defined());
+  }
+  {
+    Tensor x = w();
+    Tensor y = exp(x);  // exp's backward reads its output
+    Tensor loss = sum(y);
+    y.detach().set({0}, 100);  // detach() shares the storage
+    // (sum, run first, recorded y as its input: every recorded tensor is checked, not only those saved)
+    CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'sum': its input 0"));
+  }
+  {
+    Tensor x = Tensor::from_vector<double>({1, 2, 3, 4}).requires_grad_();
+    Tensor h = x * 1.0;
+    Tensor loss = sum(h * h);
+    reshape(h, {2, 2}).set({0, 0}, 100);  // an alias of the saved h
+    CHECK_THROWS_WITH(loss.backward(), Contains("modified in place"));
+  }
+  // The usual loop, forward, backward, step, again, is untouched; so is an assign_ (new storage).
+  Tensor p = w();
+  optim::SGD opt({{"w", p}}, {0.1});
+  for (int i = 0; i < 2; ++i) {
+    opt.zero_grad();
+    sum(p * p).backward();
+    opt.step();
+  }
+  CHECK(p.at({0}) == Approx(0.64));
+  CHECK(p.at({1}) == Approx(1.28));
+  Tensor loss = sum(p * p);
+  p.assign_(Tensor::from_vector<double>({5, 5}));
+  opt.zero_grad();
+  loss.backward();
+  CHECK(p.grad().at({0}) == Approx(1.28));  // at the forward's values, as before
+  CHECK(p.grad().at({1}) == Approx(2.56));
+}
+
+TEST_CASE("record checks what an extension hands it; backward checks the gradients it returns", "[engine][errors]") {
+  Tensor x = Tensor::from_vector<double>({1, 2}).requires_grad_(),
+         y = Tensor::from_vector<double>({3}).requires_grad_();
+  Tensor out = Tensor::from_vector<double>({5});
+  // "exp" is declared (by the op library); these closures are deliberately wrong.
+  record("exp", out, {x, y}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
+  CHECK_THROWS_WITH(out.backward(), Contains("backward of 'exp' returned 1 gradient for 2 inputs"));
+  Tensor none;
+  CHECK_THROWS_WITH(record("exp", none, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; }),
+                    Contains("record: op 'exp' has no output"));
+  Tensor z = Tensor::from_vector<double>({1});
+  CHECK_THROWS_WITH(record("exp", z, {x}, nullptr), Contains("has no backward function"));
+  Tensor ids = Tensor::from_vector<int64_t>({1});
+  CHECK_THROWS_WITH(record("exp", ids, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; }),
+                    Contains("int64 output, which cannot carry a gradient"));
+  Tensor self = Tensor::from_vector<double>({1}).requires_grad_();
+  CHECK_THROWS_WITH(record("exp", self, {self}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; }),
+                    Contains("records its output as its own input 0"));
+}
+
+TEST_CASE("backward passes in two threads that share a leaf add every gradient", "[engine][threads]") {
+  // Accumulation into one .grad was unsynchronised: 7976 of 8000 once.
+  Tensor w = Tensor::ones({1}, DType::Float64).requires_grad_();
+  auto run = [&] {
+    for (int i = 0; i < 2000; ++i) sum(w * 2.0).backward();
+  };
+  std::thread a(run), b(run);
+  a.join();
+  b.join();
+  CHECK(w.grad().item() == 8000);
 }

@@ -147,6 +147,22 @@ TEST_CASE("zero_grad(false) keeps zeros, as torch 1.13's default: a parameter a 
   CHECK_FALSE(never.grad().defined());  // no gradient yet: none either way, as torch
 }
 
+TEST_CASE("an optimizer refuses a tensor given twice, and buffers that no longer fit their parameter",
+          "[optim][errors]") {
+  Tensor a = Tensor::ones({2}).requires_grad_(), b = Tensor::ones({2}).requires_grad_();
+  CHECK_THROWS_WITH(SGD({{"a", a}, {"b", a}}, {0.1}), Contains("parameter 'b' is a tensor already given under another "
+                                                               "name: it would be stepped twice"));
+  CHECK_THROWS_WITH(SGD({{"a", a}, {"a", b}}, {0.1}), Contains("parameter name 'a' given twice"));
+  // assign_ after the buffers were made: Adam's update ran over the new size through the old buffers.
+  Adam adam({{"a", a}}, {.lr = 0.1});
+  sum(a).backward();
+  adam.step();
+  a.assign_(Tensor::ones({8}));
+  sum(a).backward();
+  CHECK_THROWS_WITH(adam.step(), Contains("optimizer: parameter 'a' is now float32 [8] on cpu but its exp_avg is "
+                                          "float32 [2] on cpu: it changed after the optimizer was made"));
+}
+
 TEST_CASE("an unset weight decay is torch.optim's default: 0 for Adam, 0.01 for AdamW", "[optim]") {
   auto decay = [](const Optimizer& opt) { return opt.hyperparameters().at("weight_decay"); };
   NamedTensors params{{"w", Tensor::ones({2, 2}, DType::Float64).requires_grad_()}};
