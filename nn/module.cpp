@@ -5,22 +5,38 @@
 namespace qkv::nn {
 
 Tensor Module::register_parameter(const std::string& name, Tensor value) {
-  QKV_CHECK(name.find('.') == std::string::npos && !name.empty(), "register_parameter: bad name '", name, "'");
-  for (const auto& [existing, t] : parameters_)
-    QKV_CHECK(existing != name, "register_parameter: '", name, "' registered twice");
+  check_new_name("register_parameter", name);
+  QKV_CHECK(value.defined() && is_floating(value.dtype()) && value.is_leaf(), "register_parameter: '", name,
+            "' must be a float leaf tensor, got ",
+            !value.defined()              ? std::string("an undefined one")
+            : !is_floating(value.dtype()) ? cat("a ", dtype_name(value.dtype()), " one")
+                                          : cat("the result of ", value.grad_fn()->op, " (pass it .detach())"));
   value.requires_grad_(true);
   parameters_.emplace_back(name, value);
   return value;
 }
 
-void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (const auto& [name, t] : parameters_) out.emplace_back(prefix + name, t);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+void Module::check_new_name(const char* who, const std::string& name) const {
+  QKV_CHECK(name.find('.') == std::string::npos && !name.empty(), who, ": bad name '", name, "'");
+  for (const auto& [existing, t] : parameters_)
+    QKV_CHECK(existing != name, who, ": '", name, "' is already a parameter of this module");
+  for (const auto& [existing, child] : children_)
+    QKV_CHECK(existing != name, who, ": '", name, "' is already a sub-module of this module");
+}
+
+// A tensor (or a sub-module) reached twice, shared between two places, is listed once under the first
+// name, as torch's named_parameters(): listed twice, an optimizer stepped it twice a step.
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out,
+                     std::unordered_set<const TensorImpl*>& seen) const {
+  for (const auto& [name, t] : parameters_)
+    if (seen.insert(t.impl()).second) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out, seen);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", out);
+  std::unordered_set<const TensorImpl*> seen;
+  collect("", out, seen);
   return out;
 }
 

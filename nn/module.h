@@ -5,10 +5,12 @@
 
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/error.h"
 #include "autograd/tensor.h"
 
 namespace qkv::nn {
@@ -61,14 +63,17 @@ class Module {
   Tensor register_parameter(const std::string& name, Tensor value);
   /// Adds a sub-module and returns it.
   template <class M> std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    check_new_name("register_module", name);
+    QKV_CHECK(module, "register_module: '", name, "' is null");
     children_.emplace_back(name, module);
-    module->parent_ = this;
-    module->name_ = name;
+    if (!module->parent_) module->parent_ = this, module->name_ = name;  // shared: its first place names it
     return module;
   }
 
  private:
-  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+  void check_new_name(const char* who, const std::string& name) const;
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out,
+               std::unordered_set<const TensorImpl*>& seen) const;
   // The first of named_parameters(), found without building that list of names
   // (dtype() and device() are asked for every batch); null when there is none.
   const Tensor* first_parameter() const;

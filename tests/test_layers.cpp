@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "nn/nn.h"
+#include "optim/optim.h"
 #include "test_helpers.h"
 
 using namespace qkv;
@@ -40,6 +41,46 @@ TEST_CASE("modules name parameters with dots and propagate train/eval", "[module
   m.train();
   CHECK(m.first->is_training());
   for (const Tensor& p : m.parameters()) CHECK(p.requires_grad());
+}
+
+namespace {
+// A child and a parameter registered in two places (weight sharing done by registering twice).
+class Shared : public Module {
+ public:
+  Shared() {
+    auto lin = std::make_shared<Linear>(2, 2);
+    a = register_module("a", lin);
+    b = register_module("b", lin);
+    w = register_parameter("w", Tensor::ones({2}));
+    v = register_parameter("v", w);
+  }
+  std::shared_ptr<Linear> a, b;
+  Tensor w, v;
+  // Each misuse, for the errors below.
+  void twice() { register_module("a", std::make_shared<Linear>(1, 1)); }
+  void clash() { register_parameter("a", Tensor::ones({1})); }
+  void computed() { register_parameter("x", Tensor::ones({2}).requires_grad_() * 2.0); }
+  void integer() { register_parameter("y", Tensor::zeros({2}, DType::Int64)); }
+};
+}  // namespace
+
+TEST_CASE("a tensor or module registered in two places is one parameter, named where it was first", "[module]") {
+  // torch's named_parameters() lists it once; listed twice, an SGD step moved it twice (1 -> -1, not 0).
+  Shared m;
+  std::vector<std::string> names;
+  for (auto& [name, t] : m.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"w", "a.weight", "a.bias"});
+  CHECK(m.num_parameters() == 2 + 4 + 2);
+  CHECK(m.b->path() == "a");
+  optim::SGD opt(m.named_parameters(), {0.5});
+  sum(m.w * 2.0).backward();
+  opt.step();
+  CHECK(m.v.to_vector() == std::vector<double>{0, 0});
+  CHECK_THROWS_WITH(m.twice(), Contains("register_module: 'a' is already a sub-module of this module"));
+  CHECK_THROWS_WITH(m.clash(), Contains("register_parameter: 'a' is already a sub-module"));
+  CHECK_THROWS_WITH(m.computed(), Contains("register_parameter: 'x' must be a float leaf tensor, got the result of "
+                                           "mul_scalar (pass it .detach())"));
+  CHECK_THROWS_WITH(m.integer(), Contains("'y' must be a float leaf tensor, got a int64 one"));
 }
 
 TEST_CASE("Module::to converts every parameter in place and zero_grad clears them", "[module]") {
