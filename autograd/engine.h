@@ -112,7 +112,10 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 /// Makes `out` a non-leaf produced by `op` from `inputs`. `op` must be declared
 /// with QKV_DECLARE_OP in its family's source file. The backward closure must
 /// capture tensors only as `.detach()`ed copies (or shapes): capturing `out`
-/// itself, or an input with its history, makes a reference cycle.
+/// itself, or an input with its history, makes a reference cycle. It records
+/// whatever the grad mode: call it only where needs_grad(inputs) holds. The
+/// closure returns one gradient per input (undefined where none is needed),
+/// and `out` must be a new float tensor, not one of the inputs.
 void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward);
 
 /// The tensors reachable from `root` through recorded nodes (inputs that
