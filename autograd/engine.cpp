@@ -80,7 +80,8 @@ ScopeGuard::~ScopeGuard() {
   if (active_) current_scope = std::move(previous_);
 }
 
-void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward) {
+void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward,
+            const std::vector<Tensor>& saved) {
   // An op that records without a declaration would escape the gradcheck registry.
   static thread_local std::unordered_set<const char*> known;
   if (!known.count(op)) {
@@ -94,12 +95,17 @@ void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn 
             " output, which cannot carry a gradient");
   auto node = std::make_shared<Node>();
   node->op = op;
+  node->versions.reserve(inputs.size() + 1 + saved.size());
+  auto note = [&](const Tensor& t, int index) {
+    if (t.defined()) node->versions.push_back({t.impl()->storage, t.impl()->storage->version.load(), index});
+  };
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) continue;
-    QKV_CHECK(inputs[i].impl() != out.impl(), "record: op '", op, "' records its output as its own input ", i);
-    node->versions.push_back({inputs[i].impl()->storage, inputs[i].impl()->storage->version, static_cast<int>(i)});
+    QKV_CHECK(!inputs[i].defined() || inputs[i].impl() != out.impl(), "record: op '", op,
+              "' records its output as its own input ", i);
+    note(inputs[i], static_cast<int>(i));
   }
-  node->versions.push_back({out.impl()->storage, out.impl()->storage->version, -1});
+  note(out, -1);
+  for (size_t k = 0; k < saved.size(); ++k) note(saved[k], static_cast<int>(inputs.size() + k));
   node->inputs = std::move(inputs);
   node->backward = std::move(backward);
   if (active_recording) {
@@ -151,12 +157,17 @@ void check_gradient(const char* op, const Tensor& grad, const Tensor& input) {
 void check_versions(const Node& node, const Tensor& out) {
   for (const Node::Version& v : node.versions) {
     std::shared_ptr<Storage> storage = v.storage.lock();
-    if (!storage || storage->version == v.version) continue;
-    const Tensor& t = v.input < 0 ? out : node.inputs[v.input];
-    throw Error(cat("backward of '", node.op, "': its ", v.input < 0 ? std::string("output") : cat("input ", v.input),
-                    " (", layout(t), ") was modified in place after the forward (", storage->version - v.version,
-                    " write", storage->version - v.version == 1 ? "" : "s",
-                    ": Tensor::set, or an optimizer step before this backward); run the forward again"));
+    const uint64_t now = storage ? storage->version.load() : v.version;
+    if (now == v.version) continue;
+    const size_t n = node.inputs.size();
+    const std::string which = v.input < 0 ? cat("output (", layout(out), ")")
+                              : static_cast<size_t>(v.input) < n
+                                  ? cat("input ", v.input, " (", layout(node.inputs[v.input]), ")")
+                                  : cat("saved tensor ", v.input - n, " (a target or mask)");
+    throw Error(cat("backward of '", node.op, "': its ", which, " was modified in place after the forward (",
+                    now - v.version, " write", now - v.version == 1 ? "" : "s",
+                    ": Tensor::set, an optimizer step, or a gradient added into it); nothing was accumulated: run the "
+                    "forward again"));
   }
 }
 
@@ -203,6 +214,9 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   NoGradGuard no_grad;
   std::unordered_map<TensorImpl*, Tensor> grads{{impl(), seed}};
   std::vector<Tensor> order = data_flow_order(*this);
+  // Every node first: a refusal halfway would leave some leaves' gradients accumulated.
+  for (const Tensor& t : order)
+    if (t.impl()->grad_fn && !t.impl()->grad_fn->released) check_versions(*t.impl()->grad_fn, t);
   for (auto handle = order.rbegin(); handle != order.rend(); ++handle) {  // from the root back to the leaves
     Tensor keep = std::move(*handle);                                     // released once this tensor is done
     TensorImpl* t = keep.impl();
@@ -218,14 +232,13 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     Node& node = *t->grad_fn;
     QKV_CHECK(!node.released, "backward: the graph through '", node.op,
               "' was already freed by an earlier backward(); pass retain_graph=true to the first call");
-    check_versions(node, keep);
     std::vector<Tensor> input_grads = node.backward(g);
     QKV_CHECK(input_grads.size() == node.inputs.size(), "backward of '", node.op, "' returned ", input_grads.size(),
               " gradient", input_grads.size() == 1 ? "" : "s", " for ", node.inputs.size(), " input",
               node.inputs.size() == 1 ? "" : "s");
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const Tensor& input = node.inputs[i];
-      if (!input.defined() || !input.requires_grad() || i >= input_grads.size() || !input_grads[i].defined()) continue;
+      if (!input.defined() || !input.requires_grad() || !input_grads[i].defined()) continue;
       check_gradient(node.op, input_grads[i], input);
       Tensor& slot = grads[input.impl()];
       slot = slot.defined() ? add(slot, input_grads[i]) : input_grads[i];
@@ -234,6 +247,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
       node.released = true;
       node.backward = nullptr;  // frees the saved tensors
       node.inputs.clear();
+      node.versions.clear();
     }
   }
 }

@@ -22,8 +22,9 @@ struct Node {
   const char* op = "";
   std::vector<Tensor> inputs;
   BackwardFn backward;
-  /// The storage versions of the inputs (index i) and the output (-1) when the
-  /// op ran: backward refuses to run once one changed (an in-place write).
+  /// The storage versions of the inputs (index i), the output (-1) and the
+  /// tensors the closure saved besides (inputs.size() + k) when the op ran:
+  /// backward refuses to run once one changed (an in-place write).
   struct Version {
     std::weak_ptr<Storage> storage;  // not kept alive: a storage nobody else holds cannot change
     uint64_t version = 0;
@@ -79,7 +80,7 @@ class GraphRecording {
   const std::map<std::string, int64_t>& op_counts() const { return counts_; }
 
  private:
-  friend void record(const char*, Tensor&, std::vector<Tensor>, BackwardFn);
+  friend void record(const char*, Tensor&, std::vector<Tensor>, BackwardFn, const std::vector<Tensor>&);
   std::map<std::string, int64_t> counts_;
   GraphRecording* previous_;
 };
@@ -113,10 +114,14 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 /// with QKV_DECLARE_OP in its family's source file. The backward closure must
 /// capture tensors only as `.detach()`ed copies (or shapes): capturing `out`
 /// itself, or an input with its history, makes a reference cycle. It records
-/// whatever the grad mode: call it only where needs_grad(inputs) holds. The
-/// closure returns one gradient per input (undefined where none is needed),
-/// and `out` must be a new float tensor, not one of the inputs.
-void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward);
+/// whatever the grad mode: call it only where the op needs a gradient
+/// (needs_grad(inputs), as a rule). The closure returns one gradient per input
+/// (undefined where none is needed), and `out` must be a new float tensor, not
+/// one of the inputs. `saved` lists what else the closure keeps by handle
+/// (targets, masks): backward refuses to run once one of them, an input or
+/// `out` was written in place (Storage::version).
+void record(const char* op, Tensor& out, std::vector<Tensor> inputs, BackwardFn backward,
+            const std::vector<Tensor>& saved = {});
 
 /// The tensors reachable from `root` through recorded nodes (inputs that
 /// require grad), each after every input it was computed from, `root` last:

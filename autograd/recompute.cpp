@@ -18,6 +18,9 @@ Tensor recompute(const SegmentFn& fn, const std::vector<Tensor>& inputs, Generat
     out = fn(inputs);
   }
   if (!grad_enabled()) return out;
+  // A segment that hands back an input (an identity, a dropout in eval mode): record onto an alias.
+  for (const Tensor& input : inputs)
+    if (out.defined() && input.defined() && out.impl() == input.impl()) out = alias_with_shape(out, out.shape());
   // fn may read parameters that need gradients without any input needing one;
   // the node is recorded whenever grad mode is on, with the inputs as its edges.
   std::vector<bool> wants(inputs.size());

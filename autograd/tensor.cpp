@@ -223,7 +223,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
   return read_element(value, dtype(), 0);
 }
 
-void Tensor::modified_in_place() const { ++checked().storage->version; }
+void Tensor::modified_in_place() const { checked().storage->version.fetch_add(1, std::memory_order_relaxed); }
 
 void Tensor::set(const std::vector<int64_t>& index, double value) const {
   int64_t i = flat_index("set", shape(), index);

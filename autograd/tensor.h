@@ -2,6 +2,7 @@
 // device plus the autograd state (requires_grad, grad, the node that produced it).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -33,7 +34,7 @@ struct Storage {
   /// a gradient accumulated in place): a recorded op notes its tensors'
   /// versions, and backward refuses to run on values changed since (torch's
   /// version counter). A write through data<T>() is not counted.
-  uint64_t version = 0;
+  std::atomic<uint64_t> version{0};  // (relaxed: a count, read by the thread that runs backward)
 };
 
 struct TensorImpl {

@@ -117,7 +117,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                });
              });
              return {gx};
-           });
+           },
+           {targets});
   return loss;
 }
 

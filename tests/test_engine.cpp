@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "autograd/autograd.h"
+#include "nn/nn.h"
 #include "optim/optim.h"
 
 using namespace qkv;
@@ -150,8 +151,7 @@ TEST_CASE("backward refuses tensors written in place since the forward, as torch
     Tensor y = exp(x);  // exp's backward reads its output
     Tensor loss = sum(y);
     y.detach().set({0}, 100);  // detach() shares the storage
-    // (sum, run first, recorded y as its input: every recorded tensor is checked, not only those saved)
-    CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'sum': its input 0"));
+    CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'exp': its output"));
   }
   {
     Tensor x = Tensor::from_vector<double>({1, 2, 3, 4}).requires_grad_();
@@ -159,6 +159,28 @@ TEST_CASE("backward refuses tensors written in place since the forward, as torch
     Tensor loss = sum(h * h);
     reshape(h, {2, 2}).set({0, 0}, 100);  // an alias of the saved h
     CHECK_THROWS_WITH(loss.backward(), Contains("modified in place"));
+  }
+  {
+    // Nothing is accumulated when one node refuses: a's path alone was fine, and ran first.
+    Tensor a = w(), b = w();
+    Tensor loss = sum(b * b) + sum(a * 2.0);
+    b.set({0}, 7);
+    CHECK_THROWS_WITH(loss.backward(), Contains("nothing was accumulated"));
+    CHECK_FALSE(a.grad().defined());
+  }
+  {
+    // What a closure keeps besides its inputs: cross-entropy's targets (a target moved past the classes wrote past
+    // the gradient's end), a mask.
+    Tensor logits = Tensor::zeros({2, 3}, DType::Float64).requires_grad_();
+    Tensor targets = Tensor::from_vector<int64_t>({0, 1});
+    Tensor ce = nn::cross_entropy(logits, targets);
+    targets.set({0}, 1000000);
+    CHECK_THROWS_WITH(ce.backward(), Contains("backward of 'cross_entropy': its saved tensor 0 (a target or mask)"));
+    Tensor x = w();
+    Tensor mask = Tensor::from_vector<bool>({true, false});
+    Tensor filled = sum(masked_fill(x, mask, 0.0));
+    mask.set({1}, 1);
+    CHECK_THROWS_WITH(filled.backward(), Contains("backward of 'masked_fill': its saved tensor 0"));
   }
   // The usual loop, forward, backward, step, again, is untouched; so is an assign_ (new storage).
   Tensor p = w();

@@ -126,3 +126,12 @@ TEST_CASE("a GPT loss with the entropy term passes a float64 gradient check", "[
   INFO(r.summary());
   CHECK(r.ok);
 }
+
+TEST_CASE("a segment that returns its input unchanged is recomputed through an alias", "[recompute]") {
+  // (an identity, or a dropout in eval mode: recording onto the input itself made a self-loop)
+  Tensor x = Tensor::from_vector<double>({1, 2}).requires_grad_();
+  Tensor h = x * 3.0;
+  Tensor y = recompute([](const std::vector<Tensor>& in) { return in[0]; }, {h});
+  sum(y * y).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{18, 36});
+}

@@ -314,7 +314,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                                gq.device_data<T>(), gk.device_data<T>(), gv.device_data<T>());
              });
              return {gq, gk, gv};
-           });
+           },
+           {masks.mask, masks.key_padding});
   return out;
 }
 
@@ -351,7 +352,8 @@ Tensor fused_self_attention(const Tensor& qkv, const AttentionMasks& masks, doub
                                lse.device_data<double>(), g.device_data<T>(), gp, gp + part, gp + 2 * part);
              });
              return {gqkv};
-           });
+           },
+           {masks.mask, masks.key_padding});
   return out;
 }
 

@@ -483,9 +483,11 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
       });
     });
   if (needs_grad({x}))
-    record("masked_fill", out, {x}, [mask, xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
-      return {sum_to(masked_fill(g, mask, 0.0), xs)};
-    });
+    record("masked_fill", out, {x},
+           [mask, xs = x.shape()](const Tensor& g) -> std::vector<Tensor> {
+             return {sum_to(masked_fill(g, mask, 0.0), xs)};
+           },
+           {mask});
   return out;
 }
 
@@ -520,7 +522,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
              Tensor zero = Tensor::zeros({}, g.dtype(), g.device());
              return {ra ? sum_to(where(condition, g, zero), sa) : Tensor(),
                      rb ? sum_to(where(condition, zero, g), sb) : Tensor()};
-           });
+           },
+           {condition});
   return out;
 }
 
