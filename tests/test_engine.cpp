@@ -200,7 +200,7 @@ TEST_CASE("backward refuses tensors written in place since the forward, as torch
   CHECK(p.grad().at({1}) == Approx(2.56));
 }
 
-TEST_CASE("record checks what an extension hands it; backward checks the gradients it returns", "[engine][errors]") {
+TEST_CASE("record checks what an extension hands it, and backward the gradients it returns", "[engine][errors]") {
   Tensor x = Tensor::from_vector<double>({1, 2}).requires_grad_(),
          y = Tensor::from_vector<double>({3}).requires_grad_();
   Tensor out = Tensor::from_vector<double>({5});
