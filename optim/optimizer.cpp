@@ -37,6 +37,9 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::step() {
+  // Every buffer must still fit its parameter before anything counts the step (see buffer()).
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (const auto& [name, b] : buffers_[i]) check_fits(i, name, b);
   ++steps_;
   std::vector<ItemLoop> loops;
   pending_ = &loops, pending_cost_ = 1;
@@ -71,13 +74,18 @@ Tensor& Optimizer::buffer(size_t index, const std::string& name) {
   Tensor& b = buffers_[index][name];
   const Tensor& p = params_[index].second;
   if (!b.defined()) b = Tensor::zeros(p.shape(), p.dtype(), p.device());
-  // An update loops over the parameter's elements through its buffers: they must still fit it.
-  QKV_CHECK(b.shape() == p.shape() && b.dtype() == p.dtype() && b.device() == p.device(), "optimizer: parameter '",
-            params_[index].first, "' is now ", dtype_name(p.dtype()), " ", shape_str(p.shape()), " on ",
-            p.device().str(), " but its ", name, " is ", dtype_name(b.dtype()), " ", shape_str(b.shape()), " on ",
-            b.device().str(),
-            ": it changed after the optimizer was made (assign_, Module::to); make the optimizer again");
+  check_fits(index, name, b);
   return b;
+}
+
+// An update loops over the parameter's elements through its buffers: they must still fit it.
+void Optimizer::check_fits(size_t index, const std::string& name, const Tensor& b) const {
+  const Tensor& p = params_[index].second;
+  QKV_CHECK(!b.defined() || (b.shape() == p.shape() && b.dtype() == p.dtype() && b.device() == p.device()),
+            "optimizer: parameter '", params_[index].first, "' is now ", dtype_name(p.dtype()), " ",
+            shape_str(p.shape()), " on ", p.device().str(), " but its ", name, " is ", dtype_name(b.dtype()), " ",
+            shape_str(b.shape()), " on ", b.device().str(),
+            ": it changed after the optimizer was made (assign_, Module::to); make the optimizer again");
 }
 
 bool Optimizer::has_buffer(size_t index, const std::string& name) const { return buffers_[index].count(name) > 0; }

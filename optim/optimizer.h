@@ -82,6 +82,8 @@ class Optimizer {
   virtual bool counts_updates() const { return false; }
   /// The named per-parameter buffer (zeros of the parameter's shape at first).
   Tensor& buffer(size_t index, const std::string& name);
+  /// Throws unless buffer `b` (named `name`) still has parameter `index`'s shape, dtype and device.
+  void check_fits(size_t index, const std::string& name, const Tensor& b) const;
   bool has_buffer(size_t index, const std::string& name) const;
 
  private:

@@ -161,6 +161,8 @@ TEST_CASE("an optimizer refuses a tensor given twice, and buffers that no longer
   sum(a).backward();
   CHECK_THROWS_WITH(adam.step(), Contains("optimizer: parameter 'a' is now float32 [8] on cpu but its exp_avg is "
                                           "float32 [2] on cpu: it changed after the optimizer was made"));
+  CHECK(adam.steps() == 1);  // the refused step counted nothing
+  CHECK(adam.updates(0) == 1);
 }
 
 TEST_CASE("an unset weight decay is torch.optim's default: 0 for Adam, 0.01 for AdamW", "[optim]") {
