@@ -80,14 +80,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
         if constexpr (std::is_same_v<T, float>) {
           float top = simd::max(x, C);
           (*row)[r] = {top, std::log(simd::exp_shifted_sum(x, top, scratch.data(), C))};
-          row_loss[r] = top + (*row)[r].log_sum - x[t[r]];
-          continue;
+        } else {
+          double top = x[0], sum = 0;
+          for (int64_t c = 1; c < C; ++c) top = std::max<double>(top, x[c]);
+          for (int64_t c = 0; c < C; ++c) sum += std::exp(x[c] - top);
+          (*row)[r] = {top, std::log(sum)};
         }
-        double top = x[0], sum = 0;
-        for (int64_t c = 1; c < C; ++c) top = std::max<double>(top, x[c]);
-        for (int64_t c = 0; c < C; ++c) sum += std::exp(x[c] - top);
-        (*row)[r] = {top, std::log(sum)};
-        row_loss[r] = top + (*row)[r].log_sum - x[t[r]];
+        row_loss[r] = (*row)[r].max + (*row)[r].log_sum - x[t[r]];
       }
     });
     for (double l : row_loss) total += l;  // in row order: independent of threads

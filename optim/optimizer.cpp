@@ -37,7 +37,7 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::step() {
-  // Every buffer must still fit its parameter before anything counts the step (see buffer()).
+  // Every buffer must still fit its parameter before anything counts the step (check_fits).
   for (size_t i = 0; i < params_.size(); ++i)
     for (const auto& [name, b] : buffers_[i]) check_fits(i, name, b);
   ++steps_;
@@ -73,18 +73,17 @@ void Optimizer::zero_grad(bool set_to_none) {
 Tensor& Optimizer::buffer(size_t index, const std::string& name) {
   Tensor& b = buffers_[index][name];
   const Tensor& p = params_[index].second;
-  if (!b.defined()) b = Tensor::zeros(p.shape(), p.dtype(), p.device());
-  check_fits(index, name, b);
+  if (!b.defined()) b = Tensor::zeros(p.shape(), p.dtype(), p.device());  // (step() checked the existing ones)
   return b;
 }
 
 // An update loops over the parameter's elements through its buffers: they must still fit it.
 void Optimizer::check_fits(size_t index, const std::string& name, const Tensor& b) const {
   const Tensor& p = params_[index].second;
-  QKV_CHECK(!b.defined() || (b.shape() == p.shape() && b.dtype() == p.dtype() && b.device() == p.device()),
-            "optimizer: parameter '", params_[index].first, "' is now ", dtype_name(p.dtype()), " ",
-            shape_str(p.shape()), " on ", p.device().str(), " but its ", name, " is ", dtype_name(b.dtype()), " ",
-            shape_str(b.shape()), " on ", b.device().str(),
+  QKV_CHECK(b.shape() == p.shape() && b.dtype() == p.dtype() && b.device() == p.device(), "optimizer: parameter '",
+            params_[index].first, "' is now ", dtype_name(p.dtype()), " ", shape_str(p.shape()), " on ",
+            p.device().str(), " but its ", name, " is ", dtype_name(b.dtype()), " ", shape_str(b.shape()), " on ",
+            b.device().str(),
             ": it changed after the optimizer was made (assign_, Module::to); make the optimizer again");
 }
 

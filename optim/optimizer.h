@@ -82,8 +82,6 @@ class Optimizer {
   virtual bool counts_updates() const { return false; }
   /// The named per-parameter buffer (zeros of the parameter's shape at first).
   Tensor& buffer(size_t index, const std::string& name);
-  /// Throws unless buffer `b` (named `name`) still has parameter `index`'s shape, dtype and device.
-  void check_fits(size_t index, const std::string& name, const Tensor& b) const;
   bool has_buffer(size_t index, const std::string& name) const;
 
  private:
@@ -98,6 +96,8 @@ class Optimizer {
   };
   Restored checked_state(const NamedTensors& state, int64_t steps, const std::map<std::string, int64_t>& lagging) const;
   std::pair<size_t, std::string> owner_of(const std::string& full) const;
+  /// Throws unless buffer `b` (named `name`) still has parameter `index`'s shape, dtype and device.
+  void check_fits(size_t index, const std::string& name, const Tensor& b) const;
   void check_buffer(size_t index, const std::string& full, const std::string& buffer, const Tensor& t,
                     const std::map<std::string, bool>& kinds) const;
   std::vector<ItemLoop>* pending_ = nullptr;  // during step(): the updates' loops, run together at its end

@@ -26,13 +26,17 @@ class Pair : public Module {
   std::shared_ptr<Dropout> drop;
   Tensor scale;
 };
+
+std::vector<std::string> parameter_names(const Module& m) {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : m.named_parameters()) names.push_back(name);
+  return names;
+}
 }  // namespace
 
 TEST_CASE("modules name parameters with dots and propagate train/eval", "[module]") {
   Pair m;
-  std::vector<std::string> names;
-  for (auto& [name, t] : m.named_parameters()) names.push_back(name);
-  CHECK(names == std::vector<std::string>{"scale", "first.weight", "first.bias"});
+  CHECK(parameter_names(m) == std::vector<std::string>{"scale", "first.weight", "first.bias"});
   CHECK(m.num_parameters() == 2 + 6 + 2);
   CHECK(m.parameters().size() == 3);
   CHECK(m.drop->is_training());
@@ -67,9 +71,7 @@ class Shared : public Module {
 TEST_CASE("a tensor or module registered in two places is one parameter, named where it was first", "[module]") {
   // torch's named_parameters() lists it once; listed twice, an SGD step moved it twice (1 -> -1, not 0).
   Shared m;
-  std::vector<std::string> names;
-  for (auto& [name, t] : m.named_parameters()) names.push_back(name);
-  CHECK(names == std::vector<std::string>{"w", "a.weight", "a.bias"});
+  CHECK(parameter_names(m) == std::vector<std::string>{"w", "a.weight", "a.bias"});
   CHECK(m.num_parameters() == 2 + 4 + 2);
   CHECK(m.b->path() == "a");
   optim::SGD opt(m.named_parameters(), {0.5});

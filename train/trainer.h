@@ -58,7 +58,7 @@ struct TrainerOptions {
   double clip = 1;           // gradient norm limit; 0 clips nothing (the norm is still measured)
   std::string log;           // per-step log file ("" none): CSV if is_csv_log(log), else JSON lines
   bool append_log = false;   // continue an existing log (a resumed run) instead of starting one
-  bool replace_log = false;  // a new log may replace a file of its name; else one made since the checks stops the run
+  bool replace_log = false;  // a new log replaces a file of its name; else any file there (another run's) is an error
   bool extra_log_column = false;  // one more logged value per step (extra_log_value)
   std::string extra_log_name = "attn_entropy";
   /// Under mpirun: average the gradients over the ranks (false: this process

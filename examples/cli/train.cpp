@@ -192,8 +192,6 @@ bool same_file(const std::string& a, const std::string& b) {
   return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
 }
 
-// Where the work goes, checked before the first step: a run must not train
-// for an hour and then find it cannot save, or replace another run's file.
 // Returns whether `path` exists; a folder, link or device there is refused
 // whatever the flags (--force would not help), `who` naming it ("--save F").
 bool check_file_or_absent(const std::string& path, const std::string& who, const char* what) {
@@ -207,6 +205,8 @@ bool check_file_or_absent(const std::string& path, const std::string& who, const
   return std::filesystem::exists(status);
 }
 
+// Where the work goes, checked before the first step: a run must not train
+// for an hour and then find it cannot save, or replace another run's file.
 // Returns the checkpoint's path.
 std::string check_save(const cxxopts::ParseResult& args, const Run& run) {
   const bool force = args.count("force") > 0;
