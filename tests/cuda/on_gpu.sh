@@ -10,7 +10,8 @@
 #                                       kernel's fault names that kernel); qkv train
 #                                       --task reverse --device cuda to its target, its
 #                                       checkpoint evaluated on the CPU and the GPU; the
-#                                       rest of the suite in the CUDA build if time is left
+#                                       CPU's vector kernels and tests/device/xeon.sh's CLI
+#                                       checks; the rest of the suite if time is left
 #   bash tests/cuda/on_gpu.sh suite     the rest of the suite (label not cuda) in the CUDA build
 #   bash tests/cuda/on_gpu.sh sanitize  compute-sanitizer memcheck on every CUDA test,
 #                                       with the caching allocator off (QKV_CUDA_NO_CACHE=1)
@@ -22,8 +23,8 @@
 #                                       tiny, small, mini and deep; the fused attention
 #                                       kernel alone at n = 1024, 4096 and 16384
 #
-# compute-sanitizer needs the Firecracker machines (the device tool's
-# nvidia-h100-x1); on gVisor it says "Device not supported".
+# compute-sanitizer needs a Firecracker machine (the device tool's KINDS.md
+# says which runtime a kind has); on gVisor it says "Device not supported".
 # Without .device/ (a machine with Debian's packages) the build uses the system's.
 set -uo pipefail
 mode=${1:-test}
@@ -95,6 +96,13 @@ case "$mode" in
     done
     cmp -s "$work/eval_cpu.txt" "$work/eval_cuda.txt" && echo "the two evaluations are identical" ||
       echo "the two evaluations differ (see above)"
+    # Issue 19's checks on this machine's own CPU (16 cores; AVX-512 where it has it), about 30 s: the vector
+    # kernels of every level it has, run by the suite, and the CLI's (kernels, checkpoints at 1, 2 and 16
+    # threads, QKV_SIMD errors). The rest of the suite below covers the same tests; this runs them first.
+    step "this machine's CPU: the vector kernels of every level it has, and the CLI's checks"
+    build/gpu/tests/qkv_tests "simd:*,sgemm:*" >"$logs/cpu_kernels.txt" 2>&1 || failed=1
+    grep -E "executed by this suite|passed|failed" "$logs/cpu_kernels.txt"
+    XEON_QKV=$qkv bash tests/device/xeon.sh check || failed=1
     if [ $SECONDS -lt 420 ]; then  # the device tool stops a call at 600 s: leave the last line time to print
       rest_of_suite $((570 - SECONDS))
     else

@@ -8,7 +8,10 @@
 # unpack every .deb in .device/debs, so nothing else changes. Then call the
 # device tool's run with carry [".device"] and
 #     bash tests/device/xeon.sh check | speed          (the Xeon: issue 19)
-#     bash tests/cuda/on_gpu.sh test | sanitize | race | bench   (the H100)
+#     bash tests/cuda/on_gpu.sh test | sanitize | race | bench   (the GPU machine)
+# With 15 minutes of device time a task (all its calls and starts together),
+# one task fits `on_gpu.sh test` (which also runs the CPU's checks of
+# xeon.sh, on the GPU machine's own 16 cores) and then at most one short call.
 set -euo pipefail
 top=$(git rev-parse --show-toplevel)
 cd "$top"
