@@ -52,19 +52,27 @@ identical_checkpoints() {
   # 1, 2 and 16, or as many as there are cores where fewer (the CLI refuses more threads than cores)
   counts=${XEON_THREADS:-$(printf '%s\n' 1 2 $((cores < 16 ? cores : 16)) | sort -nu | xargs)}
   dir=$(mktemp -d)
+  local result=0
   for t in $counts; do
     "$qkv" train --task text --data examples/data/text.txt --dim 256 --layers 2 --heads 4 --steps 12 \
       --eval-every 6 --threads "$t" --save "$dir/t$t.safetensors" >"$dir/t$t.log" 2>&1 ||
       {
         tail -3 "$dir/t$t.log"
-        return 1
+        result=1
+        break
       }
   done
-  for t in $counts; do cmp "$dir/t${counts%% *}.safetensors" "$dir/t$t.safetensors" || return 1; done
-  echo "checkpoints byte-identical at --threads ${counts// /, } ($(stat -c %s "$dir/t${counts%% *}.safetensors") bytes)"
+  if [ $result = 0 ]; then
+    for t in $counts; do cmp "$dir/t${counts%% *}.safetensors" "$dir/t$t.safetensors" || result=1; done
+    [ $result = 0 ] && echo "checkpoints byte-identical at --threads ${counts// /, }" \
+      "($(stat -c %s "$dir/t${counts%% *}.safetensors") bytes)"
+  fi
+  rm -rf "$dir"  # 20 MB a checkpoint
+  return $result
 }
 
-simd_errors() {  # a name that is not a level, or a level this CPU lacks: exit non-zero, one line on stderr; the CPU's own levels run
+# A name that is not a level, or a level this CPU lacks: exit non-zero with one line on stderr; its own levels run.
+simd_errors() {
   local ok=0 flags
   flags="$(grep -m1 '^flags' /proc/cpuinfo) "
   for value in bogus sse3 sse2 avx2 avx512; do
