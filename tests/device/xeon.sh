@@ -50,7 +50,7 @@ identical_checkpoints() {
   local dir cores counts
   cores=$(nproc)
   # 1, 2 and 16, or as many as there are cores where fewer (the CLI refuses more threads than cores)
-  counts=${XEON_THREADS:-$(printf '%s\n' 1 2 $((cores < 16 ? cores : 16)) | sort -nu | xargs)}
+  counts=${XEON_THREADS:-$(printf '%s\n' 1 $((cores < 2 ? cores : 2)) $((cores < 16 ? cores : 16)) | sort -nu | xargs)}
   dir=$(mktemp -d)
   local result=0
   for t in $counts; do
