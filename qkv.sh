@@ -2,11 +2,12 @@
 # qkv's two commands (and the steps under them). On a fresh Debian machine it
 # installs what is missing, builds, then trains or tests.
 #
-#   ./qkv.sh train [args]   set up, build Release, train the default model (args go to qkv train, run
-#                           from the directory qkv.sh was started in, so its paths are the caller's)
+#   ./qkv.sh train [args]   set up, build the program (Release), train the default model (args go to
+#                           qkv train, run from the directory qkv.sh was started in, so its paths are
+#                           the caller's)
 #   ./qkv.sh test           set up, build, run the whole suite through ctest:
 #                           Release, then Debug with AddressSanitizer + UBSan
-#   ./qkv.sh build          set up and build Release only
+#   ./qkv.sh build          set up and build Release only (everything: library, program, suite)
 #
 # Environment: QKV_SANITIZE=0 skips the sanitizer pass of `test` (quicker
 # local runs; CI always runs it). QKV_JOBS sets build parallelism.
@@ -41,13 +42,13 @@ install_packages() {  # install_packages [extra packages...]
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-build() {  # build DIR [cmake args...]
+build() {  # build DIR [cmake args...]: everything, or only $TARGET where it is set
   local dir=$1; shift
   log "configuring $dir"
   # Quiet but for qkv's own lines: whether MPI and the CUDA backend are built in.
   cmake -S . -B "$dir" ${QKV_CUDA:+-DQKV_CUDA="$QKV_CUDA"} "$@" | { grep '^-- qkv:' || true; }
-  log "building $dir ($JOBS jobs)"
-  cmake --build "$dir" -j "$JOBS"
+  log "building ${TARGET:-everything} in $dir ($JOBS jobs)"
+  cmake --build "$dir" -j "$JOBS" ${TARGET:+--target "$TARGET"}
 }
 
 run_tests() {  # run_tests DIR
@@ -68,10 +69,11 @@ case "$command" in
     ;;
   train)
     install_packages
-    build build/release -DCMAKE_BUILD_TYPE=Release
-    log "training: build/release/examples/cli/qkv train $*"
+    # The program and the library under it, not the suite: a newcomer's first model in about two minutes.
+    TARGET=qkv_cli build build/release -DCMAKE_BUILD_TYPE=Release
+    log "training: build/release/qkv train $*"
     cd "$caller"
-    "$root/build/release/examples/cli/qkv" train "$@"
+    "$root/build/release/qkv" train "$@"
     ;;
   test)
     install_packages "${TEST_PACKAGES[@]}"

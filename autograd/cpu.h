@@ -5,7 +5,7 @@
 // it falls back to SSE3 kernels ("Prescott") that run matrix products about
 // 4x slower, and says nothing. qkv compares that choice with the CPU's own
 // feature flags: the qkv program restarts itself once with OPENBLAS_CORETYPE
-// set (examples/cli/main.cpp); a library user gets a one-line warning with
+// set (cli/main.cpp); a library user gets a one-line warning with
 // the fix on the first matrix product.
 #pragma once
 

@@ -17,7 +17,7 @@ and then the same number of PyTorch steps, so machine noise hits both
 alike; the table gives medians over rounds, one row per config and thread
 count.
 
-    /usr/bin/python3 bench/compare_torch.py [--qkv build/release/examples/cli/qkv]
+    /usr/bin/python3 bench/compare_torch.py [--qkv build/release/qkv]
         [--configs tiny,small,mini] [--rounds 5] [--steps 10] [--threads 1,2,4,8,16]
         [--device cpu|cuda] [--context N]
 
@@ -200,7 +200,7 @@ def qkv_tokens_per_s(binary, config, context, steps, warmup, threads, device):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--qkv", default="build/release/examples/cli/qkv", help="the qkv binary")
+    parser.add_argument("--qkv", default="build/release/qkv", help="the qkv binary")
     parser.add_argument("--configs", default="tiny,small,mini", help="comma-separated: " + ",".join(CONFIGS))
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians are taken over them)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per round and system")

@@ -8,7 +8,7 @@ peak resident memory is that run's own; then one GPT training step at T=512,
 L=6, C=384, B=4 with and without activation checkpointing. Standard library
 only.
 
-    python3 bench/sweep.py [--qkv build/release/examples/cli/qkv] [--max-n 16384] [--threads 2]
+    python3 bench/sweep.py [--qkv build/release/qkv] [--max-n 16384] [--threads 2]
 """
 import argparse
 import re
@@ -26,7 +26,7 @@ def bench(binary, threads, *args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--qkv", default="build/release/examples/cli/qkv")
+    parser.add_argument("--qkv", default="build/release/qkv")
     parser.add_argument("--max-n", type=int, default=16384)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()

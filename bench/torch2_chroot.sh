@@ -22,7 +22,7 @@
 set -euo pipefail
 dir=${QKV_TORCH2_ROOT:-/opt/qkv-torch2}
 top=$(cd "$(dirname "$0")/.." && pwd)
-qkv="$top/build/release/examples/cli/qkv"
+qkv="$top/build/release/qkv"
 fail() {
   echo "torch2_chroot.sh: $*" >&2
   exit 1

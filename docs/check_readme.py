@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reruns the README's qkv examples and reports every shown line the program no longer prints.
 
-    python3 docs/check_readme.py [--qkv build/release/examples/cli/qkv] [--work /tmp/qkv-readme]
+    python3 docs/check_readme.py [--qkv build/release/qkv] [--work /tmp/qkv-readme]
 
 For maintainers, after a change that moves the numbers (a new kernel rounds
 differently, so every training run takes another path): it trains the
@@ -83,7 +83,7 @@ def missing_lines(shown, printed):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--qkv", default="build/release/examples/cli/qkv")
+    parser.add_argument("--qkv", default="build/release/qkv")
     parser.add_argument("--work", default="/tmp/qkv-readme")
     parser.add_argument("--readme", default=os.path.join(os.path.dirname(__file__), "..", "README.md"))
     a = parser.parse_args()

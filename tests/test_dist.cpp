@@ -1,8 +1,8 @@
-// dist/ in one process (tests/mpi/ and tests/cli/mpi_train.sh run 2 ranks).
+// distributed/ in one process (tests/mpi/ and tests/cli/mpi_train.sh run 2 ranks).
 #include <catch2/catch.hpp>
 
 #include "autograd/autograd.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 using namespace qkv;
 

@@ -1,7 +1,7 @@
 // The library's floors, read from its own #include lines: a folder may
 // include its own files and those of the floors below it, never above, and
 // no chain of includes may come back to where it started.
-//   autograd  <  io, dist  <  nn  <  optim  <  train  <  examples (the qkv program)
+//   autograd  <  io, distributed  <  nn  <  optim  <  train  <  cli (the qkv program), examples
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::map<std::string, int> kFloor{{"autograd", 0}, {"io", 1},    {"dist", 1},    {"nn", 2},
-                                        {"optim", 3},    {"train", 4}, {"examples", 5}};
+const std::map<std::string, int> kFloor{{"autograd", 0}, {"io", 1},    {"distributed", 1}, {"nn", 2},
+                                        {"optim", 3},    {"train", 4}, {"cli", 5},         {"examples", 5}};
 
 // Every source, header and CUDA file under the floors' folders: path (from the root) -> the project files it includes.
 std::map<std::string, std::vector<std::string>> includes() {
@@ -36,7 +36,7 @@ std::map<std::string, std::vector<std::string>> includes() {
       while (std::getline(in, line))
         if (std::regex_search(line, m, line_re)) {
           std::string target = m[1];
-          // "commands.h" inside examples/cli/ means examples/cli/commands.h
+          // "commands.h" inside cli/ means cli/commands.h
           if (!fs::exists(fs::path(QKV_SOURCE_DIR) / target))
             target = (fs::path(file).parent_path() / target).generic_string();
           list.push_back(target);

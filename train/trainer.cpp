@@ -11,7 +11,7 @@
 
 #include "autograd/error.h"
 #include "autograd/ops/elementwise.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #include "io/metadata.h"
 #include "io/output.h"
 #include "io/safetensors.h"

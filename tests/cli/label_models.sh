@@ -10,7 +10,7 @@
 set -u
 qkv=$1 compare=$2 work=$3 sanitized=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
-digits=$here/../../examples/data/digits.csv
+digits=$here/../../cli/data/digits.csv
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$here/lib.sh"
 small=(--dim 16 --heads 2 --layers 1 --batch 8 --eval-every 10 --threads 1 --schedule constant --warmup 0)

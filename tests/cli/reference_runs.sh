@@ -13,18 +13,8 @@
 # the bits do not depend on the machine's idle cores. About 15 s on 2 cores.
 set -euo pipefail
 
-
 if [ "${1:-}" = --compare ]; then
   exec python3 "$(dirname "$0")/reference_compare.py" "$2" "$3"
-fi
-    case "$f" in
-      *.out) diff <(mask < "$before/$f") <(mask < "$after/$f") > /dev/null ||
-               { echo "printed lines differ: $f"; diff <(mask < "$before/$f") <(mask < "$after/$f") | head -10; status=1; } ;;
-      *) cmp -s "$before/$f" "$after/$f" || { echo "bytes differ: $f"; status=1; } ;;
-    esac
-  done
-  [ $status = 0 ] && echo "same results: $(cd "$before" && find . -type f | wc -l) files"
-  exit $status
 fi
 
 qkv=$(readlink -f "$1") out=$2

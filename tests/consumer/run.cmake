@@ -1,6 +1,7 @@
 # Installs qkv to a scratch prefix, builds tests/consumer against it with
 # find_package(qkv), runs it, and checks that the README shows this very
-# program and its very output.
+# program and its very output. The installed program runs from the prefix on
+# its installed data.
 set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
 
@@ -13,6 +14,15 @@ function(run)
 endfunction()
 
 run(${CMAKE_COMMAND} --install ${QKV_BINARY_DIR} --prefix ${prefix})
+if(EXISTS ${prefix}/bin/qkv)
+  run(${prefix}/bin/qkv info --system)
+  if(NOT last_output MATCHES "data       ${prefix}/share/qkv ")
+    message(FATAL_ERROR "the installed qkv does not read its installed data:\n${last_output}")
+  endif()
+  run(${prefix}/bin/qkv train --task text --steps 2 --eval-every 2 --threads 1 --save ${WORK_DIR}/text.safetensors)
+elseif(QKV_PROGRAM)
+  message(FATAL_ERROR "cmake --install put no bin/qkv under ${prefix}")
+endif()
 run(${CMAKE_COMMAND} -S ${QKV_SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)

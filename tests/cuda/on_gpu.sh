@@ -54,7 +54,7 @@ cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DQKV_CUDA=ON -DQKV_MPI=OFF -
   >"$logs/configure.log" 2>&1 || { tail -30 "$logs/configure.log"; exit 1; }
 cmake --build build/gpu -j "$(nproc)" >"$logs/build.log" 2>&1 || { grep -E 'error' "$logs/build.log" | head -40; exit 1; }
 echo "== built in $((SECONDS - s)) s"
-qkv=build/gpu/examples/cli/qkv
+qkv=build/gpu/qkv
 "$qkv" info --system | sed 's/^/  /'
 if "$qkv" info --system | grep -q "no CUDA device visible"; then
   echo "on_gpu: this machine's GPU is not usable (above): nothing to check"  # not 77: here a GPU is the point

@@ -27,7 +27,7 @@ set -uo pipefail
 mode=${1:-}
 out=${OUT:-/tmp/xeon}
 mkdir -p "$out"
-qkv=${XEON_QKV:-build/device-release/examples/cli/qkv}
+qkv=${XEON_QKV:-build/device-release/qkv}
 # Where on-device.sh unpacks the runtime libraries (OpenBLAS, libgfortran): its own runs export the same.
 export LD_LIBRARY_PATH=/opt/qkv-deps/usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 status=0
@@ -54,7 +54,7 @@ identical_checkpoints() {
   dir=$(mktemp -d)
   local result=0
   for t in $counts; do
-    "$qkv" train --task text --data examples/data/text.txt --dim 256 --layers 2 --heads 4 --steps 12 \
+    "$qkv" train --task text --data cli/data/text.txt --dim 256 --layers 2 --heads 4 --steps 12 \
       --eval-every 6 --threads "$t" --save "$dir/t$t.safetensors" >"$dir/t$t.log" 2>&1 ||
       {
         tail -3 "$dir/t$t.log"

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "train/trainer.h"

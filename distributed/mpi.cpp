@@ -1,4 +1,4 @@
-// dist/ on MPI (built when CMake finds it; see dist.h).
+// distributed/ on MPI (built when CMake finds it; see dist.h).
 #include <mpi.h>
 
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "autograd/error.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 namespace qkv::dist {
 

@@ -13,7 +13,7 @@
 #include "autograd/ops/attention.h"
 #include "bounds.h"
 #include "commands.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #include "heatmaps.h"
 #include "io/metadata.h"
 #include "io/output.h"
@@ -522,8 +522,8 @@ int grads(int argc, char** argv) {
                 block_norm(values, g.numel(), 0, 1, 0, g.numel()), per_head.empty() ? "" : "  ", per_head.c_str());
   }
   io::save_safetensors(out, tensors, {{"qkv.checkpoint", printable(path)}, {"qkv.input", printable(text)}});
-  std::printf("\nwrote loss and %zu gradients to %s (compare them with examples/compare_grads.py)\n",
-              tensors.size() - 1, printable(out).c_str());
+  std::printf("\nwrote loss and %zu gradients to %s (compare them with cli/compare_grads.py)\n", tensors.size() - 1,
+              printable(out).c_str());
   return 0;
 }
 

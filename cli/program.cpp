@@ -16,7 +16,7 @@
 #include "autograd/error.h"
 #include "autograd/simd.h"
 #include "commands.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #include "io/output.h"
 
 namespace {
@@ -163,7 +163,7 @@ int qkv::cli::program(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   std::string command = argv[1];
-  // Under mpirun, train and bench run data parallel (dist/dist.h).
+  // Under mpirun, train and bench run data parallel (distributed/dist.h).
   if (command == "train" || command == "bench") qkv::dist::init(&argc, &argv);
   int code = run(command, argc, argv);
   // A full disk or a closed pipe must not end in exit 0.

@@ -23,7 +23,7 @@
 #include "autograd/cpu.h"
 #include "bounds.h"
 #include "commands.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #include "io/metadata.h"
 #include "io/output.h"
 #include "optim/optim.h"

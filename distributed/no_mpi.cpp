@@ -1,10 +1,10 @@
-// dist/ without MPI: a world of one. Started by mpirun with more ranks, it
+// distributed/ without MPI: a world of one. Started by mpirun with more ranks, it
 // stops with what to install instead of training N copies side by side.
 #include <cstdio>
 #include <cstdlib>
 
 #include "autograd/error.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 namespace qkv::dist {
 

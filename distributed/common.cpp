@@ -1,11 +1,11 @@
-// The parts of dist/ that need no MPI: batch slices and parameter hashes.
+// The parts of distributed/ that need no MPI: batch slices and parameter hashes.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 
 #include "autograd/error.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 namespace qkv::dist {
 

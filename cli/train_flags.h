@@ -1,4 +1,4 @@
-// qkv train's flags and the run they resolve to (examples/cli/train_flags.cpp).
+// qkv train's flags and the run they resolve to (cli/train_flags.cpp).
 #pragma once
 
 #include <cstdint>

@@ -369,6 +369,6 @@ std::unique_ptr<LabelTask> make_label_task(const std::string& name, int64_t max_
   throw Error(cat("unknown task '", printable(name), "'"));
 }
 
-std::string default_digits_path() { return std::string(QKV_DATA_DIR) + "/digits.csv"; }
+std::string default_digits_path() { return data_dir() + "/digits.csv"; }
 
 }  // namespace qkv::cli

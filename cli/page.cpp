@@ -1,5 +1,5 @@
 // The page qkv's picture commands write (page.h): data as JSON, then the
-// inlined libraries and examples/cli/page/explore.js, which draws every view.
+// inlined libraries and cli/page/explore.js, which draws every view.
 #include "page.h"
 
 #include <cctype>

@@ -50,7 +50,8 @@ int info(int argc, char** argv) {
                 cpu_model_name().c_str(), std::thread::hardware_concurrency(), get_num_threads(),
                 get_num_threads() == 1 ? "" : "s", cpu::describe_kernels().c_str());
     if (std::string w = cpu::blas_warning(); !w.empty()) std::printf("  warning    %s\n", w.c_str());
-    std::printf("  cuda       %s\n", describe_cuda().c_str());
+    std::printf("  cuda       %s\n  data       %s (the bundled text and digits)\n", describe_cuda().c_str(),
+                printable(data_dir()).c_str());
     if (!args.count("checkpoint")) return 0;
   }
   QKV_CHECK(args.count("checkpoint") && !args["checkpoint"].as<std::string>().empty(),

@@ -66,15 +66,15 @@ int sample(int argc, char** argv);
 int attention(int argc, char** argv);
 int gradcheck(int argc, char** argv);
 int grads(int argc, char** argv);
-/// qkv graph (examples/cli/graph.cpp): the autograd graph of one forward and backward, as DOT and SVG.
+/// qkv graph (cli/graph.cpp): the autograd graph of one forward and backward, as DOT and SVG.
 int graph(int argc, char** argv);
-/// qkv explore (examples/cli/explore.cpp): one page to study a trained model on a prompt.
+/// qkv explore (cli/explore.cpp): one page to study a trained model on a prompt.
 int explore(int argc, char** argv);
-/// qkv info (examples/cli/info.cpp): what a checkpoint holds, or (--system) this machine.
+/// qkv info (cli/info.cpp): what a checkpoint holds, or (--system) this machine.
 int info(int argc, char** argv);
-/// qkv plot (examples/cli/plot.cpp): a --log file as HTML charts.
+/// qkv plot (cli/plot.cpp): a --log file as HTML charts.
 int plot(int argc, char** argv);
-/// qkv bench (examples/cli/bench.cpp): tokens/s of training steps on the CPU or a device.
+/// qkv bench (cli/bench.cpp): tokens/s of training steps on the CPU or a device.
 int bench(int argc, char** argv);
 
 }  // namespace qkv::cli

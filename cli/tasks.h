@@ -59,6 +59,8 @@ class TextTask {
   std::string path_, train_, held_out_;
 };
 
+/// The folder of the bundled data: share/qkv beside an installed program, else the source tree's cli/data.
+std::string data_dir();
 /// The text `qkv train --task text` uses without --data.
 std::string default_text_path();
 

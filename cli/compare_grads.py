@@ -3,7 +3,7 @@
 from another framework (or another qkv build) saved as safetensors with the
 same names (`loss`, `grad.<parameter>`). Standard library only.
 
-    python3 examples/compare_grads.py qkv_grads.safetensors other.safetensors [--tol 1e-5]
+    python3 cli/compare_grads.py qkv_grads.safetensors other.safetensors [--tol 1e-5]
 
 From PyTorch, write the other file with the same names, e.g. after
 `loss.backward()` on a model holding qkv's weights:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -127,5 +128,16 @@ TextTask::TextTask(const std::string& path) : path_(path) {
 }  // namespace qkv::cli
 
 namespace qkv::cli {
-std::string default_text_path() { return std::string(QKV_DATA_DIR) + "/text.txt"; }
+std::string data_dir() {
+  // An installed program (<prefix>/bin/qkv) reads <prefix>/share/qkv; one in a build tree, the source's.
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = exe.parent_path().parent_path() / QKV_INSTALLED_DATA_DIR;
+    if (std::filesystem::is_regular_file(installed / "text.txt", ec)) return installed.string();
+  }
+  return QKV_DATA_DIR;
+}
+
+std::string default_text_path() { return data_dir() + "/text.txt"; }
 }  // namespace qkv::cli

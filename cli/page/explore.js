@@ -1,5 +1,5 @@
 // The qkv page: draws every view from the JSON in #qkv-data (written by
-// examples/cli/page.cpp). Views: heads (bertviz's head view: lines from each
+// cli/page.cpp). Views: heads (bertviz's head view: lines from each
 // query to the keys it attends to, a colour per head), model (every layer x
 // head, weights or dL/dP, with each head's importance), matrix (one layer's
 // heatmaps, masked cells hatched), graph (the autograd graph laid out by
