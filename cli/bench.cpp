@@ -18,6 +18,7 @@
 #include "autograd/profile.h"
 #include "bounds.h"
 #include "commands.h"
+#include "common.h"
 #include "distributed/dist.h"
 #include "optim/optim.h"
 #include "train/trainer.h"

@@ -1,80 +1,22 @@
-// The qkv program's commands; each returns the process exit code.
+// The qkv program's commands, one file each (the table of them is
+// program.cpp's); each returns the process exit code.
 #pragma once
 
-#include <map>
-#include <memory>
-#include <string>
-
-#include <cxxopts.hpp>
-
-#include "runner.h"
-
 namespace qkv::cli {
-
-// ---- what the commands share ----
-
-/// Parses argv (adding --help); prints the help and returns false when it was asked for.
-bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args);
-/// The value of a string flag that must be given.
-std::string required(const cxxopts::ParseResult& args, const char* name);
-/// --data for a command that reads a digits prompt: a held-out image's number picks from this CSV (a model
-/// trained on a CSV of its own records only its path, which qkv never opens on a file's say-so). Refused
-/// for any other model.
-inline constexpr const char* kDigitsDataHelp =
-    "digits: the CSV a held-out image's number picks from (a model trained on its own --data)";
-void use_digits_data(Runner& runner, const cxxopts::ParseResult& args, const std::string& path);
-/// --attention's value parsed; its error names the flag.
-nn::AttentionKind attention_flag(const std::string& text);
-/// A checkpoint's model with its parameters loaded, in eval mode (optimizer
-/// state ignored); `metadata`, when given, receives the file's metadata.
-std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
-/// The loss of one input: for a text model the next-byte cross-entropy of
-/// `text` (2 bytes or more), for a task model the cross-entropy of the
-/// correct answer to the input `text`. `what` receives a description.
-Tensor input_loss(Runner& runner, const std::string& text, std::string* what = nullptr);
-
-/// On a terminal, `line` on stderr in place of the previous one: a long
-/// command's progress (bench's steps, eval's examples); "" erases it.
-/// Nothing when stderr is a file or a pipe, or on ranks past the first.
-void progress_line(const std::string& line);
-
-// ---- the commands ----
-
-/// The run's log by the name train recorded in a checkpoint's metadata
-/// (qkv.log), validated before anything follows it: a name with no folder in
-/// it, of a regular file beside the checkpoint, not a link. Returns its path,
-/// or "" with `why` saying why not.
-std::string log_beside(const std::string& checkpoint, const std::map<std::string, std::string>& metadata,
-                       std::string& why);
-
-/// --threads: n > 0 threads, or 0 for as many as there are idle cores now
-/// (all of them on a quiet machine; fewer beside a busy process).
-void set_threads_option(int n);
-
-/// --device: the CPU, or a CUDA device this build and machine have; any
-/// other is a one-line error that says what is missing (CUDA in this build,
-/// a GPU, that GPU).
-Device set_device_option(const std::string& name);
-inline constexpr const char* kDeviceHelp = "cpu, cuda or cuda:N (CUDA builds; see the README's \"Devices\")";
 
 /// The whole program: the command in argv[1] with its flags; returns the exit status.
 int program(int argc, char** argv);
 
-int train(int argc, char** argv);
-int eval(int argc, char** argv);
-int sample(int argc, char** argv);
-int attention(int argc, char** argv);
-int gradcheck(int argc, char** argv);
-int grads(int argc, char** argv);
-/// qkv graph (cli/graph.cpp): the autograd graph of one forward and backward, as DOT and SVG.
-int graph(int argc, char** argv);
-/// qkv explore (cli/explore.cpp): one page to study a trained model on a prompt.
-int explore(int argc, char** argv);
-/// qkv info (cli/info.cpp): what a checkpoint holds, or (--system) this machine.
-int info(int argc, char** argv);
-/// qkv plot (cli/plot.cpp): a --log file as HTML charts.
-int plot(int argc, char** argv);
-/// qkv bench (cli/bench.cpp): tokens/s of training steps on the CPU or a device.
-int bench(int argc, char** argv);
+int train(int argc, char** argv);      // train.cpp: a model on a task, to a checkpoint
+int eval(int argc, char** argv);       // eval.cpp: a checkpoint's held-out score
+int sample(int argc, char** argv);     // sample.cpp: a checkpoint's answer to a prompt
+int attention(int argc, char** argv);  // attention.cpp: every map and head as SVG and a page
+int gradcheck(int argc, char** argv);  // gradcheck.cpp: every gradient against central differences
+int grads(int argc, char** argv);      // grads.cpp: a checkpoint's gradients on one input
+int graph(int argc, char** argv);      // graph.cpp: the autograd graph of one forward and backward, as DOT and SVG
+int explore(int argc, char** argv);    // explore.cpp: one page to study a trained model on a prompt
+int info(int argc, char** argv);       // info.cpp: what a checkpoint holds, or (--system) this machine
+int plot(int argc, char** argv);       // plot.cpp: --log files as HTML charts
+int bench(int argc, char** argv);      // bench.cpp: tokens/s of training steps on the CPU or a device
 
 }  // namespace qkv::cli

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "decoding.h"
 #include "runner.h"
+#include "study.h"
 
 namespace qkv::cli {
 
@@ -25,7 +27,7 @@ template <class Model> class TypedDriver : public ModelDriver {
 
 // A GPT reads `input SEP answer EOS` and learns the answer tokens; text is
 // next-byte prediction; generation may keep keys and values.
-class GptDriver : public TypedDriver<nn::GPT> {
+class GptDriver : public TypedDriver<nn::GPT>, public SequenceDriver, public TextDriver {
  public:
   using TypedDriver::TypedDriver;
 
@@ -66,16 +68,13 @@ class GptDriver : public TypedDriver<nn::GPT> {
 
   // One map per layer over the prompt and (for a task) the model's own answer.
   std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
-    std::vector<int64_t> ids;
+    std::vector<int64_t> ids = runner.task().prompt_tokens(prompt);
     int64_t split = -1;
-    if (const SequenceTask* task = runner.task()) {
-      ids = task->encode(prompt);
+    if (runner.task().family() == TaskFamily::Sequence) {
+      std::vector<int64_t> answer = decoding::answer(runner, {ids}).front();
       ids.push_back(kSep);
-      std::vector<int64_t> answer = runner.answer({task->encode(prompt)}).front();
       split = static_cast<int64_t>(ids.size());
       ids.insert(ids.end(), answer.begin(), answer.end());
-    } else {
-      for (char c : prompt) ids.push_back(static_cast<unsigned char>(c));
     }
     const int64_t context = runner.spec().context;
     QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, "prompt of ", ids.size(), " tokens exceeds the context of ",
@@ -89,7 +88,7 @@ class GptDriver : public TypedDriver<nn::GPT> {
   // A task's input SEP answer (task_loss's tokens, EOS not fed), or a text's bytes.
   Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
     std::vector<Tensor> weights;
-    if (runner.task()) {
+    if (runner.task().family() == TaskFamily::Sequence) {
       Tensor loss = task_loss({e}, &weights);
       std::vector<int64_t> ids = e.input;
       ids.push_back(kSep);
@@ -108,8 +107,7 @@ class GptDriver : public TypedDriver<nn::GPT> {
   static std::vector<AttentionMap> label(const Runner& runner, const std::vector<int64_t>& ids, int64_t split,
                                          const std::vector<Tensor>& weights) {
     std::vector<std::string> labels;
-    for (int64_t id : ids)
-      labels.push_back(runner.task() ? runner.task()->token_text(id) : std::string(1, static_cast<char>(id)));
+    for (int64_t id : ids) labels.push_back(runner.task().token_text(id));
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < weights.size(); ++l) {
       maps.push_back({cat("layer ", l), cat("layer", l), weights[l], labels, labels, split});
@@ -121,7 +119,7 @@ class GptDriver : public TypedDriver<nn::GPT> {
 
 // A Seq2Seq encodes the input (padding masked) and decodes `SEP answer` into
 // `answer EOS` with cross-attention; it keeps no cache and reads no text.
-class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
+class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq>, public SequenceDriver {
  public:
   using TypedDriver::TypedDriver;
 
@@ -160,12 +158,6 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
     Tensor logits = model_->decode(ids_for(*model_, tin, {B, T}), memory, lengths, dec);
     return nn::cross_entropy(logits, ids_for(*model_, tout, {B, T}));
   }
-  Tensor text_logits(const Tensor&, std::vector<Tensor>*) override {
-    throw Error("a Seq2Seq model reads no text (the text task trains a GPT)");
-  }
-  bool keeps_cache() const override { return false; }
-  std::unique_ptr<nn::KVCache> make_cache(int64_t, int64_t) override { return nullptr; }
-  Tensor cached_logits(const Tensor&, nn::KVCache&) override { throw Error("a Seq2Seq model keeps no cache"); }
   std::vector<int64_t> decoder_start(const std::vector<int64_t>&) const override { return {kSep}; }
   std::function<Tensor(const Tensor&)> decoder(const std::vector<std::vector<int64_t>>& inputs, nn::KVCache*) override {
     // The inputs, all of one length, are encoded once; each step decodes the whole answer so far.
@@ -179,12 +171,12 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
   // Per layer: the encoder's self-attention over the input, the decoder's
   // over its own tokens, and the decoder's cross-attention to the input.
   std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
-    const SequenceTask* task = runner.task();
-    std::vector<int64_t> src = task->encode(prompt);
-    QKV_CHECK(static_cast<int64_t>(src.size()) <= task->max_input(), "the prompt has ", src.size(),
-              " symbols; this model reads at most ", task->max_input());
+    const Task& task = runner.task();
+    std::vector<int64_t> src = task.prompt_tokens(prompt);
+    QKV_CHECK(static_cast<int64_t>(src.size()) <= task.max_input(), "the prompt has ", src.size(),
+              " symbols; this model reads at most ", task.max_input());
     // The source, then the decoder's input: the start mark and the model's answer.
-    std::vector<int64_t> tgt{kSep}, answer = runner.answer({src}).front();
+    std::vector<int64_t> tgt{kSep}, answer = decoding::answer(runner, {src}).front();
     tgt.insert(tgt.end(), answer.begin(), answer.end());
     const int64_t context = runner.spec().context;
     if (static_cast<int64_t>(tgt.size()) > context) tgt.resize(context);  // an answer that never ended
@@ -202,8 +194,8 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq> {
                                          const std::vector<int64_t>& tgt, const std::vector<Tensor>& enc,
                                          const std::vector<Tensor>& dec) {
     std::vector<std::string> src_labels, tgt_labels;
-    for (int64_t id : src) src_labels.push_back(runner.task()->token_text(id));
-    for (int64_t id : tgt) tgt_labels.push_back(runner.task()->token_text(id));
+    for (int64_t id : src) src_labels.push_back(runner.task().token_text(id));
+    for (int64_t id : tgt) tgt_labels.push_back(runner.task().token_text(id));
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < enc.size(); ++l)
       maps.push_back({cat("encoder layer ", l), cat("encoder", l), enc[l], src_labels, src_labels});
@@ -241,28 +233,20 @@ Tensor class_labels(const nn::Module& model, const std::vector<Example>& batch) 
   return ids_for(model, y, {static_cast<int64_t>(y.size())});
 }
 
-std::vector<std::string> token_labels(const LabelTask& task, const std::vector<int64_t>& ids, bool cls) {
+std::vector<std::string> token_labels(const Task& task, const std::vector<int64_t>& ids, bool cls) {
   std::vector<std::string> labels;
   if (cls) labels.push_back("[CLS]");
   for (int64_t id : ids) labels.push_back(task.token_text(id));
   return labels;
 }
 
-// What the kinds that answer with one label share: they generate nothing.
-template <class Model> class LabelDriver : public TypedDriver<Model> {
+// What the kinds that answer with one label share: their maps.
+template <class Model> class OneLabelDriver : public TypedDriver<Model>, public LabelDriver {
  public:
   using TypedDriver<Model>::TypedDriver;
-  Tensor text_logits(const Tensor&, std::vector<Tensor>*) override { throw Error(one_label()); }
-  bool keeps_cache() const override { return false; }
-  std::unique_ptr<nn::KVCache> make_cache(int64_t, int64_t) override { return nullptr; }
-  Tensor cached_logits(const Tensor&, nn::KVCache&) override { throw Error(one_label()); }
-  std::vector<int64_t> decoder_start(const std::vector<int64_t>&) const override { throw Error(one_label()); }
-  std::function<Tensor(const Tensor&)> decoder(const std::vector<std::vector<int64_t>>&, nn::KVCache*) override {
-    throw Error(one_label());
-  }
   // The prompt's example, one map per layer, labelled as the kind shows its tokens.
   std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
-    Example e = runner.label_task()->parse_prompt(prompt);
+    Example e{runner.task().prompt_tokens(prompt), {}};
     std::vector<Tensor> weights;
     forward_maps(e, weights);
     std::vector<AttentionMap> maps = label(runner, e, weights);
@@ -284,15 +268,12 @@ template <class Model> class LabelDriver : public TypedDriver<Model> {
   /// One map per layer of weights [1, heads, rows, cols], tokens labelled.
   virtual std::vector<AttentionMap> label(const Runner& runner, const Example& e,
                                           const std::vector<Tensor>& weights) const = 0;
-
- private:
-  static std::string one_label() { return "this model answers with one label: it reads no text and decodes nothing"; }
 };
 
 // The BERT-style classifier: right-padded tokens, their lengths, one class each.
-class EncoderDriver : public LabelDriver<nn::EncoderClassifier> {
+class EncoderDriver : public OneLabelDriver<nn::EncoderClassifier> {
  public:
-  using LabelDriver::LabelDriver;
+  using OneLabelDriver::OneLabelDriver;
   Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
     return nn::cross_entropy(logits(batch, weights), class_labels(*model_, batch));
   }
@@ -305,7 +286,7 @@ class EncoderDriver : public LabelDriver<nn::EncoderClassifier> {
   std::vector<AttentionMap> label(const Runner& runner, const Example& e,
                                   const std::vector<Tensor>& weights) const override {
     const bool cls = model_->config().pooling == nn::Pooling::Cls;
-    std::vector<std::string> labels = token_labels(*runner.label_task(), e.input, cls);
+    std::vector<std::string> labels = token_labels(runner.task(), e.input, cls);
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < weights.size(); ++l) {
       maps.push_back({cat("layer ", l), cat("layer", l), weights[l], labels, labels});
@@ -321,9 +302,9 @@ class EncoderDriver : public LabelDriver<nn::EncoderClassifier> {
 };
 
 // The Vision Transformer: pixels of 17 levels scaled to [0, 1], one class each.
-class ViTDriver : public LabelDriver<nn::ViT> {
+class ViTDriver : public OneLabelDriver<nn::ViT> {
  public:
-  using LabelDriver::LabelDriver;
+  using OneLabelDriver::OneLabelDriver;
   Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
     return nn::cross_entropy(model_->forward(images(batch), weights), class_labels(*model_, batch));
   }
@@ -361,9 +342,9 @@ class ViTDriver : public LabelDriver<nn::ViT> {
 
 // The SASRec-style recommender: a history right-padded with 0; its loss
 // covers the item after every position, its scores the item after the last.
-class RecommenderDriver : public LabelDriver<nn::Recommender> {
+class RecommenderDriver : public OneLabelDriver<nn::Recommender> {
  public:
-  using LabelDriver::LabelDriver;
+  using OneLabelDriver::OneLabelDriver;
   Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
     std::vector<int64_t> lengths;
     Tensor ids = padded_inputs(*model_, batch, lengths);
@@ -394,7 +375,7 @@ class RecommenderDriver : public LabelDriver<nn::Recommender> {
   // One causal map per layer over the history's items (for study(): all but its last, each predicting the next).
   std::vector<AttentionMap> label(const Runner& runner, const Example& e,
                                   const std::vector<Tensor>& weights) const override {
-    std::vector<std::string> labels = token_labels(*runner.label_task(), e.input, false);
+    std::vector<std::string> labels = token_labels(runner.task(), e.input, false);
     std::vector<AttentionMap> maps;
     for (size_t l = 0; l < weights.size(); ++l) {
       maps.push_back({cat("layer ", l), cat("layer", l), weights[l], labels, labels});
@@ -411,69 +392,26 @@ template <class Model, class Driver> std::unique_ptr<ModelDriver> make(std::uniq
   return std::make_unique<Driver>(std::unique_ptr<Model>(typed));
 }
 
-// The table: one row per kind the program trains, samples and draws.
-const DriverKind kDrivers[] = {
-    {"gpt", "GPT", "", 1,
-     "; rows are the queries, columns the keys: each token attends only to itself and those before it (causal; "
-     "with window:W attention, only the W before it)",
-     "reverse, copy, sort, add, text", [](const SequenceTask& t) { return t.max_input() + t.max_answer() + 1; },
-     nullptr, make<nn::GPT, GptDriver>},
-    {"seq2seq", "Seq2Seq", " per side", 3,
-     "; cross-attention rows are the decoder's tokens (its start mark, then the answer), columns the input's",
-     "reverse, copy, sort, add", [](const SequenceTask& t) { return std::max(t.max_input(), t.max_answer() + 1); },
-     nullptr, make<nn::Seq2Seq, Seq2SeqDriver>},
-    {"encoder", "Encoder classifier", "", 1, "; row and column 0 are the [CLS] token, whose final state is classified",
-     "brackets", nullptr,
-     [](const nn::ModelShape& s, const LabelTask& t) { return t.max_input() + (s.pooling == "cls" ? 1 : 0); },
-     make<nn::EncoderClassifier, EncoderDriver>},
-    {"vit", "ViT", "", 1,
-     "; row and column 0 are the [CLS] token, the others the image's patches in reading order; the [CLS] row is "
-     "also drawn over the image itself",
-     "digits", nullptr,
-     [](const nn::ModelShape& s, const LabelTask& t) {
-       int64_t per_row = s.patch > 0 ? t.image_side() / s.patch : 0;
-       return per_row * per_row + 1;
-     },
-     make<nn::ViT, ViTDriver>},
-    {"recommender", "Recommender", "", 1, "; each item attends to the items before it (causal)", "sessions", nullptr,
-     [](const nn::ModelShape&, const LabelTask& t) { return t.max_input(); }, make<nn::Recommender, RecommenderDriver>},
-};
-
 }  // namespace
 
-Tensor ModelDriver::label_scores(const std::vector<Example>&) {
-  throw Error("this model writes answers token by token: it scores no labels");
+std::unique_ptr<ModelDriver> drive_gpt(std::unique_ptr<nn::Module> model) {
+  return make<nn::GPT, GptDriver>(std::move(model));
 }
-
-bool learns(const DriverKind& kind, const std::string& task) {
-  std::string list = cat(", ", kind.tasks, ",");
-  return list.find(cat(", ", task, ",")) != std::string::npos;
+std::unique_ptr<ModelDriver> drive_seq2seq(std::unique_ptr<nn::Module> model) {
+  return make<nn::Seq2Seq, Seq2SeqDriver>(std::move(model));
 }
-
-std::string default_kind(const std::string& task) {
-  for (const DriverKind& d : kDrivers)
-    if (learns(d, task)) return d.name;  // the table lists gpt first: the sequence tasks' default
-  throw Error(cat("unknown task '", printable(task), "' (copy, reverse, sort, add, text, brackets, digits, sessions)"));
+std::unique_ptr<ModelDriver> drive_encoder(std::unique_ptr<nn::Module> model) {
+  return make<nn::EncoderClassifier, EncoderDriver>(std::move(model));
+}
+std::unique_ptr<ModelDriver> drive_vit(std::unique_ptr<nn::Module> model) {
+  return make<nn::ViT, ViTDriver>(std::move(model));
+}
+std::unique_ptr<ModelDriver> drive_recommender(std::unique_ptr<nn::Module> model) {
+  return make<nn::Recommender, RecommenderDriver>(std::move(model));
 }
 
 Tensor ids_for(const nn::Module& model, const std::vector<int64_t>& ids, const Shape& shape) {
   return Tensor::from_vector(ids, shape).to(model.device());
-}
-
-std::string driver_kind_names() {
-  std::string names;
-  for (const DriverKind& d : kDrivers) names += (names.empty() ? "" : ", ") + std::string(d.name);
-  return names;
-}
-
-bool is_driver_kind(const std::string& kind) {
-  return std::any_of(std::begin(kDrivers), std::end(kDrivers), [&](const DriverKind& d) { return kind == d.name; });
-}
-
-const DriverKind& driver_kind(const std::string& kind) {
-  for (const DriverKind& d : kDrivers)
-    if (kind == d.name) return d;
-  throw Error(cat("unknown model '", printable(kind), "' (", driver_kind_names(), ")"));
 }
 
 }  // namespace qkv::cli

@@ -12,9 +12,11 @@
 
 #include "autograd/graph_dot.h"
 #include "commands.h"
+#include "common.h"
 #include "io/output.h"
 #include "nn/attention.h"
 #include "page.h"
+#include "study.h"
 
 namespace qkv::cli {
 
@@ -137,13 +139,13 @@ nlohmann::json projections_json(const std::vector<std::pair<std::string, Tensor>
 // (so that it is not 0 = 0).
 bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
   runner.module().to(DType::Float64);
-  Study s = runner.study(prompt);
+  Study s = study(runner, prompt);
   s.loss.backward();
   const double h = 1e-6, atol = 1e-5, rtol = 1e-5;
   auto loss_with = [&](const std::function<Tensor(int64_t, const Tensor&)>& edit) {
     NoGradGuard no_grad;
     nn::AttentionWeightsEdit scope(edit);
-    return runner.study(prompt).loss.item();
+    return study(runner, prompt).loss.item();
   };
   double worst_p = 0, worst_gate = 0;
   int64_t entries = 0, failed = 0, significant = 0;
@@ -253,10 +255,10 @@ int explore(int argc, char** argv) {
     }
   }
   const ModelSpec& spec = runner->spec();
-  const bool causal = spec.model == "gpt" || spec.model == "recommender";
+  const bool causal = runner->kind().causal;
 
   GraphRecording recording;  // nodes get their module's name
-  Study s = runner->study(prompt);
+  Study s = study(*runner, prompt);
   check_page_size(s.maps);  // before the backward pass
   auto params = runner->module().named_parameters();
   Graph graph = trace_graph(s.loss, params);
@@ -266,7 +268,7 @@ int explore(int argc, char** argv) {
   nlohmann::json attention = attention_json(s.maps, attention_window(spec), true);
   attention["loss"] = {{"value", page_number(s.loss.item())}, {"what", s.what}};
   attention["projections"] = projections_json(params, spec.heads);
-  attention["note"] = cat(driver_kind(spec.model).title, driver_kind(spec.model).maps_note);
+  attention["note"] = cat(runner->kind().title, runner->kind().maps_note);
   nlohmann::json figures = nlohmann::json::array();
   for (const AttentionMap& m : s.maps)
     if (m.cls_first) figures.push_back({{"title", m.name}, {"svg", cls_views(m, spec.heads, [](auto&, auto&) {})}});
@@ -275,7 +277,7 @@ int explore(int argc, char** argv) {
                       {"subtitle", cat(page_token(prompt), ": ", s.what, " = ", s.loss.item())},
                       {"model",
                        {{"kind", spec.model},
-                        {"title", driver_kind(spec.model).title},
+                        {"title", runner->kind().title},
                         {"layers", spec.layers},
                         {"heads", spec.heads},
                         {"width", spec.width},

@@ -13,6 +13,7 @@
 
 #include "autograd/graph_dot.h"
 #include "commands.h"
+#include "common.h"
 #include "io/output.h"
 
 extern char** environ;
@@ -93,7 +94,7 @@ int graph(int argc, char** argv) {
   QKV_CHECK(!path.empty() || !args.count("prompt"),
             "--prompt goes with --checkpoint (a fresh --model has its own input)");
   QKV_CHECK(path.empty() || args.count("prompt"), "--checkpoint needs --prompt: the input whose graph is drawn");
-  if (kind != "mha") driver_kind(kind);  // a model kind the program drives, or a one-line error naming it
+  if (kind != "mha") kind_row(kind);  // a model kind the program drives, or a one-line error naming it
   const std::string svg = dot_and_svg(out);
   const bool force = args.count("force") > 0;
   io::check_output_file(out, "--out", force, {path});
@@ -127,10 +128,11 @@ int graph(int argc, char** argv) {
     runner = std::make_unique<Runner>(spec, &gen);
     runner->set_fused_attention(fused);
     runner->module().eval();
-    loss = runner->fixed_batch_loss(1, gen)();
-    const DriverKind& driver = driver_kind(kind);
-    title = cat(driver.title, " (width 8, 2 heads, 2 layers", driver.layers_are, ") on one ", spec.task,
-                " example; loss = cross-entropy of the ", runner->task() ? "answer" : "label");
+    loss = runner->task().fixed_batch_loss(*runner, 1, gen)();
+    const KindRow& row = runner->kind();
+    title = cat(row.title, " (width 8, 2 heads, 2 layers", row.layers_are, ") on one ", spec.task,
+                " example; loss = cross-entropy of the ",
+                runner->task().family() == TaskFamily::Sequence ? "answer" : "label");
   }
   auto names = runner ? runner->module().named_parameters() : mha->named_parameters();
   if (x.defined()) names.emplace_back("x", x);

@@ -9,8 +9,10 @@
 
 #include "autograd/cpu.h"
 #include "commands.h"
+#include "common.h"
 #include "io/metadata.h"
-#include "runner.h"
+#include "kinds.h"
+#include "model_spec.h"
 
 namespace qkv::cli {
 
@@ -66,34 +68,20 @@ int info(int argc, char** argv) {
   auto meta = [&](const char* key) {
     return file.metadata.count(key) ? printable(file.metadata.at(key)) : std::string("-");
   };
+  const KindRow& kind = kind_row(spec.model);
+  const TaskRow& row = task_row(spec.task);
+  const std::unique_ptr<Task> task = row.make(row, spec, /*read_data=*/false);  // described, its data never read
   // A ViT reads its patches and [CLS] whatever context a file recorded (qkv before 2026-11-25 took any --context).
-  const int64_t context = spec.model == "vit" ? nn::vit_config(spec).tokens() : spec.context;
+  const int64_t context = kind.fixed_context ? kind.context_for(spec, *task) : spec.context;
   std::printf("%s\n", printable(path).c_str());
   std::printf(
       "  model      %s, %lld parameters: width %lld, %lld layers%s, %lld heads, context %lld, vocab %lld, %s "
       "attention%s, dropout %g\n",
       spec.model.c_str(), static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
-      static_cast<long long>(spec.layers), driver_kind(spec.model).layers_are, static_cast<long long>(spec.heads),
+      static_cast<long long>(spec.layers), kind.layers_are, static_cast<long long>(spec.heads),
       static_cast<long long>(context), static_cast<long long>(spec.vocab), spec.attention.c_str(),
       spec.post_ln ? ", post-LN" : "", spec.dropout);
-  if (spec.task == "text")
-    std::printf("  task       text, trained on %s\n",
-                spec.data.empty() ? "the bundled text" : ("'" + printable(spec.data) + "'").c_str());
-  else if (spec.task == "add")
-    std::printf("  task       add, %lld-digit operands\n", static_cast<long long>(spec.digits));
-  else if (spec.task == "digits")
-    std::printf("  task       digits, %lld x %lld images in %lld x %lld patches, %lld classes, trained on %s\n",
-                static_cast<long long>(spec.image), static_cast<long long>(spec.image),
-                static_cast<long long>(spec.patch), static_cast<long long>(spec.patch),
-                static_cast<long long>(spec.classes),
-                spec.data.empty() ? "the bundled digits" : ("'" + printable(spec.data) + "'").c_str());
-  else if (spec.task == "brackets")
-    std::printf("  task       brackets, up to %lld brackets, %s pooling\n", static_cast<long long>(spec.max_len),
-                spec.pooling.c_str());
-  else if (spec.task == "sessions")
-    std::printf("  task       sessions, histories of up to %lld items\n", static_cast<long long>(spec.max_len));
-  else
-    std::printf("  task       %s, inputs up to %lld digits\n", spec.task.c_str(), static_cast<long long>(spec.max_len));
+  std::printf("  task       %s\n", task->describe(spec).c_str());
   std::printf("  step       %s\n  optimizer  %s %s\n", meta("qkv.step").c_str(), meta("qkv.optimizer").c_str(),
               meta("qkv.optimizer.hyperparameters").c_str());
   if (has_settings) {

@@ -9,6 +9,9 @@
 #include "bounds.h"
 #include "io/metadata.h"
 #include "io/safetensors.h"
+#include "kinds.h"
+#include "model_spec.h"
+#include "runner.h"
 
 namespace qkv::cli {
 
@@ -35,10 +38,9 @@ bool balanced(const std::vector<int64_t>& tokens) {
 
 class BracketsTask : public LabelTask {
  public:
-  explicit BracketsTask(int64_t max_len) : max_len_(max_len) {
+  BracketsTask(const TaskRow& row, int64_t max_len) : LabelTask(row), max_len_(max_len) {
     QKV_CHECK(max_len >= 2, "--max-len must be at least 2 for brackets (one pair), got ", max_len);
   }
-  const std::string& name() const override { return name_; }
   int64_t vocab() const override { return 9; }
   int64_t labels() const override { return 2; }
   int64_t max_input() const override { return max_len_; }
@@ -80,6 +82,9 @@ class BracketsTask : public LabelTask {
   std::string token_text(int64_t id) const override {
     return id >= 1 && id <= 8 ? std::string(1, kBrackets[id - 1]) : "_";
   }
+  std::string describe(const ModelSpec& spec) const override {
+    return cat("brackets, up to ", spec.max_len, " brackets, ", spec.pooling, " pooling");
+  }
 
  private:
   // A random balanced string: open while pairs remain (or nothing is open), close otherwise, half and half.
@@ -114,7 +119,6 @@ class BracketsTask : public LabelTask {
     std::swap(s.front(), s.back());  // ")...(" is never balanced
   }
 
-  std::string name_ = "brackets";
   int64_t max_len_;
 };
 
@@ -135,11 +139,10 @@ bool small_integer(std::string_view text, int64_t high, int64_t& out) {
 
 class DigitsTask : public LabelTask {
  public:
-  DigitsTask(const std::string& path, bool read, int64_t side)
-      : path_(path.empty() ? default_digits_path() : path), side_(side) {
+  DigitsTask(const TaskRow& row, const std::string& path, bool read, int64_t side)
+      : LabelTask(row), path_(path.empty() ? default_digits_path() : path), side_(side) {
     if (read) load();
   }
-  const std::string& name() const override { return name_; }
   int64_t vocab() const override { return kLevels; }
   int64_t labels() const override { return kDigitClasses; }
   int64_t max_input() const override { return side_ * side_; }
@@ -183,6 +186,19 @@ class DigitsTask : public LabelTask {
   }
   std::string label_text(int64_t label) const override { return std::to_string(label); }
   std::string token_text(int64_t id) const override { return std::to_string(id); }
+  std::string describe(const ModelSpec& spec) const override {
+    return cat("digits, ", spec.image, " x ", spec.image, " images in ", spec.patch, " x ", spec.patch, " patches, ",
+               spec.classes, " classes, trained on ",
+               spec.data.empty() ? "the bundled digits" : ("'" + printable(spec.data) + "'"));
+  }
+  // Another CSV than the one the model was described with: its images must be the model's size.
+  void use_data(const std::string& path, const ModelSpec& spec) override {
+    path_ = path.empty() ? default_digits_path() : path;
+    train_.clear(), held_.clear();
+    load();
+    QKV_CHECK(side_ == spec.image, "--data file '", printable(path), "' holds images of ", side_, " x ", side_,
+              "; this model reads ", spec.image, " x ", spec.image);
+  }
 
  private:
   void need_data() const { QKV_CHECK(!train_.empty(), "the digits model has no images loaded (--data FILE)"); }
@@ -248,7 +264,7 @@ class DigitsTask : public LabelTask {
               " images; qkv holds out every fifth, so it needs at least 5");
   }
 
-  std::string name_ = "digits", path_;
+  std::string path_;
   int64_t side_ = 8;
   std::vector<Example> train_, held_;
 };
@@ -266,7 +282,7 @@ constexpr uint64_t kSessionsSeed = 0x5e5510a5ULL;  // the users are the same in 
 
 class SessionsTask : public LabelTask {
  public:
-  explicit SessionsTask(int64_t max_len) : max_len_(max_len) {
+  SessionsTask(const TaskRow& row, int64_t max_len) : LabelTask(row), max_len_(max_len) {
     QKV_CHECK(max_len >= 4, "--max-len must be at least 4 for sessions (a history to learn from, one held out), got ",
               max_len);
     Generator gen(kSessionsSeed);
@@ -290,7 +306,6 @@ class SessionsTask : public LabelTask {
       histories_.push_back(std::move(h));
     }
   }
-  const std::string& name() const override { return name_; }
   int64_t vocab() const override { return kItems + 1; }
   int64_t labels() const override { return kItems + 1; }
   int64_t max_input() const override { return max_len_; }
@@ -341,6 +356,9 @@ class SessionsTask : public LabelTask {
     return cat("item ", label, " (genre ", (label - 1) / kPerGenre, ")");
   }
   std::string token_text(int64_t id) const override { return id == 0 ? "_" : std::to_string(id); }
+  std::string describe(const ModelSpec& spec) const override {
+    return cat("sessions, histories of up to ", spec.max_len, " items");
+  }
   std::vector<int64_t> popular_items() const override {
     std::vector<int64_t> count(kItems + 1, 0), order;
     for (const auto& h : histories_)
@@ -351,22 +369,25 @@ class SessionsTask : public LabelTask {
   }
 
  private:
-  std::string name_ = "sessions";
   int64_t max_len_;
   std::vector<std::vector<int64_t>> histories_;
 };
 
 }  // namespace
 
-bool is_label_task(const std::string& name) { return name == "brackets" || name == "digits" || name == "sessions"; }
+std::unique_ptr<Task> make_brackets_task(const TaskRow& row, const ModelSpec& spec, bool) {
+  check_range("max-len", spec.max_len, 1, kMaxInputLength);
+  return std::make_unique<BracketsTask>(row, spec.max_len);
+}
 
-std::unique_ptr<LabelTask> make_label_task(const std::string& name, int64_t max_len, const std::string& data,
-                                           bool read_data, int64_t image_side) {
-  check_range("max-len", max_len, 1, kMaxInputLength);
-  if (name == "brackets") return std::make_unique<BracketsTask>(max_len);
-  if (name == "digits") return std::make_unique<DigitsTask>(data, read_data, image_side);
-  if (name == "sessions") return std::make_unique<SessionsTask>(max_len);
-  throw Error(cat("unknown task '", printable(name), "'"));
+std::unique_ptr<Task> make_digits_task(const TaskRow& row, const ModelSpec& spec, bool read_data) {
+  check_range("max-len", spec.max_len, 1, kMaxInputLength);
+  return std::make_unique<DigitsTask>(row, spec.data, read_data, spec.image > 0 ? spec.image : 8);
+}
+
+std::unique_ptr<Task> make_sessions_task(const TaskRow& row, const ModelSpec& spec, bool) {
+  check_range("max-len", spec.max_len, 1, kMaxInputLength);
+  return std::make_unique<SessionsTask>(row, spec.max_len);
 }
 
 std::string default_digits_path() { return data_dir() + "/digits.csv"; }

@@ -10,7 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner.h"
+#include "model_spec.h"
+#include "study.h"
 
 namespace qkv::cli {
 

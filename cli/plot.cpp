@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "common.h"
 #include "heatmaps.h"
 #include "io/metadata.h"
 #include "io/output.h"

@@ -23,6 +23,7 @@
 #include "autograd/cpu.h"
 #include "bounds.h"
 #include "commands.h"
+#include "common.h"
 #include "distributed/dist.h"
 #include "io/metadata.h"
 #include "io/output.h"
@@ -56,14 +57,6 @@ void on_interrupt(int) {
   train::Trainer::request_stop();  // async-signal-safe: the ranks agree on it at the step's end
 }
 
-// The positions the loss of examples [first, first + count) averages over
-// (answer and EOS tokens, one label, or a history's next items).
-int64_t loss_tokens(const Runner& runner, const std::vector<Example>& examples, int64_t first, int64_t count) {
-  int64_t n = 0;
-  for (int64_t i = first; i < first + count; ++i) n += runner.loss_positions(examples[i]);
-  return n;
-}
-
 // The first free name among base.safetensors, base-2.safetensors, ...
 std::string fresh_name(const std::string& base) {
   for (int i = 1; i < 10000; ++i) {
@@ -86,7 +79,7 @@ bool check_gradients(Runner& runner, Generator& data, const char* when) {
   GradcheckOptions options;
   options.max_entries = 8;
   // The kind of batch the model trains on; `data` is copied, so its stream does not advance.
-  GradcheckResult r = gradcheck_leaves(copy.fixed_batch_loss(2, data), target, options);
+  GradcheckResult r = gradcheck_leaves(copy.task().fixed_batch_loss(copy, 2, data), target, options);
   int bad = 0;
   for (const auto& in : r.inputs) bad += !in.ok;
   std::printf("gradient check %s: %zu parameters (8 entries each), float64, worst rel error %.2e, %s\n", when,
@@ -314,77 +307,14 @@ std::unique_ptr<optim::Schedule> make_schedule(const Run& run) {
   return std::make_unique<optim::CosineLR>(run.lr, run.warmup, std::max(run.total, run.warmup), run.lr * 0.1);
 }
 
-// This rank's part of a step: the task's batch (the whole global batch is
-// drawn on every rank, so the data stream stays shared, and each takes its
-// slice, its loss weighted by its share of the answer tokens), or text windows.
-train::StepLoss step_loss(Runner& runner, const Run& run, Generator& data, const dist::Slice& mine) {
-  train::StepLoss part;
-  const int ranks = dist::world_size();
-  if (runner.task() || runner.label_task()) {
-    std::vector<Example> examples;
-    for (int64_t b = 0; b < run.batch; ++b) {
-      examples.push_back(runner.draw(data));
-      part.tokens += static_cast<int64_t>(examples.back().input.size() + examples.back().answer.size() + 2);
-    }
-    if (ranks > 1) {
-      part.share = static_cast<double>(loss_tokens(runner, examples, mine.first, mine.count)) /
-                   loss_tokens(runner, examples, 0, run.batch);
-      examples = std::vector<Example>(examples.begin() + mine.first, examples.begin() + mine.first + mine.count);
-    }
-    part.loss = runner.loss(examples);
-  } else {
-    part.loss = runner.text_loss("train", run.batch, data, mine.first, mine.count);
-    part.share = static_cast<double>(mine.count) / static_cast<double>(run.batch);
-    part.tokens = run.batch * runner.spec().context;
-  }
-  return part;
-}
-
-// The held-out metric: a label task's accuracy or HR@10 (on up to 1,000
-// held-out examples), exact match on 500 examples (tasks), or the loss over
-// 64 windows (text); the same examples at every evaluation.
-train::Evaluation evaluate(Runner& runner, const Run& run) {
-  train::Evaluation e;
-  Generator held_out(run.seed ^ 0x4e1d0e7ULL);
-  if (runner.label_task()) {
-    LabelMetrics m = runner.evaluate_labels(1000, held_out);
-    e.metric = m.metric();
-    char text[128];
-    if (m.ranks)
-      std::snprintf(text, sizeof text, "held-out HR@10 %.4f, NDCG@10 %.4f (most popular: HR@10 %.4f)", m.hit_rate,
-                    m.ndcg, m.popular_hit_rate);
-    else
-      std::snprintf(text, sizeof text, "held-out accuracy %.2f%% on %lld", 100 * m.accuracy,
-                    static_cast<long long>(m.examples));
-    e.text = text;
-    e.reached = run.target > 0 && e.metric >= run.target;  // 0: no target
-  } else if (runner.task()) {
-    e.metric = runner.accuracy(500, held_out);
-    char text[64];  // two decimals, as eval and the classifiers print (500 examples: steps of 0.2%)
-    std::snprintf(text, sizeof text, "held-out exact match %.2f%%", 100 * e.metric);
-    e.text = text;
-    e.reached = run.target > 0 && e.metric >= run.target;  // 0: no target
-  } else {
-    e.metric = runner.held_out_loss(64, held_out);
-    e.higher_is_better = false;
-    char text[64];
-    std::snprintf(text, sizeof text, "held-out loss %.3f (%.3f bits/byte)", e.metric, e.metric / std::log(2.0));
-    e.text = text;
-  }
-  return e;
-}
-
 void print_banner(const Runner& runner, const Run& run, const optim::Optimizer& opt, int64_t params) {
   const ModelSpec& s = runner.spec();
   const int ranks = dist::world_size();
   std::printf(
       "qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d thread%s%s\n",
-      s.model.c_str(),
-      s.task == "text" ? ("text " + (s.data.empty() ? std::string("(bundled)") : printable(s.data))).c_str()
-                       : s.task.c_str(),
-      static_cast<long long>(params), static_cast<long long>(s.width), static_cast<long long>(s.layers),
-      static_cast<long long>(s.heads), static_cast<long long>(s.context), opt.name().c_str(), get_num_threads(),
-      get_num_threads() == 1 ? "" : "s",
+      s.model.c_str(), runner.task().title(s).c_str(), static_cast<long long>(params), static_cast<long long>(s.width),
+      static_cast<long long>(s.layers), static_cast<long long>(s.heads), static_cast<long long>(s.context),
+      opt.name().c_str(), get_num_threads(), get_num_threads() == 1 ? "" : "s",
       ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", run.batch / ranks,
                       run.batch % ranks ? "-" + std::to_string(run.batch / ranks + 1) : "", " examples each")
                       .c_str()
@@ -480,8 +410,11 @@ int train(int argc, char** argv) {
   trainer.save_name = save;
   const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), log_path, save);
   trainer.set_saved_step(run.resuming ? opt->steps() : -1, run.resume);
-  trainer.loss = [&](int64_t) { return step_loss(runner, run, data, mine); };
-  trainer.evaluate = [&](int64_t) { return evaluate(runner, run); };
+  trainer.loss = [&](int64_t) { return runner.task().step_loss(runner, run.batch, data, mine); };
+  trainer.evaluate = [&](int64_t) {
+    Generator held_out(run.seed ^ 0x4e1d0e7ULL);  // the same examples at every evaluation
+    return runner.task().evaluate(runner, held_out, run.target);
+  };
   trainer.save = [&] {
     auto with_log = metadata;  // and what the log holds now, so --resume can tell it from another file
     if (std::string digest = trainer.log_digest(); !digest.empty()) with_log["qkv.log.digest"] = digest;
@@ -493,9 +426,10 @@ int train(int argc, char** argv) {
   // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
   const bool tty = lead && !dist::active() && isatty(fileno(stdout));
   trainer.on_step = [&](const train::Progress& p) {
-    // Tasks stop at their target, so their ETA is an upper bound.
-    std::string line =
-        train::progress_line(p, run.target > 0 && (runner.task() || (runner.label_task() && run.target < 1)));
+    // A run with a target may stop before its budget, so its ETA is an upper bound (but a label task's
+    // held-out score of 1, its default, is rarely reached).
+    const bool stops_early = run.target > 0 && (run.target < 1 || runner.task().family() == TaskFamily::Sequence);
+    std::string line = train::progress_line(p, stops_early);
     if (tty) std::printf("\r\033[K%s", line.c_str());
     if (p.evaluation) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line.c_str(), p.evaluation->text.c_str());
     std::fflush(stdout);
@@ -533,12 +467,8 @@ int train(int argc, char** argv) {
                 printable(save).c_str());
     // The run in brief: where its work is and how good it got.
     if (!std::isnan(out.best_metric))
-      std::printf("best held-out %s %.4f at step %lld (last %.4f)\n",
-                  runner.task()                        ? "exact match"
-                  : !runner.label_task()               ? "loss (nats/byte)"
-                  : runner.label_task()->ranks_items() ? "HR@10"
-                                                       : "accuracy",
-                  out.best_metric, static_cast<long long>(out.best_step), out.last_metric);
+      std::printf("best held-out %s %.4f at step %lld (last %.4f)\n", runner.task().metric_name(), out.best_metric,
+                  static_cast<long long>(out.best_step), out.last_metric);
     if (!log_path.empty())
       std::printf("log: %s (draw it: qkv plot %s)\n", printable(log_path).c_str(), printable(log_path).c_str());
   }

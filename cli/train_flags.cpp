@@ -10,8 +10,9 @@
 #include <vector>
 
 #include "bounds.h"
-#include "commands.h"
+#include "common.h"
 #include "io/metadata.h"
+#include "kinds.h"
 #include "train_flags.h"
 
 namespace qkv::cli {
@@ -25,42 +26,20 @@ template <class Names> std::string choices(const Names& names) {
   return text;
 }
 
-// Each task's defaults, where they differ from the sequence tasks'. The
-// bundled text is small (28 KB): fewer, smaller steps and dropout keep the
-// held-out loss falling instead of memorising the training part. The digits
-// are 1,438 training images: dropout, and every step until the budget (their
-// held-out split is the test set: no target stops on it by default).
-struct TaskDefaults {
-  int64_t batch = 64, eval_every = 250, steps = 4000, max_len = 8, layers = 2;
-  double lr = 0.001, dropout = 0, target = 0.99;
-};
-TaskDefaults defaults_for(const std::string& task) {
-  TaskDefaults d;
-  if (task == "text") d.batch = 32, d.eval_every = 100, d.steps = 800, d.lr = 0.003, d.dropout = 0.2;
-  // Two layers stalled near 95% on brackets; four, at 2e-3, passed 99% within 2,000 steps.
-  if (task == "brackets") d.max_len = 12, d.layers = 4, d.lr = 0.002, d.steps = 6000, d.target = 0.995;
-  if (task == "digits") d.batch = 128, d.eval_every = 500, d.steps = 4000, d.dropout = 0.1, d.target = 1.0;
-  if (task == "sessions")
-    d.max_len = 20, d.steps = 800, d.dropout = 0.1, d.target = 1.0;  // 1,000 users: longer overfits
-  return d;
-}
-
-const char* const kTasks[] = {"copy", "reverse", "sort", "add", "text", "brackets", "digits", "sessions"};
-
 // "default V; W for text, X for digits and sessions": the sequence tasks'
-// value, then each other value with its tasks, read from defaults_for itself
+// value, then each other value with its tasks, read from the task table itself
 // so that --help cannot drift from what a run uses.
 template <class V> std::string defaults_text(V TaskDefaults::*field) {
   const V base = TaskDefaults{}.*field;
   std::vector<std::pair<V, std::vector<std::string>>> others;
-  for (const char* task : kTasks) {
-    const V value = defaults_for(task).*field;
+  for (const TaskRow& task : task_table()) {
+    const V value = task.defaults.*field;
     if (value == base) continue;
     auto same = std::find_if(others.begin(), others.end(), [&](const auto& o) { return o.first == value; });
     if (same == others.end())
-      others.push_back({value, {task}});
+      others.push_back({value, {task.name}});
     else
-      same->second.push_back(task);
+      same->second.push_back(task.name);
   }
   std::string text = cat("default ", base);
   for (size_t i = 0; i < others.size(); ++i) {
@@ -71,6 +50,49 @@ template <class V> std::string defaults_text(V TaskDefaults::*field) {
   return text;
 }
 
+// --task: "copy | reverse | ... (default reverse)".
+std::string task_choices() {
+  std::vector<std::string> names;
+  for (const TaskRow& t : task_table()) names.push_back(t.name);
+  return choices(names) + " (default " + kDefaultTask + ")";
+}
+
+// --data: what each task that reads a file takes.
+std::string data_help() {
+  std::string text;
+  for (const TaskRow& t : task_table())
+    if (t.data_is) text += (text.empty() ? "" : ", ") + std::string(t.data_is);
+  return text + " (default: the bundled one)";
+}
+
+// --model: the kinds, and each task's default where it is not the default task's.
+std::string model_help() {
+  const std::string first = default_kind(task_row(kDefaultTask)).name();
+  std::string text = kind_names(" | ") + " (default: " + first;
+  bool any = false;
+  for (const TaskRow& t : task_table())
+    if (default_kind(t).name() != first)
+      text += (any ? ", " : "; ") + default_kind(t).name() + " for " + t.name, any = true;
+  return text + ")";
+}
+
+// --max-len: what it bounds, with the tasks it bounds it for: "input (copy, ...) or history (sessions)".
+std::string max_len_help() {
+  std::vector<std::pair<std::string, std::string>> meanings;  // what, its tasks
+  for (const TaskRow& t : task_table()) {
+    if (!t.max_len_is) continue;
+    auto same = std::find_if(meanings.begin(), meanings.end(), [&](const auto& m) { return m.first == t.max_len_is; });
+    if (same == meanings.end())
+      meanings.push_back({t.max_len_is, t.name});
+    else
+      same->second += std::string(", ") + t.name;
+  }
+  std::string text;
+  for (size_t i = 0; i < meanings.size(); ++i)
+    text += (i == 0 ? "" : " or ") + meanings[i].first + " (" + meanings[i].second + ")";
+  return text;
+}
+
 // A new run's model and task from the flags; flags the task does not use are mistakes.
 ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
   ModelSpec spec;
@@ -78,19 +100,22 @@ ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
     return args.count(name) ? args[name].as<std::string>() : std::string(fallback);
   };
   auto num = [&](const char* name, int64_t fallback) { return args.count(name) ? args[name].as<int64_t>() : fallback; };
-  spec.task = str("task", "reverse");
-  spec.model = args.count("model") ? args["model"].as<std::string>() : default_kind(spec.task);
-  const bool is_text = spec.task == "text";
-  const TaskDefaults defaults = defaults_for(spec.task);
-  // Flags that the chosen task does not use are mistakes, not no-ops.
-  QKV_CHECK(is_text || spec.task == "digits" || !args.count("data"), "--data is for --task text and digits");
-  QKV_CHECK(!args.count("max-len") || spec.task == "copy" || spec.task == "reverse" || spec.task == "sort" ||
-                spec.task == "brackets" || spec.task == "sessions",
-            "--max-len is for --task copy, reverse, sort, brackets or sessions");
-  QKV_CHECK(!args.count("digits") || spec.task == "add", "--digits is for --task add");
-  QKV_CHECK(!args.count("patch") || spec.model == "vit", "--patch is for --model vit");
-  QKV_CHECK(!args.count("pooling") || spec.model == "encoder", "--pooling is for --model encoder");
-  QKV_CHECK(!is_text || !args.count("target"), "--target is for the tasks with a held-out score, not text");
+  spec.task = str("task", kDefaultTask);
+  const TaskRow& task = task_row(spec.task);
+  spec.model = args.count("model") ? args["model"].as<std::string>() : default_kind(task).name();
+  const TaskDefaults defaults = task.defaults;
+  // Flags that the chosen task or model does not use are mistakes, not no-ops.
+  QKV_CHECK(task.data_is || !args.count("data"), "--data is for --task ",
+            task_names([](const TaskRow& t) { return t.data_is != nullptr; }, " and "));
+  QKV_CHECK(!args.count("max-len") || task.max_len_is, "--max-len is for --task ",
+            task_names([](const TaskRow& t) { return t.max_len_is != nullptr; }));
+  QKV_CHECK(!args.count("digits") || task.takes_digits, "--digits is for --task ",
+            task_names([](const TaskRow& t) { return t.takes_digits; }));
+  for (const KindRow& kind : kind_table())
+    QKV_CHECK(!kind.option || !args.count(kind.option) || spec.model == kind.name(), "--", kind.option,
+              " is for --model ", kind.name());
+  QKV_CHECK(task.has_target || !args.count("target"), "--target is for the tasks with a held-out score, not ",
+            task_names([](const TaskRow& t) { return !t.has_target; }));
   spec.data = str("data", "");  // "": the bundled text or digits
   QKV_CHECK(!args.count("data") || !spec.data.empty(), "--data needs a file name");
   spec.max_len = num("max-len", defaults.max_len);
@@ -140,11 +165,41 @@ void check_real_settings(const Run& run, const std::function<std::string(const c
             ": each step would scale the weights by 1 - lr x decay = ", 1 - run.lr * run.weight_decay,
             "; keep lr x decay at most 1");
   // A score is a fraction (-1 once stopped at the first evaluation, "reached" at 0%); 0 sets no target.
-  QKV_CHECK(run.spec.task == "text" || (run.target >= 0 && run.target <= 1), source("target"),
+  QKV_CHECK(!task_row(run.spec.task).has_target || (run.target >= 0 && run.target <= 1), source("target"),
             " must be in [0, 1], got ", run.target);
   // A weight far past the loss's own size only turns the loss into the entropy term (1e308 overflowed it).
   QKV_CHECK(run.entropy_weight >= -100 && run.entropy_weight <= 100, source("attn-entropy"),
             " must be in [-100, 100], got ", run.entropy_weight);
+}
+
+// A resumed run's checkpoint: its model and task (into run.spec) and its
+// training settings (into `saved`); only the run's own flags may be given.
+void read_resumed(const cxxopts::ParseResult& args, Run& run, std::map<std::string, std::string>& saved) {
+  static const std::set<std::string> may_change{"resume", "steps",   "save",        "force", "save-every", "eval-every",
+                                                "log",    "threads", "check-grads", "data",  "device"};
+  for (const auto& kv : args.arguments())
+    QKV_CHECK(may_change.count(kv.key()), "--", kv.key(),
+              " cannot change on --resume: the checkpoint holds the run's "
+              "settings (--resume takes --steps --save --force --save-every --eval-every --log --threads --device "
+              "--check-grads, "
+              "and --data for text and digits)");
+  const std::string& resume = run.resume;
+  run.resumed = io::load_safetensors(resume);
+  if (run.resumed.metadata.count("qkv.train")) saved = io::metadata_object(run.resumed.metadata, "qkv.train", resume);
+  ModelSpec& spec = run.spec;
+  spec = ModelSpec::from_metadata(run.resumed.metadata, resume);
+  spec.check_tensors(run.resumed, resume);  // before the model is built
+  // A text run resumes on the text named here, or on the bundled text if it
+  // trained on that: qkv never opens a path read from a checkpoint.
+  if (task_row(spec.task).data_is) {
+    QKV_CHECK(args.count("data") || spec.data.empty(), printable(resume), " trained on '", printable(spec.data),
+              "': give its data again with --data FILE");
+    if (args.count("data")) spec.data = args["data"].as<std::string>();
+  } else {
+    QKV_CHECK(!args.count("data"), "--data is for ",
+              task_names([](const TaskRow& t) { return t.data_is != nullptr; }, " and "), " models; ",
+              printable(resume), " is a ", spec.task, " model");
+  }
 }
 
 }  // namespace
@@ -154,26 +209,24 @@ cxxopts::Options train_options() {
                            "Train a model on a task and save a checkpoint.\n"
                            "The progress line's loss is an exponential moving average over about 20 steps "
                            "(the --log file has each step's own loss).");
-  options.add_options("model and task (fixed by the checkpoint on --resume)")(
-      "task", choices(kTasks) + " (default reverse)", cxxopts::value<std::string>(), "NAME")(
-      "data", "the text for --task text, the image CSV for digits (default: the bundled one)",
-      cxxopts::value<std::string>(),
-      "FILE")("model",
-              choices(nn::model_kind_names()) +
-                  " (default: gpt; encoder for brackets, vit for digits, recommender for sessions)",
-              cxxopts::value<std::string>(),
-              "KIND")("max-len",
-                      cat("longest input (copy, reverse, sort, brackets) or history (sessions), in ",
-                          range(1, kMaxInputLength), " (", defaults_text(&TaskDefaults::max_len), ")"),
-                      cxxopts::value<int64_t>(), "N")(
-      "patch", "vit: the side of a square patch, dividing the image's (default 2)", cxxopts::value<int64_t>(), "P")(
-      "pooling", "encoder: cls (a learned [CLS] token) | mean (over the unpadded tokens) (default cls)",
-      cxxopts::value<std::string>(),
-      "HOW")("digits", cat("operand digits for add, in ", range(1, kMaxDigits), " (default 3)"),
-             cxxopts::value<int64_t>(), "N")("layers",
-                                             cat("transformer layers, per side for seq2seq, in ", range(1, kMaxLayers),
-                                                 " (", defaults_text(&TaskDefaults::layers), ")"),
-                                             cxxopts::value<int64_t>(), "N")(
+  options.add_options("model and task (fixed by the checkpoint on --resume)")("task", task_choices(),
+                                                                              cxxopts::value<std::string>(), "NAME")(
+      "data", data_help(), cxxopts::value<std::string>(), "FILE")("model", model_help(), cxxopts::value<std::string>(),
+                                                                  "KIND")(
+      "max-len",
+      cat("longest ", max_len_help(), ", in ", range(1, kMaxInputLength), " (", defaults_text(&TaskDefaults::max_len),
+          ")"),
+      cxxopts::value<int64_t>(),
+      "N")("patch", "vit: the side of a square patch, dividing the image's (default 2)", cxxopts::value<int64_t>(),
+           "P")("pooling", "encoder: cls (a learned [CLS] token) | mean (over the unpadded tokens) (default cls)",
+                cxxopts::value<std::string>(), "HOW")(
+      "digits",
+      cat("operand digits for ", task_names([](const TaskRow& t) { return t.takes_digits; }), ", in ",
+          range(1, kMaxDigits), " (default 3)"),
+      cxxopts::value<int64_t>(), "N")("layers",
+                                      cat("transformer layers, per side for seq2seq, in ", range(1, kMaxLayers), " (",
+                                          defaults_text(&TaskDefaults::layers), ")"),
+                                      cxxopts::value<int64_t>(), "N")(
       "heads", "attention heads, dividing --dim (default 4)", cxxopts::value<int64_t>(), "N")(
       "dim", cat("model width, in ", range(1, kMaxWidth), " (default 64)"), cxxopts::value<int64_t>(), "N")(
       "attention", "full | window:W (a token sees the W before it) | linear (default full)",
@@ -233,39 +286,14 @@ Run resolve(const cxxopts::ParseResult& args) {
   const std::string& resume = run.resume;
   QKV_CHECK(!resuming || !resume.empty(), "--resume needs a checkpoint file");
 
-  io::TensorFile& resumed = run.resumed;
   std::map<std::string, std::string> saved;  // the checkpoint's training settings
-  if (resuming) {
-    static const std::set<std::string> may_change{"resume",      "steps",      "save",  "force",
-                                                  "save-every",  "eval-every", "log",   "threads",
-                                                  "check-grads", "data",       "device"};
-    for (const auto& kv : args.arguments())
-      QKV_CHECK(may_change.count(kv.key()), "--", kv.key(),
-                " cannot change on --resume: the checkpoint holds the run's "
-                "settings (--resume takes --steps --save --force --save-every --eval-every --log --threads --device "
-                "--check-grads, "
-                "and --data for text and digits)");
-    resumed = io::load_safetensors(resume);
-    if (resumed.metadata.count("qkv.train")) saved = io::metadata_object(resumed.metadata, "qkv.train", resume);
-  }
-  ModelSpec& spec = run.spec;
-  if (resuming) {
-    spec = ModelSpec::from_metadata(resumed.metadata, resume);
-    spec.check_tensors(resumed, resume);  // before the model is built
-    // A text run resumes on the text named here, or on the bundled text if it
-    // trained on that: qkv never opens a path read from a checkpoint.
-    if (spec.task == "text" || spec.task == "digits") {
-      QKV_CHECK(args.count("data") || spec.data.empty(), printable(resume), " trained on '", printable(spec.data),
-                "': give its data again with --data FILE");
-      if (args.count("data")) spec.data = args["data"].as<std::string>();
-    } else {
-      QKV_CHECK(!args.count("data"), "--data is for text and digits models; ", printable(resume), " is a ", spec.task,
-                " model");
-    }
-  } else {
-    spec = spec_from_flags(args);
-  }
-  const TaskDefaults defaults = defaults_for(spec.task);
+  if (resuming)
+    read_resumed(args, run, saved);
+  else
+    run.spec = spec_from_flags(args);
+  const ModelSpec& spec = run.spec;
+  const TaskRow& task = task_row(spec.task);
+  const TaskDefaults defaults = task.defaults;
 
   // Training settings: the flag, else the checkpoint's, else the default.
   std::map<std::string, std::string>& settings = run.settings;
@@ -312,7 +340,7 @@ Run resolve(const cxxopts::ParseResult& args) {
   run.weight_decay = real_setting("weight-decay", 0.01);
   const double clip = run.clip = real_setting("clip", 1.0);
   // Text has no held-out score to reach: its checkpoint records no target (info showed one train refuses).
-  run.target = spec.task == "text" ? 0 : real_setting("target", defaults.target);
+  run.target = task.has_target ? real_setting("target", defaults.target) : 0;
   if (!args.count("target") && (run.target < 0 || run.target > 1))  // recorded before targets were bounded:
     run.target = 0, settings["target"] = "0";                       // 2 meant "never stop", as 0 does now
   const double entropy_weight = run.entropy_weight = real_setting("attn-entropy", 0);

@@ -60,17 +60,6 @@ ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fie
   return s;
 }
 
-void ModelShape::check_flags() const {
-  auto in = [](const char* flag, int64_t v, int64_t low, int64_t high) {
-    QKV_CHECK(v >= low && v <= high, "--", flag, " must be in [", low, ", ", high, "], got ", v);
-  };
-  in("layers", layers, 1, kMaxLayers);
-  in("dim", width, 1, kMaxWidth);
-  in("heads", heads, 1, width);
-  QKV_CHECK(width % heads == 0, "--heads ", heads, " does not divide --dim ", width);
-  if (context != 0) in("context", context, 1, kMaxContext);
-}
-
 GPTConfig gpt_config(const ModelShape& s) {
   GPTConfig c;
   c.vocab = s.vocab, c.context = s.context, c.width = s.width, c.heads = s.heads, c.layers = s.layers;
@@ -145,6 +134,7 @@ void check_recommender(const ModelShape& s, const std::string& where) {
 }
 
 // A deque: registering a kind never moves the ones model_kind() handed out.
+// The built-in kinds come first, in the order of their accessors below.
 std::deque<ModelKind>& kinds() {
   static std::deque<ModelKind> all{
       {"gpt", "decoder-only transformer (causal self-attention, tied head)",
@@ -218,5 +208,11 @@ void register_model_kind(ModelKind kind) {
   for (const ModelKind& k : kinds()) QKV_CHECK(k.name != kind.name, "register_model_kind: '", kind.name, "' exists");
   kinds().push_back(std::move(kind));
 }
+
+const ModelKind& gpt_kind() { return kinds()[0]; }
+const ModelKind& seq2seq_kind() { return kinds()[1]; }
+const ModelKind& encoder_kind() { return kinds()[2]; }
+const ModelKind& vit_kind() { return kinds()[3]; }
+const ModelKind& recommender_kind() { return kinds()[4]; }
 
 }  // namespace qkv::nn

@@ -1,9 +1,9 @@
 // The kinds of model qkv builds from a description (a checkpoint's
 // qkv.model and qkv.config, or a program's flags), each with its typed
 // config's fields, bounds, parameter-count formula and builder. Adding a
-// model kind means one entry here (model_kinds.cpp) and the program's table
-// of what it does with it; --model, info, eval, sample and the checks on a
-// hostile file all ask this registry.
+// model kind means one entry here (model_kinds.cpp) and a row in the
+// program's table of what it does with it (cli/kinds.cpp), which points at
+// the entry; loading a file and the checks on a hostile one ask this registry.
 #pragma once
 
 #include <cstdint>
@@ -41,9 +41,6 @@ struct ModelShape {
   /// (the file) and the field. Files from before the attention field mean
   /// full; the classifier and image fields are written only by kinds that use them.
   static ModelShape from_fields(const std::map<std::string, std::string>& fields, const std::string& where);
-  /// The bounds above, for sizes given as flags: errors name the flag
-  /// (--layers, --dim, --heads, --context). Context 0 means "not chosen yet".
-  void check_flags() const;
 };
 
 struct ModelKind {
@@ -65,6 +62,13 @@ const ModelKind& model_kind(const std::string& name);
 std::vector<std::string> model_kind_names();
 /// Adds a kind (a program's own model registers itself this way).
 void register_model_kind(ModelKind kind);
+
+/// The built-in kinds' entries (a program's table of kinds points at these).
+const ModelKind& gpt_kind();
+const ModelKind& seq2seq_kind();
+const ModelKind& encoder_kind();
+const ModelKind& vit_kind();
+const ModelKind& recommender_kind();
 
 /// The typed configs of the built-in kinds.
 GPTConfig gpt_config(const ModelShape& shape);

@@ -44,6 +44,7 @@ expect_error "zero batch" train --batch 0
 expect_error "negative steps" train --steps -5
 expect_error "negative width" train --dim -8
 expect_error "zero layers" train --layers 0
+expect_error "too many layers" train --layers 129
 expect_error "zero heads" train --heads 0
 expect_error "heads not dividing dim" train --heads 3 --dim 64
 expect_error "context too short" train --context 4

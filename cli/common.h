@@ -1,0 +1,61 @@
+// What the program's commands share: flag parsing, loading a checkpoint's
+// model, the options every command takes the same way, and progress lines.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <cxxopts.hpp>
+
+#include "runner.h"
+
+namespace qkv::cli {
+
+/// Parses argv (adding --help); prints the help and returns false when it was asked for.
+bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args);
+/// The value of a string flag that must be given.
+std::string required(const cxxopts::ParseResult& args, const char* name);
+/// --data for a command that reads a digits prompt: a held-out image's number picks from this CSV (a model
+/// trained on a CSV of its own records only its path, which qkv never opens on a file's say-so). Refused
+/// for any other model.
+inline constexpr const char* kDigitsDataHelp =
+    "digits: the CSV a held-out image's number picks from (a model trained on its own --data)";
+void use_digits_data(Runner& runner, const cxxopts::ParseResult& args, const std::string& path);
+/// --data for a command that evaluates a model on its data (eval, gradcheck): a text or digits checkpoint
+/// reads the file --data names, or the bundled one if it trained on that: never a path taken from the
+/// checkpoint. Other models take no --data.
+void use_data_flag(Runner& runner, const cxxopts::ParseResult& args, const std::string& path);
+/// --attention's value parsed; its error names the flag.
+nn::AttentionKind attention_flag(const std::string& text);
+/// A checkpoint's model with its parameters loaded, in eval mode (optimizer
+/// state ignored); `metadata`, when given, receives the file's metadata.
+std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+/// The loss of one input: for a text model the next-byte cross-entropy of
+/// `text` (2 bytes or more), for a task model the cross-entropy of the
+/// correct answer to the input `text`. `what` receives a description.
+Tensor input_loss(Runner& runner, const std::string& text, std::string* what = nullptr);
+
+/// On a terminal, `line` on stderr in place of the previous one: a long
+/// command's progress (bench's steps, eval's examples); "" erases it.
+/// Nothing when stderr is a file or a pipe, or on ranks past the first.
+void progress_line(const std::string& line);
+
+/// The run's log by the name train recorded in a checkpoint's metadata
+/// (qkv.log), validated before anything follows it: a name with no folder in
+/// it, of a regular file beside the checkpoint, not a link. Returns its path,
+/// or "" with `why` saying why not.
+std::string log_beside(const std::string& checkpoint, const std::map<std::string, std::string>& metadata,
+                       std::string& why);
+
+/// --threads: n > 0 threads, or 0 for as many as there are idle cores now
+/// (all of them on a quiet machine; fewer beside a busy process).
+void set_threads_option(int n);
+
+/// --device: the CPU, or a CUDA device this build and machine have; any
+/// other is a one-line error that says what is missing (CUDA in this build,
+/// a GPU, that GPU).
+Device set_device_option(const std::string& name);
+inline constexpr const char* kDeviceHelp = "cpu, cuda or cuda:N (CUDA builds; see the README's \"Devices\")";
+
+}  // namespace qkv::cli

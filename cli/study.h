@@ -1,0 +1,47 @@
+// A prompt's attention maps, to draw them (qkv attention) or to study them
+// with their gradients (qkv explore): each map's weights per head, labelled
+// as the model reads its tokens.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runner.h"
+
+namespace qkv::cli {
+
+/// One layer's attention weights for one input, ready to draw.
+struct AttentionMap {
+  std::string name;                     // "layer 0", "decoder layer 1, cross-attention", ...
+  std::string file;                     // a file-name stem: "layer0", "decoder1_cross"
+  Tensor weights;                       // [heads, rows, cols]
+  std::vector<std::string> rows, cols;  // token labels: queries down, keys across
+  int64_t split = -1;                   // > 0: where the answer starts (on both axes)
+  bool cls_first = false;               // row and column 0 are a classifier's [CLS] token
+  bool causal = false;                  // a query sees no later key (masked cells: those past the diagonal)
+  std::vector<double> image;            // a ViT's input image in [0, 1], row-major, under the [CLS] row's grid
+  int64_t image_side = 0, patch = 0;    // its side and the patch side (columns 1.. are its patches, row-major)
+};
+
+/// A prompt's loss with the attention maps of the forward that computed it:
+/// each map's weights [1, heads, rows, cols] keep their graph and retain
+/// their gradient, so after loss.backward() weights.grad() is dL/dP.
+struct Study {
+  Tensor loss;
+  std::string what;  // what the loss measures
+  std::vector<AttentionMap> maps;
+};
+
+/// Every attention map of the model on a prompt (for a task model: the
+/// prompt and the model's own answer). A GPT gives one per layer; a
+/// Seq2Seq the encoder's self-attention, the decoder's self-attention and
+/// its cross-attention to the source, per layer.
+std::vector<AttentionMap> attention_maps(Runner& runner, const std::string& prompt);
+
+/// The prompt's loss (Task::prompt_example) and every attention map of its
+/// forward, ready for loss.backward() (asking for the weights takes the
+/// composed attention path).
+Study study(Runner& runner, const std::string& prompt);
+
+}  // namespace qkv::cli
