@@ -105,12 +105,14 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& f,
       double numeric = (plus - minus) / (2 * options.eps);
       double a = analytic.defined() ? analytic.data<double>()[i] : 0.0;
       double err = std::abs(a - numeric);
-      bool ok = err <= options.atol + options.rtol * std::abs(numeric);  // false for NaN
+      const double tolerance = options.atol + options.rtol * std::abs(numeric);
+      bool ok = err <= tolerance;  // false for NaN
       report.ok = report.ok && ok;
+      report.max_tolerance_share = std::max(report.max_tolerance_share, err / tolerance);
       report.max_abs_error = std::max(report.max_abs_error, err);
       double scale = std::max(std::abs(a), std::abs(numeric));
       if (scale > 1e-8) report.max_rel_error = std::max(report.max_rel_error, err / scale), ++report.relative_entries;
-      if (std::isnan(err)) report.max_abs_error = report.max_rel_error = err;
+      if (std::isnan(err)) report.max_abs_error = report.max_rel_error = report.max_tolerance_share = err;
       if (options.progress) options.progress(++done, total);
     }
     result.ok = result.ok && report.ok;

@@ -36,6 +36,8 @@ struct InputReport {
   double max_abs_error = 0;      // max |analytic - numeric|
   double max_rel_error = 0;      // max |analytic - numeric| / max(|analytic|, |numeric|), over entries above 1e-8
   int64_t relative_entries = 0;  // the entries above 1e-8: with none, max_rel_error measured nothing ("n/a")
+  /// max |analytic - numeric| / (atol + rtol·|numeric|): the entry nearest its tolerance; ok means at most 1.
+  double max_tolerance_share = 0;
   /// max_rel_error as "1.234e-05", or "n/a" where relative_entries is 0 (not 0: a perfect score).
   std::string relative_text() const;
   bool ok = true;

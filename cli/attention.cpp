@@ -17,8 +17,8 @@ int attention(int argc, char** argv) {
   cxxopts::Options options("qkv attention",
                            "Draw every layer's and head's attention for a prompt: index.html (the attention views of "
                            "qkv explore, alone) and one SVG per map and head.");
-  options.custom_help("--checkpoint FILE --prompt TEXT --out FOLDER [OPTION...]");
-  options.add_options()("checkpoint", "(required) checkpoint file (any kind but linear attention)",
+  options.custom_help("CHECKPOINT --prompt TEXT --out FOLDER [OPTION...]");
+  options.add_options()("checkpoint", "(required; or give it first) checkpoint file (any kind but linear attention)",
                         cxxopts::value<std::string>(),
                         "FILE")("prompt", "(required) the prompt (a task input is shown with the model's answer)",
                                 cxxopts::value<std::string>(), "TEXT")(

@@ -39,8 +39,21 @@ void progress_line(const std::string& line) {
 }
 
 // Parses argv; prints help and returns false when --help was asked.
+namespace {
+// Whether a command takes --checkpoint.
+bool takes_checkpoint(const cxxopts::Options& options) {
+  for (const std::string& group : options.groups())
+    for (const auto& option : options.group_help(group).options)
+      if (option.l.front() == "checkpoint") return true;
+  return false;
+}
+}  // namespace
+
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args) {
   options.add_options()("h,help", "show this help");
+  // Every command that reads a checkpoint takes it first, as a plain argument too: qkv eval x.safetensors.
+  const bool checkpoint = takes_checkpoint(options);
+  if (checkpoint) options.parse_positional({"checkpoint"});
   args = options.parse(argc, argv);
   if (args.count("help")) {
     std::puts(options.help().c_str());
@@ -48,7 +61,25 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
   }
   QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]),
             "' (flags start with --)");
+  QKV_CHECK(!checkpoint || args.count("checkpoint") <= 1,
+            "one checkpoint at a time: give it as the first argument or as --checkpoint FILE, not both");
   return true;
+}
+
+std::string fresh_stem(const std::string& base, const std::vector<std::string>& endings, const char* flag) {
+  for (int i = 1; i < 10000; ++i) {
+    std::string stem = i == 1 ? base : cat(base, "-", i);
+    std::error_code ec;
+    if (std::none_of(endings.begin(), endings.end(), [&](const std::string& ending) {
+          return std::filesystem::exists(std::filesystem::symlink_status(stem + ending, ec));
+        }))
+      return stem;
+  }
+  throw Error(cat("no free name ", base, "-N", endings.front(), ": give one with ", flag, " FILE"));
+}
+
+std::string fresh_name(const std::string& base, const std::string& ending, const char* flag) {
+  return fresh_stem(base, {ending}, flag) + ending;
 }
 
 std::string log_beside(const std::string& checkpoint, const std::map<std::string, std::string>& metadata,
@@ -86,6 +117,8 @@ nn::AttentionKind attention_flag(const std::string& text) {
 }
 
 std::string required(const cxxopts::ParseResult& args, const char* name) {
+  QKV_CHECK(args.count(name) || std::string(name) != "checkpoint",
+            "give the checkpoint file, as the first argument or as --checkpoint FILE");
   QKV_CHECK(args.count(name), "--", name, " is required");
   QKV_CHECK(!args[name].as<std::string>().empty(), "--", name, " is empty");
   return args[name].as<std::string>();

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <cxxopts.hpp>
 
@@ -40,6 +41,12 @@ Tensor input_loss(Runner& runner, const std::string& text, std::string* what = n
 /// command's progress (bench's steps, eval's examples); "" erases it.
 /// Nothing when stderr is a file or a pipe, or on ranks past the first.
 void progress_line(const std::string& line);
+
+/// The first free name among base + ending, base-2 + ending, ... (a new
+/// run's checkpoint, a new page); `flag` names the option that picks one.
+std::string fresh_name(const std::string& base, const std::string& ending, const char* flag);
+/// The first of base, base-2, ... with which every one of `endings` names no file yet.
+std::string fresh_stem(const std::string& base, const std::vector<std::string>& endings, const char* flag);
 
 /// The run's log by the name train recorded in a checkpoint's metadata
 /// (qkv.log), validated before anything follows it: a name with no folder in

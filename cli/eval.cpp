@@ -15,8 +15,9 @@ int eval(int argc, char** argv) {
                            "Exact-match accuracy on fresh held-out examples, held-out text loss, a classifier's "
                            "accuracy and confusion matrix, or a recommender's HR@10 and NDCG@10 against the most "
                            "popular items.");
-  options.custom_help("--checkpoint FILE [OPTION...]");
-  options.add_options()("checkpoint", "(required) checkpoint file", cxxopts::value<std::string>(), "FILE")(
+  options.custom_help("CHECKPOINT [OPTION...]");
+  options.add_options()("checkpoint", "(required; or give it first) checkpoint file", cxxopts::value<std::string>(),
+                        "FILE")(
       "examples",
       cat("held-out examples (tasks; digits and sessions use at most their fixed split) or windows (text), in ",
           range(1, kMaxExamples)),

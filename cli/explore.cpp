@@ -213,12 +213,13 @@ int explore(int argc, char** argv) {
                            "One offline HTML page to study a trained model on one prompt: its attention per layer "
                            "and head (head, model and matrix views) with dL/dP and each head's importance, the "
                            "autograd graph of the same forward and backward, and the training curves of its run.");
-  options.custom_help("--checkpoint FILE --prompt TEXT [OPTION...]");
-  options.add_options()("checkpoint", "(required) the trained model (any kind but linear attention)",
+  options.custom_help("CHECKPOINT --prompt TEXT [OPTION...]");
+  options.add_options()("checkpoint", "(required; or give it first) the trained model (any kind but linear attention)",
                         cxxopts::value<std::string>(), "FILE")(
       "prompt", "(required) the input: a task's question (its correct answer is scored), a labelled example, or text",
-      cxxopts::value<std::string>(), "TEXT")("out", "the HTML file (default: the checkpoint's name with .html)",
-                                             cxxopts::value<std::string>(), "FILE")(
+      cxxopts::value<std::string>(),
+      "TEXT")("out", "the HTML file (default: the checkpoint's name with .html, or -2.html, -3.html, ... if taken)",
+              cxxopts::value<std::string>(), "FILE")(
       "log", "a training log to draw (repeat to compare runs; default: the log the checkpoint's run wrote, if any)",
       cxxopts::value<std::vector<std::string>>(),
       "FILE")("force", "replace an existing --out")("data", kDigitsDataHelp, cxxopts::value<std::string>(), "FILE")(
@@ -230,7 +231,8 @@ int explore(int argc, char** argv) {
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
   std::string stem =
       path.size() > 12 && path.substr(path.size() - 12) == ".safetensors" ? path.substr(0, path.size() - 12) : path;
-  std::string out = args.count("out") ? args["out"].as<std::string>() : stem + ".html";
+  // A second page of one checkpoint (another prompt) gets a name of its own, as a second run's checkpoint does.
+  std::string out = args.count("out") ? args["out"].as<std::string>() : fresh_name(stem, ".html", "--out");
   std::vector<std::string> logs;
   if (args.count("log")) logs = args["log"].as<std::vector<std::string>>();
   std::vector<std::string> inputs = logs;

@@ -26,16 +26,16 @@ int grads(int argc, char** argv) {
   cxxopts::Options options("qkv grads",
                            "Loss and every parameter's gradient on one input: a table of norms (per head for "
                            "attention) and a safetensors file to compare with another framework.");
-  options.custom_help("--checkpoint FILE --text TEXT --out FILE [OPTION...]");
-  options.add_options()("checkpoint", "(required) checkpoint file (any model kind)", cxxopts::value<std::string>(),
-                        "FILE")(
-      "text", "(required) text models: the text (up to context + 1 bytes); task models: an input, answered correctly",
+  options.custom_help("CHECKPOINT --prompt TEXT --out FILE [OPTION...]");
+  options.add_options()("checkpoint", "(required; or give it first) checkpoint file (any model kind)",
+                        cxxopts::value<std::string>(), "FILE")(
+      "prompt", "(required) text models: the text (up to context + 1 bytes); task models: an input, answered correctly",
       cxxopts::value<std::string>(),
       "TEXT")("out", "(required) output safetensors file (loss and grad.<name>)", cxxopts::value<std::string>(),
               "FILE")("force", "replace an existing --out");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
-  std::string path = required(args, "checkpoint"), text = required(args, "text"), out = required(args, "out");
+  std::string path = required(args, "checkpoint"), text = required(args, "prompt"), out = required(args, "out");
   io::check_output_file(out, "--out", args.count("force") > 0, {path});
   auto runner = load_runner(path);
   const ModelSpec& spec = runner->spec();
@@ -45,7 +45,7 @@ int grads(int argc, char** argv) {
   try {
     loss = input_loss(*runner, text, &what);
   } catch (const Error& e) {
-    throw Error(cat("--text: ", e.what()));  // the input's errors say "prompt" or "input", not which flag
+    throw Error(cat("--prompt: ", e.what()));  // the input's errors say "prompt" or "input", not which flag
   }
   loss.backward();
   io::NamedTensors tensors{{"loss", loss.detach()}};

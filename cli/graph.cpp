@@ -75,9 +75,9 @@ int graph(int argc, char** argv) {
                            "output shape and gradient norm), parameters by name, one box per module.");
   options.add_options("model")("model", "a small fresh model: mha | gpt | seq2seq | encoder | vit | recommender",
                                cxxopts::value<std::string>()->default_value("mha"), "KIND")(
-      "checkpoint", "draw this trained model instead (with --prompt)", cxxopts::value<std::string>(), "FILE")(
-      "prompt", "with --checkpoint: the input (a task's question, answered correctly; or text)",
-      cxxopts::value<std::string>(), "TEXT");
+      "checkpoint", "draw this trained model instead, with --prompt (or give it first)", cxxopts::value<std::string>(),
+      "FILE")("prompt", "with --checkpoint: the input (a task's question, answered correctly; or text)",
+              cxxopts::value<std::string>(), "TEXT");
   options.add_options("drawing")("focus",
                                  "draw one module in full: 'attention' (the first attention layer) or a module path "
                                  "such as blocks.1.attn (default: everything)",

@@ -142,6 +142,16 @@ Example LabelTask::prompt_example(const std::string& text, std::string* what) co
   return e;
 }
 
+std::string LabelTask::example_prompt(Generator& gen) const {
+  const std::vector<int64_t> input = held_out(1, gen).at(0).input;
+  // A history's last few items are enough to ask what comes next.
+  const size_t first = ranks_items() && input.size() > 5 ? input.size() - 5 : 0;
+  std::string text;
+  for (size_t i = first; i < input.size(); ++i)
+    text += (text.empty() || !ranks_items() ? "" : " ") + token_text(input[i]);
+  return text;
+}
+
 std::vector<std::pair<int64_t, double>> LabelTask::top_labels(Runner& runner, const Example& e, int64_t k) const {
   NoGradGuard no_grad;
   runner.module().eval();

@@ -186,6 +186,7 @@ class DigitsTask : public LabelTask {
   }
   std::string label_text(int64_t label) const override { return std::to_string(label); }
   std::string token_text(int64_t id) const override { return std::to_string(id); }
+  std::string example_prompt(Generator&) const override { return "0"; }  // held-out image 0
   std::string describe(const ModelSpec& spec) const override {
     return cat("digits, ", spec.image, " x ", spec.image, " images in ", spec.patch, " x ", spec.patch, " patches, ",
                spec.classes, " classes, trained on ",

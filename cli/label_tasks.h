@@ -53,6 +53,8 @@ class LabelTask : public ExampleTask {
                   const Progress& progress) const override;
   Example prompt_example(const std::string& text, std::string* what) const override;
   std::vector<int64_t> prompt_tokens(const std::string& text) const override { return parse_prompt(text).input; }
+  /// A held-out input's tokens, as a prompt writes them (items separated by spaces).
+  std::string example_prompt(Generator& gen) const override;
   void print_sample(Runner& runner, const std::string& prompt, const SampleOptions& options) const override;
 
   /// The model on up to `count` held-out examples.

@@ -13,8 +13,9 @@ int sample(int argc, char** argv) {
   cxxopts::Options options("qkv sample",
                            "Answer a prompt (tasks), continue it (text), classify it (brackets, digits) or "
                            "recommend the next items (sessions).");
-  options.custom_help("--checkpoint FILE --prompt TEXT [OPTION...]");
-  options.add_options()("checkpoint", "(required) checkpoint file", cxxopts::value<std::string>(), "FILE")(
+  options.custom_help("CHECKPOINT --prompt TEXT [OPTION...]");
+  options.add_options()("checkpoint", "(required; or give it first) checkpoint file", cxxopts::value<std::string>(),
+                        "FILE")(
       "prompt",
       "(required) input, e.g. 123456 for reverse, 123+45 for add, any text for text, ([]) for brackets, a held-out "
       "image's "

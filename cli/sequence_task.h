@@ -38,6 +38,7 @@ class SequenceTask : public ExampleTask {
                   const Progress& progress) const override;
   Example prompt_example(const std::string& text, std::string* what) const override;
   std::vector<int64_t> prompt_tokens(const std::string& text) const override { return encode(text); }
+  std::string example_prompt(Generator& gen) const override { return input_text(sample(gen).input); }
   void print_sample(Runner& runner, const std::string& prompt, const SampleOptions& options) const override;
   std::string describe(const ModelSpec& spec) const override;
 

@@ -143,6 +143,9 @@ class Task {
   virtual Tensor example_loss(Runner& runner, const Example& e) const;
   /// `qkv sample`: the model's answer to a prompt, printed.
   virtual void print_sample(Runner& runner, const std::string& prompt, const SampleOptions& options) const = 0;
+  /// A held-out example as a prompt a user can type (a task input, a few
+  /// words of held-out text, a held-out image's number, a history).
+  virtual std::string example_prompt(Generator& gen) const = 0;
   /// A token as maps and answers show it.
   virtual std::string token_text(int64_t id) const = 0;
 

@@ -127,6 +127,18 @@ std::vector<int64_t> TextTask::prompt_tokens(const std::string& text) const {
   return ids;
 }
 
+// A few words of the held-out text from a random word's start, its line breaks and other control bytes as spaces.
+std::string TextTask::example_prompt(Generator& gen) const {
+  const std::string& text = split(false);
+  size_t at = static_cast<size_t>(gen.below(text.size()));
+  while (at > 0 && text[at - 1] != ' ' && text[at - 1] != '\n') --at;
+  std::string words = text.substr(at, 24);
+  for (char& c : words)
+    if (static_cast<unsigned char>(c) < 32) c = ' ';
+  while (!words.empty() && words.back() == ' ') words.pop_back();
+  return words.size() >= 2 ? words : text.substr(0, 24);
+}
+
 Tensor TextTask::example_loss(Runner& runner, const Example& e) const {
   const int64_t T = static_cast<int64_t>(e.input.size());
   return nn::cross_entropy(runner.driver_as<TextDriver>().text_logits(Tensor::from_vector(e.input, {1, T}), nullptr),

@@ -30,6 +30,7 @@ class TextTask : public Task {
   Example prompt_example(const std::string& text, std::string* what) const override;
   std::vector<int64_t> prompt_tokens(const std::string& text) const override;
   Tensor example_loss(Runner& runner, const Example& e) const override;
+  std::string example_prompt(Generator& gen) const override;
   void print_sample(Runner& runner, const std::string& prompt, const SampleOptions& options) const override;
   std::string token_text(int64_t id) const override { return std::string(1, static_cast<char>(id)); }
   std::string title(const ModelSpec& spec) const override;

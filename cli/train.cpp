@@ -31,6 +31,7 @@
 #include "runner.h"
 #include "train/trainer.h"
 #include "train_flags.h"
+#include "train_outputs.h"
 
 namespace qkv::cli {
 
@@ -55,16 +56,6 @@ void on_interrupt(int) {
   if (!interrupted) first_signal_s = static_cast<std::sig_atomic_t>(now.tv_sec);
   interrupted = 1;
   train::Trainer::request_stop();  // async-signal-safe: the ranks agree on it at the step's end
-}
-
-// The first free name among base.safetensors, base-2.safetensors, ...
-std::string fresh_name(const std::string& base) {
-  for (int i = 1; i < 10000; ++i) {
-    std::string name = i == 1 ? base + ".safetensors" : cat(base, "-", i, ".safetensors");
-    std::error_code ec;
-    if (!std::filesystem::exists(std::filesystem::symlink_status(name, ec))) return name;
-  }
-  throw Error(cat("no free name ", base, "-N.safetensors: give one with --save FILE"));
 }
 
 // A float64 copy of the model checked on a small batch, dropout replayed.
@@ -116,180 +107,6 @@ void check_training_fits(const ModelSpec& spec, const dist::Slice& mine, const R
       run.resuming ? cat(printable(run.resume), ": training the model it holds on its batch of ", parts)
                    : cat("training this model on --batch ", parts),
       run.resuming ? "resume it on a machine with more memory" : "use a smaller --batch, --dim, --layers or --context");
-}
-
-// The first field of a log row: its step (CSV "12,..." or JSON '{"step":12,...'); -1 if none.
-int64_t logged_step(const std::string& line) {
-  size_t at = line.rfind("{\"step\":", 0) == 0 ? 8 : 0;
-  int64_t step = 0;
-  size_t end = line.find_first_of(",}", at);
-  if (end == std::string::npos || !io::parse_integer(std::string_view(line).substr(at, end - at), step)) return -1;
-  return step;
-}
-
-// On --resume, the log keeps only what led to the checkpoint: rows past its
-// step (written before a crash or kill -9) and a cut-off last line (a full
-// disk) go, so the resumed run's rows follow on without repeating steps.
-// Returns the lines kept, and in `dropped` what goes. A file with any
-// other line is not a qkv log: it is refused, never trimmed.
-struct Dropped {
-  int64_t past = 0;  // whole rows past the checkpoint's step
-  bool cut = false;  // and a last row cut off mid-write
-  bool any() const { return past > 0 || cut; }
-  // "2 lines past the checkpoint's step 40 and a row cut off mid-write", each with its cause if `why`
-  std::string said(int64_t step, bool why) const {
-    std::string rows = past == 0 ? "" : cat(past, " line", past == 1 ? "" : "s", " past the checkpoint's step ", step);
-    if (past > 0 && why) rows += " (written after it was saved)";
-    std::string end = !cut  ? ""
-                      : why ? "a row cut off mid-write (a full disk, or a kill while it wrote)"
-                            : "a row cut off";
-    return rows + (past > 0 && cut ? " and " : "") + end;
-  }
-};
-std::string trimmed_log(const std::string& path, const std::string& who, int64_t step, Dropped& dropped) {
-  std::string text = io::read_regular_file(path, int64_t{1} << 30, "log file");
-  std::string kept;
-  int64_t number = 0;
-  dropped = {};
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find('\n', at);
-    std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    ++number;
-    bool header = number == 1 && line.rfind("step,", 0) == 0;
-    int64_t s = header ? 0 : logged_step(line);
-    bool row_start =
-        !line.empty() && (std::isdigit(static_cast<unsigned char>(line[0])) || line.rfind("{\"step\":", 0) == 0);
-    if (end == std::string::npos) {  // no newline: a row cut off mid-write
-      QKV_CHECK(row_start || header, who, ": line ", number,
-                " is not a qkv log row; choose another --log (qkv rewrites a resumed run's log)");
-      dropped.cut = true;
-      break;
-    }
-    at = end + 1;
-    QKV_CHECK(header || s >= 0, who, ": line ", number,
-              " is not a qkv log row; choose another --log (qkv rewrites a resumed run's log)");
-    if (header || s <= step)
-      kept += line + "\n";
-    else
-      ++dropped.past;
-  }
-  return kept;
-}
-
-// Whether two paths name one file (or, for a file not there yet, one path).
-bool same_file(const std::string& a, const std::string& b) {
-  if (a.empty() || b.empty()) return false;
-  std::error_code ec;
-  if (std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec)) return std::filesystem::equivalent(a, b, ec);
-  return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
-}
-
-// Returns whether `path` exists; a folder, link or device there is refused
-// whatever the flags (--force would not help), `who` naming it ("--save F").
-bool check_file_or_absent(const std::string& path, const std::string& who, const char* what) {
-  std::error_code ec;
-  auto status = std::filesystem::symlink_status(path, ec);
-  QKV_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status), who, " is ",
-            std::filesystem::is_directory(status) ? "a folder"
-            : std::filesystem::is_symlink(status) ? "a symbolic link"
-                                                  : "not a regular file",
-            ": give ", what, " file name");
-  return std::filesystem::exists(status);
-}
-
-// Where the work goes, checked before the first step: a run must not train
-// for an hour and then find it cannot save, or replace another run's file.
-// Returns the checkpoint's path.
-std::string check_save(const cxxopts::ParseResult& args, const Run& run) {
-  const bool force = args.count("force") > 0;
-  std::string save = args.count("save") ? args["save"].as<std::string>()
-                     : run.resuming     ? run.resume
-                                        : fresh_name(run.spec.task);
-  QKV_CHECK(!save.empty(), "--save needs a file name");
-  if (dist::rank() != 0) return save;  // rank 0 alone saves and logs
-  bool exists = check_file_or_absent(save, cat("--save ", printable(save)), "a checkpoint");
-  bool continuing = run.resuming && same_file(save, run.resume);
-  QKV_CHECK(!exists || continuing || force, printable(save),
-            " already exists: choose another --save, continue its run "
-            "with --resume ",
-            printable(save), ", or replace it with --force");
-  QKV_CHECK(!args.count("data") || !same_file(save, args["data"].as<std::string>()), "--save ", printable(save),
-            " is this run's --data file: choose another --save");
-  io::make_parent_folders(save, "--save");
-  io::check_writable_target(save);
-  return save;
-}
-
-// The same for the log, `who` naming it in errors ("--log F", or F for the log a checkpoint named). On
-// --resume an existing log keeps only what led to the checkpoint (trimmed_log), and only if it is the
-// run's own: the checkpoint records what its run's log held when it was saved, and any other file
-// (another run's log, or this one changed since) would lose its rows past the step, or take this run's
-// under its header. `named` (a log the checkpoint named, not the user): the digest is the file's own
-// say-so, which a hostile checkpoint can forge (that of the empty text left by cutting every row of a
-// user's CSV), so such a log is never rewritten: it must already be a qkv log's text, and end at the step.
-void check_log(const cxxopts::ParseResult& args, const Run& run, const std::string& save, const std::string& log_path,
-               const std::string& who, bool force, bool named = false) {
-  // The log is written to (and on --resume rewritten): never one of the run's other files.
-  const std::string data = args.count("data") ? args["data"].as<std::string>() : "";
-  for (const auto& [other, flag] :
-       {std::pair{save, "--save"}, std::pair{run.resume, "--resume"}, std::pair{data, "--data"}})
-    QKV_CHECK(!same_file(log_path, other), who, " is this run's ", flag, " file: choose another --log");
-  const bool exists = check_file_or_absent(log_path, who, "a log");
-  // Resuming continues its log; a fresh run never mixes itself into an old one.
-  QKV_CHECK(!exists || run.resuming || force, who, " already exists: choose another file, or replace it with --force");
-  io::make_parent_folders(log_path, "--log");
-  // A new log is created in its folder (with --force, a temporary renamed into place; io::GrowingFile).
-  io::check_writable_target(log_path, /*probe=*/!(run.resuming && exists));
-  if (!run.resuming || !exists) return;
-  QKV_CHECK(::access(log_path.c_str(), W_OK) == 0, who, " cannot be written: ", std::strerror(errno));
-  Dropped dropped;
-  const std::string kept = trimmed_log(log_path, who, run.resumed_step, dropped);
-  if (named) {
-    const bool shaped = kept.rfind(train::is_csv_log(log_path) ? "step,loss,lr,grad_norm," : "{\"step\":", 0) == 0;
-    QKV_CHECK(shaped, who, " does not begin as a qkv log does");
-    QKV_CHECK(!dropped.any(), who, " holds ", dropped.said(run.resumed_step, false), " (give --log ",
-              printable(log_path), " to cut ", dropped.past + dropped.cut == 1 ? "it" : "them", " and continue it)");
-  }
-  auto digest = run.resumed.metadata.find("qkv.log.digest");
-  QKV_CHECK(force || digest != run.resumed.metadata.end(), who, ": ", printable(run.resume),
-            " records no digest of its log (saved by qkv before 2026-11-25): give --log a new file, or continue "
-            "this one anyway with --force");
-  QKV_CHECK(force || digest->second == train::log_digest(kept), who, " is not the log of the run that saved ",
-            printable(run.resume), " (or it changed since): give --log a new file, or continue it anyway with --force");
-  if (dropped.any()) {
-    io::write_file(log_path, kept);
-    std::printf("%s: dropped %s\n", printable(log_path).c_str(), dropped.said(run.resumed_step, true).c_str());
-  }
-}
-
-// The log a run writes: --log; or, resuming into its own checkpoint without --log, the log that checkpoint's
-// run wrote (log_beside: validated before it is followed), if it is that run's own (check_log). Otherwise none,
-// with a note: a branch saved elsewhere, or a log that is not there, writable, or the run's own, is left alone.
-std::string log_file(const cxxopts::ParseResult& args, const Run& run, const std::string& save) {
-  if (args.count("log")) {
-    const std::string path = args["log"].as<std::string>();
-    QKV_CHECK(!path.empty(), "--log needs a file name");
-    if (dist::rank() == 0) check_log(args, run, save, path, cat("--log ", printable(path)), args.count("force") > 0);
-    return path;
-  }
-  if (!run.resuming || dist::rank() != 0) return "";
-  std::string why, path = log_beside(run.resume, run.resumed.metadata, why);
-  if (path.empty()) {
-    if (run.resumed.metadata.count("qkv.log"))
-      std::printf("note: %s: it is not continued (give --log FILE)\n", why.c_str());
-    return "";
-  }
-  try {
-    QKV_CHECK(same_file(save, run.resume), "this run saves into ", printable(save), ", not ", printable(run.resume),
-              " (a branch)");
-    check_log(args, run, save, path, printable(path), /*force=*/false, /*named=*/true);
-    return path;
-  } catch (const Error& e) {  // the reason may already say which --log to give
-    const bool advised = std::string(e.what()).find("--log") != std::string::npos;
-    std::printf("note: the run's log is not continued: %s%s\n", e.what(), advised ? "" : " (give --log FILE)");
-    return "";
-  }
 }
 
 // run.optimizer and run.schedule are names resolve() accepted (kOptimizers, kSchedules).
@@ -358,6 +175,72 @@ train::TrainerOptions trainer_options(const Run& run, const std::string& log_pat
 
 }  // namespace
 
+namespace {
+
+// Under mpirun: every rank starts from rank 0's weights, at the same step.
+void share_start(Runner& runner, const optim::Optimizer& opt, int me) {
+  // Each rank read its own copy of --resume: the same flags, but maybe not the same file.
+  // Different steps would make the ranks run different numbers of steps and hang in a collective.
+  QKV_CHECK(dist::same_on_all_ranks(static_cast<uint64_t>(opt.steps())),
+            "the ranks resumed from different checkpoints (their steps differ): give every rank the same file");
+  std::vector<Tensor> parameters = runner.module().parameters();
+  dist::broadcast(parameters);  // rank 0's, whatever the others built or loaded
+  // Dropout draws its own stream on each rank; the data stream stays shared,
+  // so every rank draws the same global batch and takes its slice.
+  auto state = default_generator().state();
+  default_generator().manual_seed(state[0] ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me)));
+}
+
+// A word as a shell reads it back: plain when it is plain, else in single quotes.
+std::string shell_word(const std::string& text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_+=.,/:@%-", c);
+  });
+  if (plain) return text;
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// --steps on --resume is the run's whole budget, as it was when the run began: a cosine schedule then
+// ends at the new budget, so the rate changes from the resumed step on. Said, with the figures.
+void say_new_budget(const Run& run, int64_t step) {
+  if (run.budget_before < 0 || run.budget_before == run.total || run.schedule != "cosine") return;
+  const optim::CosineLR before(run.lr, run.warmup, std::max(run.budget_before, run.warmup), run.lr * 0.1);
+  const std::unique_ptr<optim::Schedule> now = make_schedule(run);
+  std::printf(
+      "note: --steps %lld changes this run's budget from %lld steps: its cosine schedule now ends at step %lld "
+      "(the rate at step %lld is %.3g, was %.3g)\n",
+      static_cast<long long>(run.total), static_cast<long long>(run.budget_before), static_cast<long long>(run.total),
+      static_cast<long long>(step + 1), now->lr(step), before.lr(step));
+}
+
+// The run in brief: where its work is, how good it got, and what to run next.
+void report(const train::Outcome& out, const Runner& runner, const RunOutputs& outputs, const BestModel& best,
+            uint64_t seed) {
+  std::printf("%s after %lld step%s in %s: saved %s%s\n",
+              out.reason == train::Outcome::Target ? "reached the target" : "finished",
+              static_cast<long long>(out.steps), out.steps == 1 ? "" : "s", train::duration(out.elapsed_s).c_str(),
+              printable(outputs.save).c_str(), best.kept() ? " (the last step's model)" : "");
+  const char* metric = runner.task().metric_name();
+  if (best.kept())
+    std::printf("best held-out %s %.4f at step %lld (last %.4f): its model is %s\n", metric, best.metric(),
+                static_cast<long long>(best.step()), out.last_metric, printable(best.path()).c_str());
+  else if (!std::isnan(out.best_metric))
+    std::printf("best held-out %s %.4f at step %lld (last %.4f)\n", metric, out.best_metric,
+                static_cast<long long>(out.best_step), out.last_metric);
+  if (!outputs.log.empty())
+    std::printf("log: %s (draw it: qkv plot %s)\n", printable(outputs.log).c_str(), printable(outputs.log).c_str());
+  // A held-out example to try the model on.
+  Generator gen(seed ^ 0x4e1d0e7ULL);
+  const std::string ckpt = shell_word(printable(outputs.save)), prompt = shell_word(runner.task().example_prompt(gen));
+  std::printf("next: qkv sample %s --prompt %s\n", ckpt.c_str(), prompt.c_str());
+  if (runner.spec().attention != "linear")  // linear attention forms no weights to study
+    std::printf("      qkv explore %s --prompt %s   (attention, gradients, curves)\n", ckpt.c_str(), prompt.c_str());
+}
+
+}  // namespace
+
 int train(int argc, char** argv) {
   cxxopts::Options options = train_options();
   auto args = options.parse(argc, argv);
@@ -377,8 +260,8 @@ int train(int argc, char** argv) {
   const dist::Slice mine = dist::slice_of(run.batch, me, ranks);
   set_threads_option(args.count("threads") ? args["threads"].as<int>() : 0);
   const Device device = set_device_option(args.count("device") ? args["device"].as<std::string>() : "cpu");
-  const std::string save = check_save(args, run);
-  const std::string log_path = log_file(args, run, save);
+  const RunOutputs outputs = check_outputs(args, run);
+  BestModel best(outputs.best, run.resuming);
 
   manual_seed(run.seed);
   // Checked before the model is built: after, a refused --dim 4096 had spent 8 s initialising 800 MB of weights.
@@ -387,42 +270,35 @@ int train(int argc, char** argv) {
   runner.set_attention_entropy(run.entropy_weight);
   runner.set_checkpoint_activations(run.checkpoint_activations);
   Generator data(run.seed ^ 0x5eedda7aULL);
-  auto params = runner.module().named_parameters();
-  std::unique_ptr<optim::Optimizer> opt = make_optimizer(run, params);
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(run, runner.module().named_parameters());
   std::unique_ptr<optim::Schedule> schedule = make_schedule(run);
   optim::NamedGenerators generators{{"default", &default_generator()}, {"data", &data}};
   if (run.resuming)
     optim::load_training_checkpoint(std::move(run.resumed), run.resume, runner.module(), opt.get(), generators);
-  if (ranks > 1) {
-    // Each rank read its own copy of --resume: the same flags, but maybe not the same file.
-    // Different steps would make the ranks run different numbers of steps and hang in a collective.
-    QKV_CHECK(dist::same_on_all_ranks(static_cast<uint64_t>(opt->steps())),
-              "the ranks resumed from different checkpoints (their steps differ): give every rank the same file");
-    std::vector<Tensor> parameters = runner.module().parameters();
-    dist::broadcast(parameters);  // rank 0's, whatever the others built or loaded
-    // Dropout draws its own stream on each rank; the data stream stays shared,
-    // so every rank draws the same global batch and takes its slice.
-    auto state = default_generator().state();
-    default_generator().manual_seed(state[0] ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me)));
-  }
+  if (ranks > 1) share_start(runner, *opt, me);
 
-  train::Trainer trainer(params, *opt, *schedule, trainer_options(run, log_path, args.count("force") > 0));
-  trainer.save_name = save;
-  const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), log_path, save);
+  train::Trainer trainer(runner.module().named_parameters(), *opt, *schedule,
+                         trainer_options(run, outputs.log, outputs.replace_log));
+  trainer.save_name = outputs.save;
+  const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), outputs.log, outputs.save);
   trainer.set_saved_step(run.resuming ? opt->steps() : -1, run.resume);
   trainer.loss = [&](int64_t) { return runner.task().step_loss(runner, run.batch, data, mine); };
-  trainer.evaluate = [&](int64_t) {
+  trainer.evaluate = [&](int64_t step) {
     Generator held_out(run.seed ^ 0x4e1d0e7ULL);  // the same examples at every evaluation
-    return runner.task().evaluate(runner, held_out, run.target);
+    train::Evaluation e = runner.task().evaluate(runner, held_out, run.target);
+    best.offer(e, step, [&](const std::map<std::string, std::string>& extra) {
+      auto with_best = metadata;
+      with_best.insert(extra.begin(), extra.end());
+      optim::save_training_checkpoint(outputs.best, runner.module(), opt.get(), generators, with_best);
+    });
+    return e;
   };
   trainer.save = [&] {
     auto with_log = metadata;  // and what the log holds now, so --resume can tell it from another file
     if (std::string digest = trainer.log_digest(); !digest.empty()) with_log["qkv.log.digest"] = digest;
-    optim::save_training_checkpoint(save, runner.module(), opt.get(), generators, with_log);
+    optim::save_training_checkpoint(outputs.save, runner.module(), opt.get(), generators, with_log);
   };
-  trainer.extra_log_value = [&] {
-    return runner.last_entropy();
-  };  // the loss includes the term; the term is logged apart
+  trainer.extra_log_value = [&] { return runner.last_entropy(); };  // the loss includes the term; it is logged apart
   // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
   const bool tty = lead && !dist::active() && isatty(fileno(stdout));
   trainer.on_step = [&](const train::Progress& p) {
@@ -436,6 +312,7 @@ int train(int argc, char** argv) {
   };
 
   if (lead) print_banner(runner, run, *opt, runner.module().num_parameters());
+  if (lead && run.resuming) say_new_budget(run, opt->steps());
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   bool grads_ok = true;
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "before training") && grads_ok;
@@ -456,22 +333,11 @@ int train(int argc, char** argv) {
   if (out.reason == train::Outcome::Stopped) {
     if (lead)
       std::printf("interrupted at step %lld: saved %s (continue with: qkv train --resume %s)\n",
-                  static_cast<long long>(out.steps), printable(save).c_str(), printable(save).c_str());
+                  static_cast<long long>(out.steps), printable(outputs.save).c_str(), printable(outputs.save).c_str());
     return finish(130);
   }
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "after training") && grads_ok;
-  if (lead) {
-    std::printf("%s after %lld step%s in %s: saved %s\n",
-                out.reason == train::Outcome::Target ? "reached the target" : "finished",
-                static_cast<long long>(out.steps), out.steps == 1 ? "" : "s", train::duration(out.elapsed_s).c_str(),
-                printable(save).c_str());
-    // The run in brief: where its work is and how good it got.
-    if (!std::isnan(out.best_metric))
-      std::printf("best held-out %s %.4f at step %lld (last %.4f)\n", runner.task().metric_name(), out.best_metric,
-                  static_cast<long long>(out.best_step), out.last_metric);
-    if (!log_path.empty())
-      std::printf("log: %s (draw it: qkv plot %s)\n", printable(log_path).c_str(), printable(log_path).c_str());
-  }
+  if (lead) report(out, runner, outputs, best, run.seed);
   return finish(grads_ok ? 0 : 1);
 }
 

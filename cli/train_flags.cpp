@@ -175,14 +175,15 @@ void check_real_settings(const Run& run, const std::function<std::string(const c
 // A resumed run's checkpoint: its model and task (into run.spec) and its
 // training settings (into `saved`); only the run's own flags may be given.
 void read_resumed(const cxxopts::ParseResult& args, Run& run, std::map<std::string, std::string>& saved) {
-  static const std::set<std::string> may_change{"resume", "steps",   "save",        "force", "save-every", "eval-every",
-                                                "log",    "threads", "check-grads", "data",  "device"};
+  static const std::set<std::string> may_change{"resume",     "steps",  "save",       "force",   "save-every",
+                                                "eval-every", "log",    "no-log",     "no-best", "data",
+                                                "threads",    "device", "check-grads"};
   for (const auto& kv : args.arguments())
     QKV_CHECK(may_change.count(kv.key()), "--", kv.key(),
-              " cannot change on --resume: the checkpoint holds the run's "
-              "settings (--resume takes --steps --save --force --save-every --eval-every --log --threads --device "
-              "--check-grads, "
-              "and --data for text and digits)");
+              " cannot change on --resume: the checkpoint holds the run's settings (--resume takes --steps --save "
+              "--force --save-every --eval-every --log --no-log --no-best --threads --device --check-grads, and "
+              "--data for ",
+              task_names([](const TaskRow& t) { return t.data_is != nullptr; }, " and "), ")");
   const std::string& resume = run.resume;
   run.resumed = io::load_safetensors(resume);
   if (run.resumed.metadata.count("qkv.train")) saved = io::metadata_object(run.resumed.metadata, "qkv.train", resume);
@@ -267,10 +268,14 @@ cxxopts::Options train_options() {
       "eval-every", cat("steps between evaluations (", defaults_text(&TaskDefaults::eval_every), ")"),
       cxxopts::value<int64_t>(), "N")("resume", "continue the run saved in a checkpoint, with its settings",
                                       cxxopts::value<std::string>(), "FILE")(
-      "log", "per-step log: CSV if FILE ends in .csv (or .CSV), else JSON lines (a resumed run continues its own)",
-      cxxopts::value<std::string>(),
-      "FILE")("threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
-              cxxopts::value<int>(), "N")("device", kDeviceHelp, cxxopts::value<std::string>(), "DEVICE")(
+      "log",
+      "per-step log: CSV if FILE ends in .csv (or .CSV), else JSON lines (default: the checkpoint's name with .csv; "
+      "a resumed run continues its own)",
+      cxxopts::value<std::string>(), "FILE")("no-log", "write no log")(
+      "no-best",
+      "keep no copy of the best evaluation's model (default: in the checkpoint's name with .best.safetensors)")(
+      "threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
+      cxxopts::value<int>(), "N")("device", kDeviceHelp, cxxopts::value<std::string>(), "DEVICE")(
       "check-grads", "gradient-check a float64 copy of the model before the first step and at the end")(
       "h,help", "show this help");
   return options;
@@ -367,6 +372,7 @@ Run resolve(const cxxopts::ParseResult& args) {
   int64_t started = total;
   if (!resuming || !saved.count("steps") || !io::parse_integer(saved.at("steps"), started)) started = total;
   run.warmup = std::min(warmup_setting, std::max<int64_t>(started, 0));
+  if (resuming && saved.count("steps")) run.budget_before = started;
   in_range("warmup", warmup_setting, 0, kMaxSteps);
   in_range("save-every", save_every, 0, kMaxSteps);
   check_real_settings(run, source, args.count("weight-decay") > 0);

@@ -25,7 +25,8 @@ struct Run {
   ModelSpec spec;
   std::map<std::string, std::string> settings;  // recorded in the checkpoint (qkv.train)
   int64_t batch = 0, eval_every = 0, total = 0, save_every = 0;
-  int64_t warmup = 0;  // the warm-up's length: --warmup, at most the budget the run started with
+  int64_t warmup = 0;          // the warm-up's length: --warmup, at most the budget the run started with
+  int64_t budget_before = -1;  // on --resume, the budget the checkpoint's run had (-1: not recorded)
   double lr = 0, weight_decay = 0, clip = 0, target = 0, entropy_weight = 0;
   std::string optimizer, schedule;  // one of kOptimizers, one of kSchedules
   uint64_t seed = 1;

@@ -9,7 +9,7 @@ qkv=$1
 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$(dirname "$0")/lib.sh"
-common=(--task text --steps 20 --eval-every 10 --batch 4 --context 32 --dim 32 --schedule constant --threads 1)
+common=(--no-log --task text --steps 20 --eval-every 10 --batch 4 --context 32 --dim 32 --schedule constant --threads 1)
 for kind in window:8 linear; do
   name=${kind%%:*}
   "$qkv" train "${common[@]}" --attention "$kind" --save "full_$name.safetensors" >log_$name.txt 2>&1 || { cat log_$name.txt; fail "$kind: training failed"; }

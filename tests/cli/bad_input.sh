@@ -66,7 +66,7 @@ grep -qE "this build of qkv has no CUDA|no CUDA device is visible|this machine h
   || { echo "FAIL --device cuda:7 did not say what is missing: $(cat err.txt)"; failures=$((failures + 1)); }
 expect_error "a CUDA device for bench" bench --device cuda:7 --steps 1
 expect_error "seq2seq attention: a prompt longer than the model reads" attention --checkpoint sort.safetensors --prompt 1234567890123 --out maps
-expect_error "grads: an input outside the task alphabet" grads --checkpoint reverse.safetensors --text hello --out g.safetensors
+expect_error "grads: an input outside the task alphabet" grads --checkpoint reverse.safetensors --prompt hello --out g.safetensors
 expect_error "a valid safetensors file that is no qkv model" eval --checkpoint plain.safetensors
 expect_error "resume with another optimizer" train --resume reverse.safetensors --optimizer sgd --steps 1
 expect_error "empty --data" train --task text --data empty.txt

@@ -14,7 +14,7 @@ small=(--dim 32 --layers 1 --heads 4 --steps 3 --batch 8 --threads 1)
 for run in "gpt.safetensors 1234" "s2s.safetensors 3141" "text.safetensors Alice was beginning"; do
   set -- $run
   ck=$1; shift
-  "$qkv" grads --checkpoint "$ck" --text "$*" --out "g_$ck" >table.txt 2>&1 || { cat table.txt; fail "grads $ck"; }
+  "$qkv" grads --checkpoint "$ck" --prompt "$*" --out "g_$ck" >table.txt 2>&1 || { cat table.txt; fail "grads $ck"; }
   rows=$(grep -c "attn.*_proj.weight" table.txt)
   [ "$rows" -ge 4 ] || { cat table.txt; fail "$ck: no attention rows"; }
   # Each attention weight: 4 per-head norms whose squares sum to the total's square.

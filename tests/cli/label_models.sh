@@ -86,7 +86,7 @@ ok "explore: the encoder's, the ViT's and the recommender's dL/dP and importance
 
 for task in brackets digits sessions; do
   prompt=$([ $task = brackets ] && echo "(()" || ([ $task = digits ] && echo 4 || echo "5 6 7"))
-  "$qkv" grads --checkpoint "$task.safetensors" --text "$prompt" --out "g_$task.safetensors" >g.txt || fail "grads $task"
+  "$qkv" grads --checkpoint "$task.safetensors" --prompt "$prompt" --out "g_$task.safetensors" >g.txt || fail "grads $task"
   grep -q "blocks.0.attn.q_proj.weight" g.txt || fail "grads $task: no per-head table"
   "$qkv" graph --checkpoint "$task.safetensors" --prompt "$prompt" --out "graph_$task.dot" >/dev/null ||
     fail "graph $task"

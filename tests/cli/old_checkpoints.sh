@@ -21,7 +21,7 @@ for row in "reverse|gpt reverse, exact match|48.00|1.910270|4321" \
   acc=$(grep -o "$eval_line [0-9.]*% on 200" out.txt | grep -o '[0-9.]*%' | tr -d %)
   [ -n "$acc" ] && near "$acc" "$accuracy" 0.5 || { cat out.txt; fail "$name: eval gave another accuracy than $accuracy%"; }
   "$qkv" train --resume $name.safetensors --steps 320 --threads 1 >out.txt 2>&1 || { cat out.txt; fail "$name: resume"; }
-  "$qkv" grads --checkpoint $name.safetensors --text 1234 --out g_$name.safetensors >out.txt 2>&1 || { cat out.txt; fail "$name: grads"; }
+  "$qkv" grads --checkpoint $name.safetensors --prompt 1234 --out g_$name.safetensors >out.txt 2>&1 || { cat out.txt; fail "$name: grads"; }
   got=$(head -1 out.txt | grep -o "answer $answer (5 tokens with the end mark): [0-9.]*" | grep -o '[0-9.]*$')
   [ -n "$got" ] && near "$got" "$loss" 1e-4 || { head -1 out.txt; fail "$name: after resuming, the loss is not $loss"; }
   echo "ok: $name checkpoint from before the Trainer: info, eval $acc% (then $accuracy%), resumed to 320: loss $got (then $loss)"

@@ -77,7 +77,7 @@ case $item in
   trained ck.safetensors && trained text.safetensors --task text --context 16
   "$hostile" ck.safetensors text.safetensors . || fail "hostile_files"
   for bad in nan inf; do
-    for cmd in "attention --prompt 123 --out maps_$bad" "sample --prompt 123" "eval" "grads --text 123 --out g_$bad.safetensors"; do
+    for cmd in "attention --prompt 123 --out maps_$bad" "sample --prompt 123" "eval" "grads --prompt 123 --out g_$bad.safetensors"; do
       read -r -a words <<<"$cmd"
       refused "$bad: ${words[0]}" "$qkv" "${words[0]}" --checkpoint $bad.safetensors "${words[@]:1}"
       grep -q "blocks.0.attn.q_proj.weight" err.txt || fail "$bad ${words[0]}: the error does not name the tensor"
@@ -134,7 +134,7 @@ PY
     case $cmd in
       sample) args=(sample --checkpoint ck.safetensors --prompt "$evil") ;;
       attention) args=(attention --checkpoint ck.safetensors --prompt "$evil" --out maps) ;;
-      grads) args=(grads --checkpoint ck.safetensors --text "$evil" --out g.safetensors) ;;
+      grads) args=(grads --checkpoint ck.safetensors --prompt "$evil" --out g.safetensors) ;;
       graph) args=(graph --checkpoint ck.safetensors --prompt "$evil" --out g.dot) ;;
     esac
     refused "$cmd with a hostile prompt" "$qkv" "${args[@]}"
@@ -296,12 +296,12 @@ PY
   refused "sample --prompt ''" "$qkv" sample --checkpoint text.safetensors --prompt ""
   grep -q -- "--prompt is empty" err.txt || fail "sample --prompt '': said it was not given"
   trained ck.safetensors
-  refused "grads --text with a bad symbol" "$qkv" grads --checkpoint ck.safetensors --text 12a --out g.safetensors
-  grep -q -- "^qkv grads: error: --text: " err.txt || fail "grads --text 12a: the flag is not named"
+  refused "grads --prompt with a bad symbol" "$qkv" grads --checkpoint ck.safetensors --prompt 12a --out g.safetensors
+  grep -q -- "^qkv grads: error: --prompt: " err.txt || fail "grads --prompt 12a: the flag is not named"
   refused "--patch 3" "$qkv" train --task digits --patch 3 --steps 1
   grep -q "patch 3 does not tile images of 8 x 8" err.txt || fail "--patch 3: not said plainly"
   # A text longer than the context is cut to it, and the output says so.
-  "$qkv" grads --checkpoint text.safetensors --text "$(printf 'x%.0s' $(seq 40))" --out g40.safetensors >out.txt ||
+  "$qkv" grads --checkpoint text.safetensors --prompt "$(printf 'x%.0s' $(seq 40))" --out g40.safetensors >out.txt ||
     fail "grads of a 40-byte text"
   grep -q "over 16 predictions (the first 17 of its 40 bytes: the model's context is 16)" out.txt ||
     { head -1 out.txt; fail "a text cut to the context, silently"; }

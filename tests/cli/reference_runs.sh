@@ -36,7 +36,7 @@ while IFS='|' read -r name flags prompt; do
   run "$name.sample" sample --checkpoint "$name.safetensors" --prompt "$prompt" --threads 1
   run "$name.attention" attention --checkpoint "$name.safetensors" --prompt "$prompt" --out "$name.maps"
   run "$name.explore" explore --checkpoint "$name.safetensors" --prompt "$prompt" --out "$name.html"
-  run "$name.grads" grads --checkpoint "$name.safetensors" --text "$prompt" --out "$name.grads.safetensors"
+  run "$name.grads" grads --checkpoint "$name.safetensors" --prompt "$prompt" --out "$name.grads.safetensors"
   run "$name.graph" graph --checkpoint "$name.safetensors" --prompt "$prompt" --out "$name.dot"
   run "$name.gradcheck" gradcheck --checkpoint "$name.safetensors" --entries 3
 done <<'EOF'

@@ -13,7 +13,7 @@ cores=$(getconf _NPROCESSORS_ONLN)  # nproc would follow OMP_NUM_THREADS
 counts="1 2"; [ "$cores" -gt 2 ] && counts="$counts $cores"
 [ "$cores" -lt 2 ] && counts=1
 steps=3; [ -n "$sanitized" ] && steps=1  # the sanitizers run 10-20x slower
-run=(--task text --context 64 --dim 128 --layers 2 --heads 4 --batch 16 --steps $steps --eval-every $steps
+run=(--no-log --task text --context 64 --dim 128 --layers 2 --heads 4 --batch 16 --steps $steps --eval-every $steps
      --dropout 0.1 --seed 3)
 for n in $counts; do
   "$qkv" train "${run[@]}" --threads "$n" --save "t$n.safetensors" >"t$n.txt" 2>&1 || { cat "t$n.txt"; fail "training at --threads $n"; }

@@ -37,8 +37,8 @@ cmp -s reverse.safetensors keep.safetensors || fail "the refused run changed the
 ok "existing checkpoints are kept unless --force"
 
 # --resume continues into the resumed file, with the run's own settings.
-"$qkv" train --dim 32 --layers 1 --heads 2 --batch 12 --lr 0.002 --schedule constant --threads 1 --steps 10 --save full.safetensors >/dev/null 2>&1 || fail "full run"
-"$qkv" train --dim 32 --layers 1 --heads 2 --batch 12 --lr 0.002 --schedule constant --threads 1 --steps 5 --save half.safetensors >/dev/null 2>&1 || fail "half run"
+"$qkv" train --no-log --dim 32 --layers 1 --heads 2 --batch 12 --lr 0.002 --schedule constant --threads 1 --steps 10 --save full.safetensors >/dev/null 2>&1 || fail "full run"
+"$qkv" train --no-log --dim 32 --layers 1 --heads 2 --batch 12 --lr 0.002 --schedule constant --threads 1 --steps 5 --save half.safetensors >/dev/null 2>&1 || fail "half run"
 "$qkv" train --resume half.safetensors --steps 10 >/dev/null 2>&1 || fail "resume"
 cmp -s full.safetensors half.safetensors || fail "resuming without flags did not restore the run's settings (or did not save into the resumed file)"
 ok "resume restores batch, lr and schedule and continues into its own file (bit-identical)"
@@ -85,7 +85,7 @@ ok "a diverging run stops, exits non-zero and leaves the checkpoint byte-identic
 
 # SIGTERM (and SIGHUP) save like Ctrl-C; the checkpoint resumes bit-identically.
 for sig in TERM HUP; do
-  "$qkv" train "${small[@]}" --schedule constant --steps 1000000 --target 0 --save sig$sig.safetensors >sig.txt 2>&1 &
+  "$qkv" train "${small[@]}" --no-log --schedule constant --steps 1000000 --target 0 --save sig$sig.safetensors >sig.txt 2>&1 &
   pid=$!
   wait_for "step 5/" sig.txt 30 || { cat sig.txt; fail "SIG$sig: no progress line within 30 s"; }
   kill -$sig $pid
@@ -98,7 +98,7 @@ for sig in TERM HUP; do
 done
 at=$at_term
 "$qkv" train --resume sigTERM.safetensors --steps $((at + 5)) >/dev/null 2>err.txt || { cat err.txt; fail "resuming the SIGTERM checkpoint"; }
-"$qkv" train "${small[@]}" --schedule constant --target 0 --steps $((at + 5)) --save straight.safetensors >/dev/null 2>&1 || fail "straight run"
+"$qkv" train "${small[@]}" --no-log --schedule constant --target 0 --steps $((at + 5)) --save straight.safetensors >/dev/null 2>&1 || fail "straight run"
 cmp -s sigTERM.safetensors straight.safetensors || fail "SIGTERM checkpoint + resume differs from a straight run"
 ok "SIGTERM and SIGHUP save; the SIGTERM checkpoint resumes bit-identically"
 

@@ -54,7 +54,7 @@ identical_checkpoints() {
   dir=$(mktemp -d)
   local result=0
   for t in $counts; do
-    "$qkv" train --task text --data cli/data/text.txt --dim 256 --layers 2 --heads 4 --steps 12 \
+    "$qkv" train --no-log --task text --data cli/data/text.txt --dim 256 --layers 2 --heads 4 --steps 12 \
       --eval-every 6 --threads "$t" --save "$dir/t$t.safetensors" >"$dir/t$t.log" 2>&1 ||
       {
         tail -3 "$dir/t$t.log"

@@ -76,6 +76,8 @@ void one_input(const std::string& kind, const std::string& input) {
   const std::string out = scratch() + "/out", log = scratch() + "/log.jsonl";
   fs::remove_all(out);
   fs::remove(log);
+  fs::remove(out + ".csv");               // a new run's log beside its checkpoint
+  fs::remove(out + ".best.safetensors");  // and its best evaluation's model
   auto with_tiny = [&](std::vector<std::string> words) {
     words.insert(words.end(), kTiny.begin(), kTiny.end());
     return words;

@@ -1,0 +1,53 @@
+// Where a training run's work goes, checked before its first step: the
+// checkpoint (--save), the log beside it (--log, or NAME.csv), and the model
+// of its best evaluation (NAME.best.safetensors). A run must not train for
+// an hour and then find it cannot save, or replace another run's file.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include <cxxopts.hpp>
+
+#include "train/trainer.h"
+#include "train_flags.h"
+
+namespace qkv::cli {
+
+struct RunOutputs {
+  std::string save;          // the checkpoint: the last step's model
+  std::string log;           // the per-step log ("" for none)
+  bool replace_log = false;  // a new log replaces the file at its name (--force, or a failed run's leftover log)
+  std::string best;          // the best evaluation's model ("" where none is kept)
+};
+
+/// The run's outputs, each checked: writable, and not another run's file
+/// unless --force. On --resume the log keeps only the rows that led to the
+/// checkpoint (and says what it dropped).
+RunOutputs check_outputs(const cxxopts::ParseResult& args, const Run& run);
+
+/// Keeps the model of the run's best evaluation in its own checkpoint,
+/// replaced whenever an evaluation beats it. A resumed run continues the
+/// best its file records.
+class BestModel {
+ public:
+  /// `path` "" keeps none; `resuming`: a file at `path` is this run's best so far.
+  BestModel(std::string path, bool resuming);
+  /// After the evaluation of `step`: `save` writes the model with the metadata
+  /// it is given when `e` beats the best so far.
+  void offer(const train::Evaluation& e, int64_t step,
+             const std::function<void(const std::map<std::string, std::string>&)>& save);
+  bool kept() const { return !std::isnan(metric_); }
+  const std::string& path() const { return path_; }
+  double metric() const { return metric_; }
+  int64_t step() const { return step_; }
+
+ private:
+  std::string path_;
+  double metric_ = NAN;
+  int64_t step_ = -1;
+};
+
+}  // namespace qkv::cli
