@@ -130,6 +130,18 @@ class Trainer {
 
  private:
   struct Log;
+  // The parts of one step of run(), in their order.
+  /// The learning rate set, this rank's loss, backward, the gradients averaged over the ranks.
+  StepLoss take_gradients(int64_t step, int ranks);
+  /// The global batch's loss, which every rank agrees on, and whether any rank was asked to stop.
+  double agree_on_loss(const StepLoss& part, int ranks, bool& stop) const;
+  /// Throws, before the update, when the loss or the gradient norm is not finite.
+  void check_finite(double value, double norm, int64_t step) const;
+  /// At an evaluation step: the ranks' parameters compared, `evaluate` run
+  /// (on the lead) into `evaluation` and `out`; whether the target was reached.
+  bool evaluate_step(Progress& p, Evaluation& evaluation, Outcome& out, int ranks);
+  /// The step's log row; a row that cannot be written saves, then throws.
+  void write_log_row(const Progress& p, double value, double norm);
   void save_now();
   /// "training stopped without saving; <file> still holds step N", for the errors that stop a run.
   std::string unsaved() const;
