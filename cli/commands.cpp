@@ -329,7 +329,7 @@ int attention(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt"), out = required(args, "out");
-  io::OutputFolder folder(out, "--out", args.count("force") > 0, {".svg", ".html"});  // checked before any work
+  io::OutputFolder folder(out, "--out", args.count("force") > 0, {".svg", ".html"}, "--force");  // before any work
   auto runner = load_runner(path);
   use_digits_data(*runner, args, path);
   std::vector<AttentionMap> maps = runner->attention(prompt);
@@ -484,7 +484,7 @@ int grads(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), text = required(args, "text"), out = required(args, "out");
-  io::check_output_file(out, "--out", args.count("force") > 0, {path});
+  io::check_output_file(out, "--out", args.count("force") > 0, {path}, "--force");
   auto runner = load_runner(path);
   const ModelSpec& spec = runner->spec();
   runner->module().eval();
