@@ -177,7 +177,7 @@ def main():
                     bad.append(f'{name}:{first}: {length} lines: {decl[:80]}')
     for line in bad:
         print('FAIL: ' + line)
-    where = ' '.join(folders)
+    where = ' '.join(Path(folder).name or folder for folder in folders)
     print(f'{"FAIL" if bad else "ok"}: the longest function in {where} has {longest} lines, at {longest_at} '
           f'(limit {limit})')
     return 1 if bad else 0
