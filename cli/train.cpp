@@ -414,7 +414,8 @@ std::map<std::string, std::string> checkpoint_metadata(const Runner& runner,
 }
 
 // The loop's settings: the run's budget, evaluations, saves, clip and log.
-train::TrainerOptions trainer_options(const Run& run, const std::string& log_path, bool force) {
+train::TrainerOptions trainer_options(const Run& run, const std::string& log_path, const std::string& save,
+                                      bool force) {
   train::TrainerOptions to;
   to.steps = run.total, to.eval_every = run.eval_every, to.save_every = run.save_every, to.clip = run.clip;
   to.log = log_path, to.append_log = run.resuming, to.replace_log = force;
@@ -423,6 +424,8 @@ train::TrainerOptions trainer_options(const Run& run, const std::string& log_pat
   to.divergence_advice =
       cat(run.resuming ? ". Start a new run with a lower --lr" : ". Try a lower --lr",
           run.clip > 0 ? "" : " or a --clip limit", run.entropy_weight != 0 ? ", or a smaller --attn-entropy" : "");
+  to.log_label = "--log file";  // after a full disk the run saved: it goes on from there
+  to.log_failure_advice = cat(" (continue with --resume ", printable(save), " once there is room)");
   return to;
 }
 
@@ -476,7 +479,7 @@ int train(int argc, char** argv) {
     default_generator().manual_seed(state[0] ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me)));
   }
 
-  train::Trainer trainer(params, *opt, *schedule, trainer_options(run, log_path, args.count("force") > 0));
+  train::Trainer trainer(params, *opt, *schedule, trainer_options(run, log_path, save, args.count("force") > 0));
   trainer.save_name = save;
   const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), log_path, save);
   trainer.set_saved_step(run.resuming ? opt->steps() : -1, run.resume);

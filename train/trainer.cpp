@@ -241,9 +241,8 @@ void Trainer::write_log_row(const Progress& p, double value, double norm) {
     // fail too, and says so), then stop; a resumed run trims the cut-off line.
     std::string reason = errno != 0 ? std::strerror(errno) : "a write failed (disk full?)";
     save_now();
-    throw Error(cat("cannot write --log file ", printable(log_->path), ": ", reason, "; saved step ",
-                    optimizer_.steps(), " to ", printable(save_name), " (continue with --resume ", printable(save_name),
-                    " once there is room)"));
+    throw Error(cat("cannot write ", o_.log_label, " ", printable(log_->path), ": ", reason, "; saved step ",
+                    optimizer_.steps(), " to ", printable(save_name), o_.log_failure_advice));
   }
 }
 
@@ -286,7 +285,8 @@ Outcome Trainer::run() {
   if (stop) stop_flag.store(false);  // the request is spent: a later run in this process starts afresh
   out.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (log_) {
-    QKV_CHECK(log_->file->finish(), "cannot write --log file '", printable(log_->path), "': ", std::strerror(errno));
+    QKV_CHECK(log_->file->finish(), "cannot write ", o_.log_label, " '", printable(log_->path),
+              "': ", std::strerror(errno));
   }
   return out;
 }

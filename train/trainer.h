@@ -64,8 +64,14 @@ struct TrainerOptions {
   /// Under mpirun: average the gradients over the ranks (false: this process
   /// trains alone, as a single-process reference beside parallel ones does).
   bool data_parallel = true;
-  /// Ends the message when the loss or the gradient norm stops being finite.
-  std::string divergence_advice = ". Try a lower --lr or a --clip limit";
+  /// Ends the message when the loss or the gradient norm stops being finite
+  /// (a program may name its own flags instead).
+  std::string divergence_advice = ". Try a lower learning rate or a limit on the gradient norm";
+  /// The log in error messages (a program may name its flag: "--log file").
+  std::string log_label = "the log file";
+  /// Ends the message when a row of the log cannot be written (a full disk:
+  /// the run saves, then stops); a program's way to go on once there is room.
+  std::string log_failure_advice;
 };
 
 /// How a run ended.
