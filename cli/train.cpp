@@ -479,7 +479,7 @@ int train(int argc, char** argv) {
     default_generator().manual_seed(state[0] ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me)));
   }
 
-  train::Trainer trainer(params, *opt, *schedule, trainer_options(run, log_path, save, args.count("force") > 0));
+  train::Trainer trainer(*opt, *schedule, trainer_options(run, log_path, save, args.count("force") > 0));
   trainer.save_name = save;
   const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), log_path, save);
   trainer.set_saved_step(run.resuming ? opt->steps() : -1, run.resume);

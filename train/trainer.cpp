@@ -130,13 +130,12 @@ struct Trainer::Log {
   }
 };
 
-Trainer::Trainer(optim::NamedTensors params, optim::Optimizer& optimizer, const optim::Schedule& schedule,
-                 TrainerOptions options)
-    : params_(std::move(params)), optimizer_(optimizer), schedule_(schedule), o_(std::move(options)) {
+Trainer::Trainer(optim::Optimizer& optimizer, const optim::Schedule& schedule, TrainerOptions options)
+    : optimizer_(optimizer), schedule_(schedule), o_(std::move(options)) {
   QKV_CHECK(o_.eval_every > 0, "Trainer: eval_every must be positive, got ", o_.eval_every);
   QKV_CHECK(o_.steps >= 0 && o_.save_every >= 0 && o_.clip >= 0, "Trainer: steps, save_every and clip must be >= 0");
-  for (const auto& [name, p] : params_) tensors_.push_back(p);
-  if (!o_.log.empty() && leads()) log_ = std::make_unique<Log>(o_, params_);
+  for (const auto& [name, p] : optimizer_.params()) tensors_.push_back(p);
+  if (!o_.log.empty() && leads()) log_ = std::make_unique<Log>(o_, optimizer_.params());
 }
 
 Trainer::~Trainer() = default;
@@ -166,7 +165,7 @@ void Trainer::save_now() {
   if (save || (o_.data_parallel && dist::world_size() > 1)) {
     // A finite loss and gradient norm can still take an update to inf (a huge rate, a bad moment): a file of
     // NaN would replace the last good checkpoint, which every command then refuses.
-    for (const auto& [name, p] : params_)
+    for (const auto& [name, p] : optimizer_.params())
       if (int64_t at = first_non_finite(p); at >= 0)
         throw Error(cat("parameter '", name, "' holds ", p.to(Device::cpu()).to_vector()[at], " after step ",
                         optimizer_.steps(), " (lr ", optimizer_.lr(), "): ", unsaved(), o_.divergence_advice));
@@ -236,7 +235,8 @@ bool Trainer::evaluate_step(Progress& p, Evaluation& evaluation, Outcome& out, i
 void Trainer::write_log_row(const Progress& p, double value, double norm) {
   std::string extra = o_.extra_log_column && extra_log_value ? log_number(extra_log_value()) : "";
   errno = 0;
-  if (!log_->row(params_, p.step, value, p.lr, norm, p.tokens_per_s, p.evaluation, o_.extra_log_name, extra)) {
+  if (!log_->row(optimizer_.params(), p.step, value, p.lr, norm, p.tokens_per_s, p.evaluation, o_.extra_log_name,
+                 extra)) {
     // A full disk: the model is worth more than the log. Save it (that may
     // fail too, and says so), then stop; a resumed run trims the cut-off line.
     std::string reason = errno != 0 ? std::strerror(errno) : "a write failed (disk full?)";
@@ -258,7 +258,7 @@ Outcome Trainer::run() {
   while (optimizer_.steps() < total && !stop && !reached) {
     const int64_t step = optimizer_.steps();
     const StepLoss part = take_gradients(step, ranks);
-    if (log_) log_->before_update(params_);
+    if (log_) log_->before_update(optimizer_.params());
     // The norm before clipping, measured also without clipping.
     double norm = optim::clip_grad_norm(optimizer_.params(), o_.clip > 0 ? o_.clip : INFINITY);
     const double value = agree_on_loss(part, ranks, stop);

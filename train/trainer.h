@@ -85,8 +85,9 @@ struct Outcome {
 
 class Trainer {
  public:
-  Trainer(optim::NamedTensors params, optim::Optimizer& optimizer, const optim::Schedule& schedule,
-          TrainerOptions options);
+  /// Trains the optimizer's parameters (optimizer.params(): their names
+  /// group the log's per-layer columns and name a non-finite one).
+  Trainer(optim::Optimizer& optimizer, const optim::Schedule& schedule, TrainerOptions options);
   ~Trainer();
 
   /// Required: the loss of step `step` (0-based) on this rank's slice.
@@ -153,7 +154,6 @@ class Trainer {
   std::string unsaved() const;
   /// This process evaluates, logs, saves and reports: rank 0, or any process training alone.
   bool leads() const;
-  optim::NamedTensors params_;
   std::vector<Tensor> tensors_;
   optim::Optimizer& optimizer_;
   const optim::Schedule& schedule_;
