@@ -21,6 +21,7 @@ namespace {
 
 constexpr DType F64 = DType::Float64;
 using Inputs = std::vector<Tensor>;
+using MakeInputs = std::function<Inputs(Generator&)>;
 
 Tensor normal(Generator& g, const Shape& s) { return Tensor::randn(s, F64, &g); }
 Tensor positive(Generator& g, const Shape& s) { return Tensor::uniform(s, 0.5, 2.0, F64, &g); }
@@ -47,16 +48,24 @@ Tensor distinct(Generator& g, const Shape& s) {
 Tensor bools(const std::vector<bool>& v, const Shape& s) { return Tensor::from_vector(v, s); }
 Tensor indices(const std::vector<int64_t>& v, const Shape& s) { return Tensor::from_vector(v, s); }
 
-std::vector<GradcheckCase> builtin_cases() {
-  std::vector<GradcheckCase> cases;
-  auto add_case = [&](std::string op, std::string label, std::function<Inputs(Generator&)> make, TensorFn fn) {
-    cases.push_back({std::move(op), std::move(label), std::move(make), std::move(fn)});
-  };
-  auto pair = [](auto make_a, Shape sa, auto make_b, Shape sb) {
-    return [=](Generator& g) { return Inputs{make_a(g, sa), make_b(g, sb)}; };
-  };
-  auto one = [](auto make, Shape s) { return [=](Generator& g) { return Inputs{make(g, s)}; }; };
+// Inputs of one tensor, or of two, drawn from `g` in order.
+template <class Make> MakeInputs one(Make make, Shape s) {
+  return [=](Generator& g) { return Inputs{make(g, s)}; };
+}
+template <class MakeA, class MakeB> MakeInputs pair(MakeA make_a, Shape sa, MakeB make_b, Shape sb) {
+  return [=](Generator& g) { return Inputs{make_a(g, sa), make_b(g, sb)}; };
+}
 
+// Appends cases to the list in the order it is called: the registry's order.
+struct CaseAdder {
+  std::vector<GradcheckCase>& cases;
+  void operator()(std::string op, std::string label, MakeInputs make, TensorFn fn) const {
+    cases.push_back({std::move(op), std::move(label), std::move(make), std::move(fn)});
+  }
+};
+
+// Elementwise arithmetic: tensor with tensor (broadcasting), and tensor with scalar.
+void add_arithmetic_cases(const CaseAdder& add_case) {
   // ---- elementwise, binary with broadcasting ----
   struct Binary {
     const char* op;
@@ -85,8 +94,10 @@ std::vector<GradcheckCase> builtin_cases() {
   add_case("div_scalar", "x / -0.3", one(normal, {6}), [](const Inputs& x) { return x[0] / -0.3; });
   add_case("rdiv_scalar", "2 / x", one(nonzero, {3, 4}), [](const Inputs& x) { return 2.0 / x[0]; });
   add_case("rdiv_scalar", "-1 / x", one(nonzero, {2, 3}), [](const Inputs& x) { return -1.0 / x[0]; });
+}
 
-  // ---- elementwise, unary ----
+// Elementwise functions of one tensor.
+void add_unary_cases(const CaseAdder& add_case) {
   struct Unary {
     const char* op;
     Tensor (*fn)(const Tensor&);
@@ -104,16 +115,19 @@ std::vector<GradcheckCase> builtin_cases() {
   add_case("pow", "x^2.5, x > 0", one(positive, {3, 4}), [](const Inputs& x) { return pow(x[0], 2.5); });
   add_case("pow", "x^3", one(normal, {2, 3}), [](const Inputs& x) { return pow(x[0], 3.0); });
   add_case("pow", "x^-1.5, x > 0", one(positive, {4}), [](const Inputs& x) { return pow(x[0], -1.5); });
+}
 
-  // ---- between devices: through cuda:0 where a GPU is, else through the CPU
-  // itself (tests/test_device.cpp checks the copy both ways on any machine) ----
+// Between devices: through cuda:0 where a GPU is, else through the CPU
+// itself (tests/test_device.cpp checks the copy both ways on any machine).
+void add_device_transfer_cases(const CaseAdder& add_case) {
   Device far = cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
   add_case("to_device", cat("[3, 4] to ", far.str(), " and back"), one(normal, {3, 4}),
            [far](const Inputs& x) { return x[0].to(far).to(Device::cpu()); });
   add_case("to_device", cat("two round trips through ", far.str(), ", added"), one(normal, {2, 3, 2}),
            [far](const Inputs& x) { return add(x[0].to(far).to(Device::cpu()), x[0].to(far).to(Device::cpu())); });
+}
 
-  // ---- reductions ----
+void add_reduction_cases(const CaseAdder& add_case) {
   add_case("sum", "all dims", one(normal, {3, 4}), [](const Inputs& x) { return sum(x[0]); });
   add_case("sum", "dim 1 keepdim", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum(x[0], {1}, true); });
   add_case("sum", "dims {0, 2} (not adjacent)", one(normal, {2, 3, 4}), [](const Inputs& x) {
@@ -140,8 +154,10 @@ std::vector<GradcheckCase> builtin_cases() {
     return sum_to(x[0], {3, 1});
   });
   add_case("sum_to", "[2, 3, 4] to [4]", one(normal, {2, 3, 4}), [](const Inputs& x) { return sum_to(x[0], {4}); });
+}
 
-  // ---- shape ----
+// Shape ops that move, reshape, join or pool a tensor.
+void add_shape_cases(const CaseAdder& add_case) {
   add_case("reshape", "[2, 3, 4] to [6, -1]", one(normal, {2, 3, 4}), [](const Inputs& x) {
     return reshape(x[0], {6, -1});
   });
@@ -185,6 +201,10 @@ std::vector<GradcheckCase> builtin_cases() {
     return expand(x[0], {2, 3, 4});
   });
   add_case("expand", "[1, 2] to [3, -1]", one(normal, {1, 2}), [](const Inputs& x) { return expand(x[0], {3, -1}); });
+}
+
+// Shape ops driven by an index or a mask tensor.
+void add_indexed_cases(const CaseAdder& add_case) {
   add_case(
       "index_select", "dim 0, repeated rows",
       [](Generator& g) {
@@ -233,8 +253,10 @@ std::vector<GradcheckCase> builtin_cases() {
         return Inputs{bools({true, false, true}, {3, 1}), normal(g, {4}), normal(g, {3, 1})};
       },
       [](const Inputs& x) { return where(x[0], x[1], x[2]); });
+}
 
-  // ---- matmul ----
+// Matrix products: matmul in every transpose and batch layout, and linear.
+void add_matmul_cases(const CaseAdder& add_case) {
   struct Mm {
     const char* label;
     Shape a, b;
@@ -265,8 +287,10 @@ std::vector<GradcheckCase> builtin_cases() {
   linear_case("[3, 4] -> 5 with bias", {3, 4}, 5, true);
   linear_case("[2, 3, 4] -> 2 with bias (rows folded)", {2, 3, 4}, 2, true);
   linear_case("[4] -> 3 without bias", {4}, 3, false);
+}
 
-  // ---- fused attention: q [B, n_q, H, d], k [B, n_k, H, d], v [B, n_k, H, d_v] ----
+// Fused attention: q [B, n_q, H, d], k [B, n_k, H, d], v [B, n_k, H, d_v].
+void add_fused_attention_cases(const CaseAdder& add_case) {
   auto attention_case = [&](const char* label, Shape qs, Shape ks, int64_t dv, std::function<AttentionMasks()> masks) {
     Shape vs = ks;
     vs.back() = dv;
@@ -314,8 +338,9 @@ std::vector<GradcheckCase> builtin_cases() {
     for (int64_t j = 100; j < 140; ++j) keep[j] = false;
     return AttentionMasks{{}, Tensor::from_vector(keep, {2, 70}), false, 2};
   });
+}
 
-  // ---- linear attention ----
+void add_linear_attention_cases(const CaseAdder& add_case) {
   auto linear_attention_case = [&](const char* label, Shape s, bool causal, Tensor padding) {
     add_case(
         "linear_attention", label,
@@ -338,7 +363,10 @@ std::vector<GradcheckCase> builtin_cases() {
   linear_attention_case("causal n=130, key padding: three chunks of the device scan", {1, 130, 1, 2}, true,
                         Tensor::from_vector(keep130, {1, 130}));
   linear_attention_case("not causal n=130, two heads", {1, 130, 2, 2}, false, Tensor());
+}
 
+// Self-attention with q, k and v packed in one tensor.
+void add_packed_attention_cases(const CaseAdder& add_case) {
   auto packed_case = [&](const char* label, Shape s, std::function<AttentionMasks()> masks) {
     add_case(
         "fused_self_attention", label, [=](Generator& g) { return Inputs{normal(g, s)}; },
@@ -352,8 +380,10 @@ std::vector<GradcheckCase> builtin_cases() {
     for (int64_t j = 0; j < 33; ++j) keep[j] = true;
     return AttentionMasks{{}, Tensor::from_vector(keep, {2, 70}), false};
   });
+}
 
-  // ---- recompute (activation checkpointing) ----
+// Recompute (activation checkpointing): a segment replayed in backward.
+void add_recompute_cases(const CaseAdder& add_case) {
   add_case("recompute", "tanh(a·b) + a, replayed in backward", pair(normal, {3, 4}, normal, {4}),
            [](const Inputs& x) { return recompute([](const Inputs& in) { return tanh(in[0] * in[1]) + in[0]; }, x); });
   add_case("recompute", "nested: a segment inside a segment", pair(normal, {2, 3}, normal, {3, 2}),
@@ -365,8 +395,9 @@ std::vector<GradcheckCase> builtin_cases() {
                  },
                  x);
            });
+}
 
-  // ---- softmax ----
+void add_softmax_cases(const CaseAdder& add_case) {
   add_case("softmax", "last dim", one(normal, {3, 5}), [](const Inputs& x) { return softmax(x[0], -1); });
   add_case("softmax", "dim 1 of [2, 3, 4]", one(normal, {2, 3, 4}), [](const Inputs& x) { return softmax(x[0], 1); });
   add_case(
@@ -384,6 +415,23 @@ std::vector<GradcheckCase> builtin_cases() {
            [](const Inputs& x) { return softmax(x[0], -1); });
   add_case("log_softmax", "last dim of 40, 10 rows", one(normal, {10, 40}),
            [](const Inputs& x) { return log_softmax(x[0], -1); });
+}
+
+std::vector<GradcheckCase> builtin_cases() {
+  std::vector<GradcheckCase> cases;
+  CaseAdder add_case{cases};
+  add_arithmetic_cases(add_case);
+  add_unary_cases(add_case);
+  add_device_transfer_cases(add_case);
+  add_reduction_cases(add_case);
+  add_shape_cases(add_case);
+  add_indexed_cases(add_case);
+  add_matmul_cases(add_case);
+  add_fused_attention_cases(add_case);
+  add_linear_attention_cases(add_case);
+  add_packed_attention_cases(add_case);
+  add_recompute_cases(add_case);
+  add_softmax_cases(add_case);
   return cases;
 }
 

@@ -28,7 +28,8 @@ int attention(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt"), out = required(args, "out");
-  io::OutputFolder folder(out, "--out", args.count("force") > 0, {".svg", ".html"});  // checked before any work
+  io::OutputFolder folder(out, "--out", args.count("force") > 0, {".svg", ".html"},
+                          "--force");  // checked before any work
   auto runner = load_runner(path);
   use_digits_data(*runner, args, path);
   std::vector<AttentionMap> maps = attention_maps(*runner, prompt);

@@ -232,8 +232,7 @@ BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
   dist::broadcast(params);
   if (ranks > 1) t.allreduced_bytes = static_cast<size_t>(t.parameters) * sizeof(float);  // every gradient, once a step
   const int64_t slice = b.B / ranks;  // equal slices, so each rank's share is 1/ranks
-  train::Trainer trainer(gpt.named_parameters(), opt, constant,
-                         {.steps = b.warmup + b.steps, .eval_every = b.warmup + b.steps, .clip = 1.0});
+  train::Trainer trainer(opt, constant, {.steps = b.warmup + b.steps, .eval_every = b.warmup + b.steps, .clip = 1.0});
   trainer.loss = [&](int64_t) {
     Tensor ids = Tensor::randint(0, 256, {slice, c.context}, &gen).to(b.device),
            targets = Tensor::randint(0, 256, {slice, c.context}, &gen).to(b.device);

@@ -238,7 +238,7 @@ int explore(int argc, char** argv) {
   std::vector<std::string> inputs = logs;
   inputs.push_back(path);
   if (args.count("data")) inputs.push_back(args["data"].as<std::string>());
-  io::check_output_file(out, "--out", args.count("force") > 0, inputs);  // before any work
+  io::check_output_file(out, "--out", args.count("force") > 0, inputs, "--force");  // before any work
 
   std::map<std::string, std::string> metadata;
   auto runner = load_runner(path, &metadata);

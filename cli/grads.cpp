@@ -36,7 +36,7 @@ int grads(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), text = required(args, "prompt"), out = required(args, "out");
-  io::check_output_file(out, "--out", args.count("force") > 0, {path});
+  io::check_output_file(out, "--out", args.count("force") > 0, {path}, "--force");
   auto runner = load_runner(path);
   const ModelSpec& spec = runner->spec();
   runner->module().eval();

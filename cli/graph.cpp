@@ -97,9 +97,9 @@ int graph(int argc, char** argv) {
   if (kind != "mha") kind_row(kind);  // a model kind the program drives, or a one-line error naming it
   const std::string svg = dot_and_svg(out);
   const bool force = args.count("force") > 0;
-  io::check_output_file(out, "--out", force, {path});
-  io::check_output_file(svg, "--out", force, {path});  // the message names the SVG's path
-  const bool fused = args.count("fused") > 0;          // by default attention shows each of its steps
+  io::check_output_file(out, "--out", force, {path}, "--force");
+  io::check_output_file(svg, "--out", force, {path}, "--force");  // the message names the SVG's path
+  const bool fused = args.count("fused") > 0;                     // by default attention shows each of its steps
 
   Generator gen(1);
   manual_seed(1);

@@ -214,7 +214,7 @@ int plot(int argc, char** argv) {
   QKV_CHECK(args.count("log"), "give the log file: qkv plot FILE");
   std::vector<std::string> paths = args["log"].as<std::vector<std::string>>();
   std::string out = args.count("out") ? args["out"].as<std::string>() : paths.front() + ".html";
-  io::check_output_file(out, "--out", args.count("force") > 0, paths);  // before reading: nothing is lost
+  io::check_output_file(out, "--out", args.count("force") > 0, paths, "--force");  // before reading: nothing is lost
   nlohmann::json curves = curves_json(paths);
   std::string title = paths.size() == 1 ? printable(paths.front()) : cat(paths.size(), " runs");
   io::write_file(out,

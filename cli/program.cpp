@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "distributed/dist.h"
 #include "io/output.h"
+#include "nn/checkpoint.h"
 
 namespace {
 // The commands, once: the usage text, the dispatch and the unknown-command
@@ -111,6 +112,10 @@ int run(const std::string& command, int argc, char** argv) {
     std::fprintf(stderr, "qkv %s%s: error: %s (see qkv %s --help)\n", name.c_str(), who.c_str(),
                  qkv::one_line(message).c_str(), name.c_str());
     return failed(2);
+  } catch (const qkv::nn::NonFiniteParameter& e) {  // the library says what is wrong; the program, what to do
+    std::fprintf(stderr, "qkv %s%s: error: %s\n", name.c_str(), who.c_str(),
+                 qkv::one_line(std::string(e.what()) + " (train again, with a lower --lr)").c_str());
+    return failed(1);
   } catch (const qkv::Error& e) {
     std::fprintf(stderr, "qkv %s%s: error: %s\n", name.c_str(), who.c_str(), qkv::one_line(e.what()).c_str());
     return failed(1);

@@ -161,7 +161,8 @@ std::map<std::string, std::string> checkpoint_metadata(const Runner& runner,
 }
 
 // The loop's settings: the run's budget, evaluations, saves, clip and log.
-train::TrainerOptions trainer_options(const Run& run, const std::string& log_path, bool force) {
+train::TrainerOptions trainer_options(const Run& run, const std::string& log_path, const std::string& save,
+                                      bool force) {
   train::TrainerOptions to;
   to.steps = run.total, to.eval_every = run.eval_every, to.save_every = run.save_every, to.clip = run.clip;
   to.log = log_path, to.append_log = run.resuming, to.replace_log = force;
@@ -170,6 +171,8 @@ train::TrainerOptions trainer_options(const Run& run, const std::string& log_pat
   to.divergence_advice =
       cat(run.resuming ? ". Start a new run with a lower --lr" : ". Try a lower --lr",
           run.clip > 0 ? "" : " or a --clip limit", run.entropy_weight != 0 ? ", or a smaller --attn-entropy" : "");
+  to.log_label = "--log file";  // after a full disk the run saved: it goes on from there
+  to.log_failure_advice = cat(" (continue with --resume ", printable(save), " once there is room)");
   return to;
 }
 
@@ -277,8 +280,7 @@ int train(int argc, char** argv) {
     optim::load_training_checkpoint(std::move(run.resumed), run.resume, runner.module(), opt.get(), generators);
   if (ranks > 1) share_start(runner, *opt, me);
 
-  train::Trainer trainer(runner.module().named_parameters(), *opt, *schedule,
-                         trainer_options(run, outputs.log, outputs.replace_log));
+  train::Trainer trainer(*opt, *schedule, trainer_options(run, outputs.log, outputs.save, outputs.replace_log));
   trainer.save_name = outputs.save;
   const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), outputs.log, outputs.save);
   trainer.set_saved_step(run.resuming ? opt->steps() : -1, run.resume);

@@ -18,7 +18,7 @@ int main() {
   nn::GPT gpt({.vocab = 8, .context = 16, .width = 32, .heads = 2, .layers = 1});
   optim::AdamW opt(gpt.named_parameters(), {.lr = 3e-3});
   optim::ConstantLR schedule(3e-3);
-  train::Trainer trainer(gpt.named_parameters(), opt, schedule, {.steps = 300, .eval_every = 50});
+  train::Trainer trainer(opt, schedule, {.steps = 300, .eval_every = 50});
 
   Generator data(2);
   auto batch = [&](int64_t rows) {  // inputs [rows, 16] from random starts, targets one ahead

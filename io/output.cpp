@@ -20,6 +20,11 @@ namespace {
 
 std::string shown(const std::string& path) { return printable(path); }
 
+// How to replace what is there, in the caller's words: the library knows no flags.
+std::string replace_advice(const char* force_flag) {
+  return force_flag ? cat(", or replace it with ", force_flag) : std::string();
+}
+
 // "a symbolic link", "a folder", ... for anything that is not a regular file; nullptr for one.
 const char* not_a_file(const struct stat& st) {
   if (S_ISLNK(st.st_mode)) return "a symbolic link";
@@ -88,7 +93,8 @@ void remove_folders_made() {
   folders_made.clear();
 }
 
-void check_output_file(const std::string& path, const char* flag, bool force, const std::vector<std::string>& inputs) {
+void check_output_file(const std::string& path, const char* flag, bool force, const std::vector<std::string>& inputs,
+                       const char* force_flag) {
   QKV_CHECK(!path.empty(), flag, " needs a file name");
   const std::string name = std::filesystem::path(path).filename().string();
   QKV_CHECK(!name.empty() && name != "." && name != "..", flag, " ", shown(path), " names a folder, not a file");
@@ -101,7 +107,7 @@ void check_output_file(const std::string& path, const char* flag, bool force, co
       QKV_CHECK(!(::stat(input.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino),
                 "refusing to write ", flag, " ", shown(path), ": it is this command's input");
     }
-    QKV_CHECK(force, shown(path), " already exists: choose another ", flag, ", or replace it with --force");
+    QKV_CHECK(force, shown(path), " already exists: choose another ", flag, replace_advice(force_flag));
   } else {
     QKV_CHECK(errno == ENOENT, "cannot write ", flag, " ", shown(path), ": ", std::strerror(errno));
   }
@@ -214,7 +220,8 @@ void write_file(const std::string& path, std::string_view bytes) {
   commit_file(tmp, path);
 }
 
-OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::vector<std::string> suffixes)
+OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::vector<std::string> suffixes,
+                           const char* force_flag)
     : path_(std::move(path)), flag_(flag), suffixes_(std::move(suffixes)) {
   QKV_CHECK(!path_.empty(), flag_, " needs a folder name");
   while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
@@ -233,7 +240,7 @@ OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::
               ", which this command does not write");
     const bool empty = std::filesystem::is_empty(path_, ec);
     QKV_CHECK(empty || force, shown(path_), " already holds a result: choose another ", flag_,
-              ", or replace it with --force");
+              replace_advice(force_flag));
   } else {
     QKV_CHECK(errno == ENOENT, "cannot write ", flag_, " ", shown(path_), ": ", std::strerror(errno));
   }

@@ -23,8 +23,10 @@ namespace qkv::io {
 /// receive a new file: a new name, or with `force` an existing regular file
 /// that is none of `inputs`. Missing parent folders are created. Run it
 /// before the command's work, so nothing is computed that cannot be saved.
+/// `force_flag` is the caller's way to set `force` ("--force"): the error for
+/// an existing file advises it (none given: it names no way).
 void check_output_file(const std::string& path, const char* flag, bool force,
-                       const std::vector<std::string>& inputs = {});
+                       const std::vector<std::string>& inputs = {}, const char* force_flag = nullptr);
 
 /// Creates the missing folders above `path` (errors name `flag`), and
 /// remembers them for remove_folders_made().
@@ -81,9 +83,11 @@ class GrowingFile {
 /// --force never deletes a file qkv did not write). write() puts files into
 /// a temporary folder beside it; commit() swaps that in and removes the old
 /// result. Destroyed uncommitted, it removes its temporary folder.
+/// `force_flag` as for check_output_file.
 class OutputFolder {
  public:
-  OutputFolder(std::string path, const char* flag, bool force, std::vector<std::string> suffixes);
+  OutputFolder(std::string path, const char* flag, bool force, std::vector<std::string> suffixes,
+               const char* force_flag = nullptr);
   OutputFolder(const OutputFolder&) = delete;
   OutputFolder& operator=(const OutputFolder&) = delete;
   ~OutputFolder();

@@ -175,16 +175,27 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   commit_file(tmp, path);  // renamed into place, the rename made durable; on failure the temporary goes
 }
 
-TensorFile load_safetensors(const std::string& path) {
-  auto fail = [&](const std::string& what) { return Error(cat(printable(path), ": ", what)); };
-  // The header first, then the tensors it describes: a 5 GB file that is no checkpoint is refused by its first
-  // bytes, and nothing is read or allocated on the header's say-so before all of it is validated.
-  const RegularFile input(path, INT64_MAX, "checkpoint file");  // its size on disk: the user's own file
+namespace {
+
+// Errors about the file being read, each starting with its name.
+struct FileError {
+  std::string shown;  // the path, printable
+  Error operator()(const std::string& what) const { return Error(cat(shown, ": ", what)); }
+};
+
+// Where a tensor's bytes lie in the data section.
+struct Span {
+  uint64_t begin, end;
+  size_t index;  // into TensorFile::tensors
+};
+
+// The JSON header, checked against the file's size before it is read;
+// `length` is its length in bytes (the data starts at 8 + length).
+nlohmann::json read_header(const RegularFile& input, const FileError& fail, uint64_t& length) {
   const uint64_t file_size = static_cast<uint64_t>(input.size);
   if (file_size < 8)
     throw fail(
         cat("truncated: ", file_size, " bytes, a safetensors file has at least 8 (not a safetensors checkpoint)"));
-  uint64_t length;
   if (input.read_at(0, reinterpret_cast<char*>(&length), 8) != 8) throw fail("cannot read its first 8 bytes");
   // Text (a CSV log, a JSON file) read as a length is a huge number: say what the file is not.
   if (length > file_size - 8)
@@ -200,90 +211,124 @@ TensorFile load_safetensors(const std::string& path) {
     throw fail(cat("bad header: ", e.what()));
   }
   if (!header.is_object()) throw fail("bad header: not a JSON object");
-  const uint64_t data_size = file_size - 8 - length;
-  const int64_t data_at = static_cast<int64_t>(8 + length);
+  return header;
+}
 
-  TensorFile file;
-  struct Span {
-    uint64_t begin, end;
-    size_t index;  // into file.tensors
-  };
-  std::vector<Span> spans;
-  auto size_of = [](const nlohmann::json& v, uint64_t& out) {  // a JSON integer >= 0
-    if (!v.is_number_unsigned()) return false;
-    out = v.get<uint64_t>();
-    return true;
-  };
-  for (const auto& [name, entry] : header.items()) {
-    const std::string shown = printable(name);
-    if (name == "__metadata__") {
-      if (!entry.is_object()) throw fail("__metadata__ is not an object");
-      for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) throw fail(cat("__metadata__ value of '", printable(k), "' is not a string"));
-        file.metadata[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
-      throw fail(cat("tensor '", shown, "' lacks dtype, shape or data_offsets"));
-    const nlohmann::json &dtype = entry["dtype"], &shape = entry["shape"], &offsets = entry["data_offsets"];
-    DType dt;
-    if (!dtype.is_string() || !dtype_from_name(dtype.get<std::string>(), dt))
-      throw fail(cat("tensor '", shown, "' has unsupported dtype ",
-                     dtype.is_string() ? printable(dtype.get<std::string>()) : "?",
-                     " (qkv reads F32, F64, I64, BOOL)"));
-    if (!shape.is_array() || shape.size() > 8)
-      throw fail(cat("tensor '", shown, "' has a shape that is not a list of at most 8 sizes"));
-    Shape dims;
-    uint64_t count = 1;
-    for (const nlohmann::json& d : shape) {
-      uint64_t size;
-      if (!size_of(d, size) || size > (uint64_t{1} << 40))
-        throw fail(cat("tensor '", shown, "' has a bad size in its shape"));
-      dims.push_back(static_cast<int64_t>(size));
-      if (__builtin_mul_overflow(count, size, &count) || count > (uint64_t{1} << 40))
-        throw fail(cat("tensor '", shown, "' is too large"));
-    }
-    uint64_t begin, end;
-    if (!offsets.is_array() || offsets.size() != 2 || !size_of(offsets[0], begin) || !size_of(offsets[1], end) ||
-        end < begin)
-      throw fail(cat("tensor '", shown, "' has bad data_offsets"));
-    if (end > data_size)
-      throw fail(
-          cat("tensor '", shown, "' data_offsets [", begin, ", ", end, ") run past the data (", data_size, " bytes)"));
-    if (end - begin != count * element_size(dt))
-      throw fail(cat("tensor '", shown, "' holds ", end - begin, " bytes but ", safetensors_dtype(dt), " ",
-                     shape_str(dims), " needs ", count * element_size(dt)));
-    spans.push_back({begin, end, file.tensors.size()});
-    file.tensors.emplace_back(name, Tensor());  // allocated once the spans are known to tile the data
+bool json_size(const nlohmann::json& v, uint64_t& out) {  // a JSON integer >= 0
+  if (!v.is_number_unsigned()) return false;
+  out = v.get<uint64_t>();
+  return true;
+}
+
+void read_metadata(const nlohmann::json& entry, const FileError& fail, std::map<std::string, std::string>& metadata) {
+  if (!entry.is_object()) throw fail("__metadata__ is not an object");
+  for (const auto& [k, v] : entry.items()) {
+    if (!v.is_string()) throw fail(cat("__metadata__ value of '", printable(k), "' is not a string"));
+    metadata[k] = v.get<std::string>();
   }
+}
+
+// A tensor's header entry, checked: a known dtype, a shape of sane sizes,
+// and data_offsets inside the data that hold exactly its bytes.
+Span check_tensor_entry(const std::string& name, const nlohmann::json& entry, uint64_t data_size,
+                        const FileError& fail) {
+  const std::string shown = printable(name);
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+    throw fail(cat("tensor '", shown, "' lacks dtype, shape or data_offsets"));
+  const nlohmann::json &dtype = entry["dtype"], &shape = entry["shape"], &offsets = entry["data_offsets"];
+  DType dt;
+  if (!dtype.is_string() || !dtype_from_name(dtype.get<std::string>(), dt))
+    throw fail(cat("tensor '", shown, "' has unsupported dtype ",
+                   dtype.is_string() ? printable(dtype.get<std::string>()) : "?", " (qkv reads F32, F64, I64, BOOL)"));
+  if (!shape.is_array() || shape.size() > 8)
+    throw fail(cat("tensor '", shown, "' has a shape that is not a list of at most 8 sizes"));
+  Shape dims;
+  uint64_t count = 1;
+  for (const nlohmann::json& d : shape) {
+    uint64_t size;
+    if (!json_size(d, size) || size > (uint64_t{1} << 40))
+      throw fail(cat("tensor '", shown, "' has a bad size in its shape"));
+    dims.push_back(static_cast<int64_t>(size));
+    if (__builtin_mul_overflow(count, size, &count) || count > (uint64_t{1} << 40))
+      throw fail(cat("tensor '", shown, "' is too large"));
+  }
+  uint64_t begin, end;
+  if (!offsets.is_array() || offsets.size() != 2 || !json_size(offsets[0], begin) || !json_size(offsets[1], end) ||
+      end < begin)
+    throw fail(cat("tensor '", shown, "' has bad data_offsets"));
+  if (end > data_size)
+    throw fail(
+        cat("tensor '", shown, "' data_offsets [", begin, ", ", end, ") run past the data (", data_size, " bytes)"));
+  if (end - begin != count * element_size(dt))
+    throw fail(cat("tensor '", shown, "' holds ", end - begin, " bytes but ", safetensors_dtype(dt), " ",
+                   shape_str(dims), " needs ", count * element_size(dt)));
+  return {begin, end, 0};
+}
+
+// Sorts the spans by where they begin; fails unless they tile the data
+// exactly, without a gap or an overlap.
+void check_spans_tile(std::vector<Span>& spans, const NamedTensors& tensors, uint64_t data_size,
+                      const FileError& fail) {
   std::sort(spans.begin(), spans.end(),
             [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
   uint64_t covered = 0;
   for (const Span& s : spans) {
-    const std::string shown = printable(file.tensors[s.index].first);
+    const std::string shown = printable(tensors[s.index].first);
     if (s.begin < covered) throw fail(cat("tensor '", shown, "' overlaps the one before it"));
     if (s.begin > covered) throw fail(cat("bytes [", covered, ", ", s.begin, ") of the data belong to no tensor"));
     covered = s.end;
   }
   if (covered != data_size) throw fail(cat("bytes [", covered, ", ", data_size, ") of the data belong to no tensor"));
+}
+
+// One tensor's data, read into a tensor of its (checked) header entry.
+Tensor read_tensor(const RegularFile& input, int64_t data_at, const Span& s, const std::string& name,
+                   const nlohmann::json& entry, const FileError& fail) {
+  Shape dims;
+  for (const auto& d : entry["shape"]) dims.push_back(d.get<int64_t>());
+  DType dt;
+  dtype_from_name(entry["dtype"].get<std::string>(), dt);
+  Tensor t = Tensor::empty(dims, dt);
+  char* bytes = static_cast<char*>(t.raw_data());
+  if (input.read_at(data_at + static_cast<int64_t>(s.begin), bytes, s.end - s.begin) != s.end - s.begin)
+    throw fail("shrank while being read");
+  if (dt == DType::Bool)  // only 0 and 1 are valid bools
+    for (uint64_t i = 0; i < s.end - s.begin; ++i)
+      if (static_cast<unsigned char>(bytes[i]) > 1)
+        throw fail(cat("tensor '", printable(name), "' has a bool that is not 0 or 1"));
+  return t;
+}
+
+}  // namespace
+
+TensorFile load_safetensors(const std::string& path) {
+  const FileError fail{printable(path)};
+  // The header first, then the tensors it describes: a 5 GB file that is no checkpoint is refused by its first
+  // bytes, and nothing is read or allocated on the header's say-so before all of it is validated.
+  const RegularFile input(path, INT64_MAX, "checkpoint file");  // its size on disk: the user's own file
+  uint64_t length;
+  const nlohmann::json header = read_header(input, fail, length);
+  const uint64_t data_size = static_cast<uint64_t>(input.size) - 8 - length;
+  const int64_t data_at = static_cast<int64_t>(8 + length);
+
+  TensorFile file;
+  std::vector<Span> spans;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      read_metadata(entry, fail, file.metadata);
+      continue;
+    }
+    Span span = check_tensor_entry(name, entry, data_size, fail);
+    span.index = file.tensors.size();
+    spans.push_back(span);
+    file.tensors.emplace_back(name, Tensor());  // allocated once the spans are known to tile the data
+  }
+  check_spans_tile(spans, file.tensors, data_size, fail);
   // The spans tile the data without overlap: the tensors take at most the file's size.
   NamedTensors ordered;
   for (const Span& s : spans) {
-    auto& [name, t] = file.tensors[s.index];
-    Shape dims;
-    for (const auto& d : header[name]["shape"]) dims.push_back(d.get<int64_t>());
-    DType dt;
-    dtype_from_name(header[name]["dtype"].get<std::string>(), dt);
-    t = Tensor::empty(dims, dt);
-    char* bytes = static_cast<char*>(t.raw_data());
-    if (input.read_at(data_at + static_cast<int64_t>(s.begin), bytes, s.end - s.begin) != s.end - s.begin)
-      throw fail("shrank while being read");
-    if (dt == DType::Bool)  // only 0 and 1 are valid bools
-      for (uint64_t i = 0; i < s.end - s.begin; ++i)
-        if (static_cast<unsigned char>(bytes[i]) > 1)
-          throw fail(cat("tensor '", printable(name), "' has a bool that is not 0 or 1"));
-    ordered.emplace_back(name, t);
+    const std::string& name = file.tensors[s.index].first;
+    ordered.emplace_back(name, read_tensor(input, data_at, s, name, header[name], fail));
   }
   file.tensors = std::move(ordered);  // in the order of their data, as written
   return file;

@@ -27,9 +27,9 @@ void load_into(Module& module, const io::TensorFile& file, const std::string& pa
               shape_str(p.shape()));
     // A diverged run's weights would sample garbage, score 0% and draw
     // nothing, each without a word: refuse them here, by name.
-    int64_t at = first_non_finite(t);
-    QKV_CHECK(at < 0, printable(path), ": tensor '", name, "' holds ", t.to_vector()[at], " at element ", at,
-              ": the run that wrote it diverged (train again, with a lower --lr)");
+    if (int64_t at = first_non_finite(t); at >= 0)
+      throw NonFiniteParameter(cat(printable(path), ": tensor '", name, "' holds ", t.to_vector()[at], " at element ",
+                                   at, ": the run that wrote it diverged"));
   }
   for (const auto& [name, t] : file.tensors)
     QKV_CHECK(expected.count(name) || ignored(name), path, ": unexpected tensor '", printable(name), "'");

@@ -317,16 +317,33 @@ void Adam::end_step() {
   for (const auto& [t, params] : by_updates) device::adam_steps(adam_step(o_, decoupled_, false, lr(), t), params);
 }
 
-// Squares are summed in fixed blocks of kBlock elements (vector lanes within
+namespace {
+
+// Squares are summed in fixed blocks of kSquaresBlock elements (vector lanes within
 // a block), then the block sums in order: the same norm for any thread count.
-// Every CPU gradient's blocks, and then their scaling, run as one parallel
-// region each.
-double clip_grad_norm(const NamedTensors& params, double max_norm) {
-  QKV_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
-  static constexpr int64_t kBlock = 16384;
-  std::vector<Tensor> grads;
-  for (const auto& [name, p] : params)
-    if (Tensor g = p.grad(); g.defined()) grads.push_back(g);
+constexpr int64_t kSquaresBlock = 16384;
+
+// A CPU gradient's block sums of squares, written into `block_sums` by a loop added to `squares`.
+void add_block_squares(const Tensor& g, std::vector<double>& block_sums, std::vector<ItemLoop>& squares) {
+  const int64_t n = g.numel();
+  dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
+    using T = decltype(zero);
+    squares.push_back({static_cast<int64_t>(block_sums.size()),
+                       [pg = g.data<T>(), out = block_sums.data(), n](int64_t begin, int64_t end) {
+                         for (int64_t k = begin; k < end; ++k) {
+                           int64_t lo = k * kSquaresBlock, len = std::min(kSquaresBlock, n - lo);
+                           if constexpr (std::is_same_v<T, float>)
+                             out[k] = simd::dot(pg + lo, pg + lo, len);
+                           else
+                             math::SquaresBlock<T>{pg, out, n, kSquaresBlock}(k);
+                         }
+                       }});
+  });
+}
+
+// The sum of every gradient's squares. Every CPU gradient's blocks run as
+// one parallel region, while each device sums its own gradients' blocks.
+double sum_of_squares(const std::vector<Tensor>& grads) {
   // partials[i]: gradient i's block sums. A device's gradients write theirs
   // into one buffer, read back once (a read waits for the device).
   std::vector<std::vector<double>> partials(grads.size());
@@ -339,8 +356,7 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
   std::vector<ItemLoop> squares;
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
-    const int64_t n = g.numel();
-    partials[i].resize((n + kBlock - 1) / kBlock);
+    partials[i].resize((g.numel() + kSquaresBlock - 1) / kSquaresBlock);
     if (!g.device().is_cpu()) {
       auto d = std::find_if(devices.begin(), devices.end(), [&](const OnDevice& o) { return o.device == g.device(); });
       if (d == devices.end()) d = devices.insert(devices.end(), OnDevice{g.device(), 0, {}});
@@ -348,28 +364,16 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
       d->blocks += static_cast<int64_t>(partials[i].size());
       continue;
     }
-    dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
-      using T = decltype(zero);
-      squares.push_back({static_cast<int64_t>(partials[i].size()),
-                         [pg = g.data<T>(), out = partials[i].data(), n](int64_t begin, int64_t end) {
-                           for (int64_t k = begin; k < end; ++k) {
-                             int64_t lo = k * kBlock, len = std::min(kBlock, n - lo);
-                             if constexpr (std::is_same_v<T, float>)
-                               out[k] = simd::dot(pg + lo, pg + lo, len);
-                             else
-                               math::SquaresBlock<T>{pg, out, n, kBlock}(k);
-                           }
-                         }});
-    });
+    add_block_squares(g, partials[i], squares);
   }
   std::vector<Tensor> sums;  // launched first, read back after the CPU's loops: both run at once
   for (const OnDevice& d : devices) {
     sums.push_back(Tensor::empty({d.blocks}, DType::Float64, d.device));
     std::vector<Tensor> these;
     for (auto [i, at] : d.slices) these.push_back(grads[i]);
-    device::squared_block_sums(these, kBlock, sums.back());
+    device::squared_block_sums(these, kSquaresBlock, sums.back());
   }
-  parallel_for_all(squares, 2 * kBlock);
+  parallel_for_all(squares, 2 * kSquaresBlock);
   for (size_t k = 0; k < devices.size(); ++k) {
     const std::vector<double> host = sums[k].to_vector();
     for (auto [i, at] : devices[k].slices) std::copy_n(host.begin() + at, partials[i].size(), partials[i].begin());
@@ -377,31 +381,45 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
   double total = 0;
   for (const std::vector<double>& blocks : partials)
     for (double s : blocks) total += s;
-  double norm = std::sqrt(total);
-  double factor = max_norm / (norm + 1e-6);
-  if (factor < 1 || std::isnan(factor)) {  // as torch: max_norm 0 zeroes the gradients, a NaN norm makes them NaN
-    std::vector<Tensor> on_devices;
-    std::vector<ItemLoop> scales;
-    for (const Tensor& g : grads) {
-      if (!g.device().is_cpu()) {
-        on_devices.push_back(g);
-        continue;
-      }
-      dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
-        using T = decltype(zero);
-        // float32 through the vector kernel (this file is built for the baseline level only): the
-        // same bits as ScaleItem, the reference that float64 and the device kernels run.
-        scales.push_back({g.numel(), [scale = math::ScaleItem<T>{g.data<T>(), factor}](int64_t begin, int64_t end) {
-                            if constexpr (std::is_same_v<T, float>)
-                              simd::scale_by_double(scale.g + begin, scale.factor, end - begin);
-                            else
-                              for (int64_t i = begin; i < end; ++i) scale(i);
-                          }});
-      });
+  return total;
+}
+
+// Every gradient times `factor`: the CPU's as one parallel region.
+void scale_grads(const std::vector<Tensor>& grads, double factor) {
+  std::vector<Tensor> on_devices;
+  std::vector<ItemLoop> scales;
+  for (const Tensor& g : grads) {
+    if (!g.device().is_cpu()) {
+      on_devices.push_back(g);
+      continue;
     }
-    device::scale(on_devices, factor);
-    parallel_for_all(scales, 1);
+    dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
+      using T = decltype(zero);
+      // float32 through the vector kernel (this file is built for the baseline level only): the
+      // same bits as ScaleItem, the reference that float64 and the device kernels run.
+      scales.push_back({g.numel(), [scale = math::ScaleItem<T>{g.data<T>(), factor}](int64_t begin, int64_t end) {
+                          if constexpr (std::is_same_v<T, float>)
+                            simd::scale_by_double(scale.g + begin, scale.factor, end - begin);
+                          else
+                            for (int64_t i = begin; i < end; ++i) scale(i);
+                        }});
+    });
   }
+  device::scale(on_devices, factor);
+  parallel_for_all(scales, 1);
+}
+
+}  // namespace
+
+double clip_grad_norm(const NamedTensors& params, double max_norm) {
+  QKV_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  std::vector<Tensor> grads;
+  for (const auto& [name, p] : params)
+    if (Tensor g = p.grad(); g.defined()) grads.push_back(g);
+  double norm = std::sqrt(sum_of_squares(grads));
+  double factor = max_norm / (norm + 1e-6);
+  // as torch: max_norm 0 zeroes the gradients, a NaN norm makes them NaN
+  if (factor < 1 || std::isnan(factor)) scale_grads(grads, factor);
   return norm;
 }
 

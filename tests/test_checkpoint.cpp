@@ -174,6 +174,14 @@ TEST_CASE("loading into a model checks names, shapes and dtypes", "[checkpoint][
   save_safetensors(path, {{"weight", lin.weight.to(DType::Float64)}, {"bias", lin.bias}});
   CHECK_THROWS_WITH(load_into(other, load_safetensors(path), path),
                     Contains("is float64 [2, 3] but the model expects float32"));
+  // A diverged run's file: its own type, in the library's words (a program adds its advice).
+  Tensor diverged = lin.weight.detach().clone();
+  diverged.set({0, 1}, std::numeric_limits<double>::quiet_NaN());
+  save_safetensors(path, {{"weight", diverged}, {"bias", lin.bias}});
+  CHECK_THROWS_AS(load_into(other, load_safetensors(path), path), NonFiniteParameter);
+  CHECK_THROWS_WITH(
+      load_into(other, load_safetensors(path), path),
+      Catch::Matchers::EndsWith("tensor 'weight' holds nan at element 1: the run that wrote it diverged"));
 }
 
 TEST_CASE("a crash between writing and renaming leaves the previous checkpoint whole", "[checkpoint]") {

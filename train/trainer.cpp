@@ -130,13 +130,12 @@ struct Trainer::Log {
   }
 };
 
-Trainer::Trainer(optim::NamedTensors params, optim::Optimizer& optimizer, const optim::Schedule& schedule,
-                 TrainerOptions options)
-    : params_(std::move(params)), optimizer_(optimizer), schedule_(schedule), o_(std::move(options)) {
+Trainer::Trainer(optim::Optimizer& optimizer, const optim::Schedule& schedule, TrainerOptions options)
+    : optimizer_(optimizer), schedule_(schedule), o_(std::move(options)) {
   QKV_CHECK(o_.eval_every > 0, "Trainer: eval_every must be positive, got ", o_.eval_every);
   QKV_CHECK(o_.steps >= 0 && o_.save_every >= 0 && o_.clip >= 0, "Trainer: steps, save_every and clip must be >= 0");
-  for (const auto& [name, p] : params_) tensors_.push_back(p);
-  if (!o_.log.empty() && leads()) log_ = std::make_unique<Log>(o_, params_);
+  for (const auto& [name, p] : optimizer_.params()) tensors_.push_back(p);
+  if (!o_.log.empty() && leads()) log_ = std::make_unique<Log>(o_, optimizer_.params());
 }
 
 Trainer::~Trainer() = default;
@@ -166,7 +165,7 @@ void Trainer::save_now() {
   if (save || (o_.data_parallel && dist::world_size() > 1)) {
     // A finite loss and gradient norm can still take an update to inf (a huge rate, a bad moment): a file of
     // NaN would replace the last good checkpoint, which every command then refuses.
-    for (const auto& [name, p] : params_)
+    for (const auto& [name, p] : optimizer_.params())
       if (int64_t at = first_non_finite(p); at >= 0)
         throw Error(cat("parameter '", name, "' holds ", p.to(Device::cpu()).to_vector()[at], " after step ",
                         optimizer_.steps(), " (lr ", optimizer_.lr(), "): ", unsaved(), o_.divergence_advice));
@@ -176,10 +175,80 @@ void Trainer::save_now() {
   saved_file_.clear();  // now in save_name
 }
 
+StepLoss Trainer::take_gradients(int64_t step, int ranks) {
+  optimizer_.set_lr(schedule_.lr(step));
+  optimizer_.zero_grad();
+  StepLoss part = loss(step);
+  // This rank's mean times its share of the loss terms times the rank
+  // count: the ranks' average gradient is then the global batch's.
+  if (ranks > 1) {
+    (part.loss * (part.share * ranks)).backward();
+    dist::average_gradients(tensors_);
+  } else {
+    part.loss.backward();
+  }
+  return part;
+}
+
+double Trainer::agree_on_loss(const StepLoss& part, int ranks, bool& stop) const {
+  // One all-reduce agrees on the global loss and on stopping: a signal
+  // reaches the ranks at different moments, and all must stop at one step.
+  std::vector<double> shared{part.loss.item() * part.share, stop_requested() ? 1.0 : 0.0};
+  if (ranks > 1) dist::sum(shared);
+  stop = shared[1] > 0;
+  return shared[0];
+}
+
+void Trainer::check_finite(double value, double norm, int64_t step) const {
+  if (!std::isfinite(value) || !std::isfinite(norm)) {
+    // Stepping on would fill the model with NaN; saving would replace the last good checkpoint with it.
+    throw Error(cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ",
+                    std::isfinite(value) ? norm : value, " at step ", step + 1, " (lr ", optimizer_.lr(),
+                    "): ", unsaved(), o_.divergence_advice));
+  }
+}
+
+bool Trainer::evaluate_step(Progress& p, Evaluation& evaluation, Outcome& out, int ranks) {
+  bool reached = false;
+  if (ranks > 1) {
+    // Cheap insurance that data parallelism works: every rank's parameters, bit for bit.
+    QKV_CHECK(dist::same_on_all_ranks(dist::parameter_hash(tensors_)), "the ranks' parameters differ after step ",
+              p.step, ": the ranks no longer train the same model (a rank's arithmetic or data differs)");
+  }
+  if (leads() && evaluate) {
+    try {
+      evaluation = evaluate(p.step);
+    } catch (const Error& e) {  // outputs that overflow, say: the weights are not worth saving either
+      throw Error(cat("evaluating step ", p.step, ": ", e.what(), "; ", unsaved()));
+    }
+    out.last_metric = evaluation.metric;
+    reached = evaluation.reached;
+    bool better =
+        evaluation.higher_is_better ? !(evaluation.metric <= out.best_metric) : !(evaluation.metric >= out.best_metric);
+    if (better) out.best_metric = evaluation.metric, out.best_step = p.step;
+    p.evaluation = &evaluation;
+  }
+  if (ranks > 1) reached = dist::broadcast_value(reached) != 0;  // rank 0 evaluated
+  return reached;
+}
+
+void Trainer::write_log_row(const Progress& p, double value, double norm) {
+  std::string extra = o_.extra_log_column && extra_log_value ? log_number(extra_log_value()) : "";
+  errno = 0;
+  if (!log_->row(optimizer_.params(), p.step, value, p.lr, norm, p.tokens_per_s, p.evaluation, o_.extra_log_name,
+                 extra)) {
+    // A full disk: the model is worth more than the log. Save it (that may
+    // fail too, and says so), then stop; a resumed run trims the cut-off line.
+    std::string reason = errno != 0 ? std::strerror(errno) : "a write failed (disk full?)";
+    save_now();
+    throw Error(cat("cannot write ", o_.log_label, " ", printable(log_->path), ": ", reason, "; saved step ",
+                    optimizer_.steps(), " to ", printable(save_name), o_.log_failure_advice));
+  }
+}
+
 Outcome Trainer::run() {
   QKV_CHECK(static_cast<bool>(loss), "Trainer: no loss function set");
   const int ranks = o_.data_parallel ? dist::world_size() : 1;
-  const bool lead = leads();
   Outcome out;
   auto started = std::chrono::steady_clock::now();
   const int64_t first_step = optimizer_.steps(), total = o_.steps;
@@ -188,32 +257,12 @@ Outcome Trainer::run() {
   bool stop = false, reached = false;
   while (optimizer_.steps() < total && !stop && !reached) {
     const int64_t step = optimizer_.steps();
-    optimizer_.set_lr(schedule_.lr(step));
-    optimizer_.zero_grad();
-    StepLoss part = loss(step);
-    // This rank's mean times its share of the loss terms times the rank
-    // count: the ranks' average gradient is then the global batch's.
-    if (ranks > 1) {
-      (part.loss * (part.share * ranks)).backward();
-      dist::average_gradients(tensors_);
-    } else {
-      part.loss.backward();
-    }
-    if (log_) log_->before_update(params_);
+    const StepLoss part = take_gradients(step, ranks);
+    if (log_) log_->before_update(optimizer_.params());
     // The norm before clipping, measured also without clipping.
     double norm = optim::clip_grad_norm(optimizer_.params(), o_.clip > 0 ? o_.clip : INFINITY);
-    // One all-reduce agrees on the global loss and on stopping: a signal
-    // reaches the ranks at different moments, and all must stop at one step.
-    std::vector<double> shared{part.loss.item() * part.share, stop_requested() ? 1.0 : 0.0};
-    if (ranks > 1) dist::sum(shared);
-    const double value = shared[0];
-    stop = shared[1] > 0;
-    if (!std::isfinite(value) || !std::isfinite(norm)) {
-      // Stepping on would fill the model with NaN; saving would replace the last good checkpoint with it.
-      throw Error(cat("the ", std::isfinite(value) ? "gradient norm" : "loss", " is ",
-                      std::isfinite(value) ? norm : value, " at step ", step + 1, " (lr ", optimizer_.lr(),
-                      "): ", unsaved(), o_.divergence_advice));
-    }
+    const double value = agree_on_loss(part, ranks, stop);
+    check_finite(value, norm, step);
     optimizer_.step();
     tokens += part.tokens;
     smoothed = step == first_step ? value : 0.95 * smoothed + 0.05 * value;
@@ -224,41 +273,10 @@ Outcome Trainer::run() {
     p.tokens_per_s = static_cast<double>(tokens) / std::max(p.elapsed_s, 1e-9);
     p.eta_s = p.elapsed_s / static_cast<double>(p.step - first_step) * static_cast<double>(total - p.step);
 
-    const bool evaluating = p.step % o_.eval_every == 0 || p.step == total;
     Evaluation evaluation;
-    if (evaluating && ranks > 1) {
-      // Cheap insurance that data parallelism works: every rank's parameters, bit for bit.
-      QKV_CHECK(dist::same_on_all_ranks(dist::parameter_hash(tensors_)), "the ranks' parameters differ after step ",
-                p.step, ": the ranks no longer train the same model (a rank's arithmetic or data differs)");
-    }
-    if (evaluating && lead && evaluate) {
-      try {
-        evaluation = evaluate(p.step);
-      } catch (const Error& e) {  // outputs that overflow, say: the weights are not worth saving either
-        throw Error(cat("evaluating step ", p.step, ": ", e.what(), "; ", unsaved()));
-      }
-      out.last_metric = evaluation.metric;
-      reached = evaluation.reached;
-      bool better = evaluation.higher_is_better ? !(evaluation.metric <= out.best_metric)
-                                                : !(evaluation.metric >= out.best_metric);
-      if (better) out.best_metric = evaluation.metric, out.best_step = p.step;
-      p.evaluation = &evaluation;
-    }
-    if (evaluating && ranks > 1) reached = dist::broadcast_value(reached) != 0;  // rank 0 evaluated
-    if (log_) {
-      std::string extra = o_.extra_log_column && extra_log_value ? log_number(extra_log_value()) : "";
-      errno = 0;
-      if (!log_->row(params_, p.step, value, p.lr, norm, p.tokens_per_s, p.evaluation, o_.extra_log_name, extra)) {
-        // A full disk: the model is worth more than the log. Save it (that may
-        // fail too, and says so), then stop; a resumed run trims the cut-off line.
-        std::string reason = errno != 0 ? std::strerror(errno) : "a write failed (disk full?)";
-        save_now();
-        throw Error(cat("cannot write --log file ", printable(log_->path), ": ", reason, "; saved step ",
-                        optimizer_.steps(), " to ", printable(save_name), " (continue with --resume ",
-                        printable(save_name), " once there is room)"));
-      }
-    }
-    if (on_step && lead) on_step(p);
+    if (p.step % o_.eval_every == 0 || p.step == total) reached = evaluate_step(p, evaluation, out, ranks);
+    if (log_) write_log_row(p, value, norm);
+    if (on_step && leads()) on_step(p);
     if (o_.save_every > 0 && p.step % o_.save_every == 0) save_now();
   }
   save_now();
@@ -267,7 +285,8 @@ Outcome Trainer::run() {
   if (stop) stop_flag.store(false);  // the request is spent: a later run in this process starts afresh
   out.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (log_) {
-    QKV_CHECK(log_->file->finish(), "cannot write --log file '", printable(log_->path), "': ", std::strerror(errno));
+    QKV_CHECK(log_->file->finish(), "cannot write ", o_.log_label, " '", printable(log_->path),
+              "': ", std::strerror(errno));
   }
   return out;
 }

@@ -64,8 +64,14 @@ struct TrainerOptions {
   /// Under mpirun: average the gradients over the ranks (false: this process
   /// trains alone, as a single-process reference beside parallel ones does).
   bool data_parallel = true;
-  /// Ends the message when the loss or the gradient norm stops being finite.
-  std::string divergence_advice = ". Try a lower --lr or a --clip limit";
+  /// Ends the message when the loss or the gradient norm stops being finite
+  /// (a program may name its own flags instead).
+  std::string divergence_advice = ". Try a lower learning rate or a limit on the gradient norm";
+  /// The log in error messages (a program may name its flag: "--log file").
+  std::string log_label = "the log file";
+  /// Ends the message when a row of the log cannot be written (a full disk:
+  /// the run saves, then stops); a program's way to go on once there is room.
+  std::string log_failure_advice;
 };
 
 /// How a run ended.
@@ -79,8 +85,9 @@ struct Outcome {
 
 class Trainer {
  public:
-  Trainer(optim::NamedTensors params, optim::Optimizer& optimizer, const optim::Schedule& schedule,
-          TrainerOptions options);
+  /// Trains the optimizer's parameters (optimizer.params(): their names
+  /// group the log's per-layer columns and name a non-finite one).
+  Trainer(optim::Optimizer& optimizer, const optim::Schedule& schedule, TrainerOptions options);
   ~Trainer();
 
   /// Required: the loss of step `step` (0-based) on this rank's slice.
@@ -130,12 +137,23 @@ class Trainer {
 
  private:
   struct Log;
+  // The parts of one step of run(), in their order.
+  /// The learning rate set, this rank's loss, backward, the gradients averaged over the ranks.
+  StepLoss take_gradients(int64_t step, int ranks);
+  /// The global batch's loss, which every rank agrees on, and whether any rank was asked to stop.
+  double agree_on_loss(const StepLoss& part, int ranks, bool& stop) const;
+  /// Throws, before the update, when the loss or the gradient norm is not finite.
+  void check_finite(double value, double norm, int64_t step) const;
+  /// At an evaluation step: the ranks' parameters compared, `evaluate` run
+  /// (on the lead) into `evaluation` and `out`; whether the target was reached.
+  bool evaluate_step(Progress& p, Evaluation& evaluation, Outcome& out, int ranks);
+  /// The step's log row; a row that cannot be written saves, then throws.
+  void write_log_row(const Progress& p, double value, double norm);
   void save_now();
   /// "training stopped without saving; <file> still holds step N", for the errors that stop a run.
   std::string unsaved() const;
   /// This process evaluates, logs, saves and reports: rank 0, or any process training alone.
   bool leads() const;
-  optim::NamedTensors params_;
   std::vector<Tensor> tensors_;
   optim::Optimizer& optimizer_;
   const optim::Schedule& schedule_;

@@ -69,7 +69,7 @@ double train_for_steps(nn::GPT& gpt, bool parallel, bool weighted) {
   train::TrainerOptions options;
   options.steps = kSteps, options.eval_every = kSteps, options.clip = 0.5;
   options.data_parallel = parallel;  // the reference trains alone on every rank
-  train::Trainer trainer(gpt.named_parameters(), opt, constant, options);
+  train::Trainer trainer(opt, constant, options);
   Generator data(99);  // the same global batches on every rank
   const int ranks = dist::world_size();
   const dist::Slice mine = dist::slice_of(kBatch, dist::rank(), ranks);
