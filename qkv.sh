@@ -18,9 +18,9 @@ caller=$PWD  # train's arguments (--data notes.txt, --save x) name files from wh
 cd "$(dirname "$(readlink -f "$0")")"
 root=$PWD
 
-PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libxml2-utils graphviz qemu-user libjs-dygraphs python3-xstatic-dagre)
+PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev graphviz libjs-dygraphs python3-xstatic-dagre)
 # Only the suite needs these: a real browser for the pages' tests (tests/browser/), and Python to drive it.
-TEST_PACKAGES=(chromium python3)
+TEST_PACKAGES=(chromium python3 libxml2-utils qemu-user)
 JOBS="${QKV_JOBS:-$(nproc)}"
 
 # Each step with the seconds since the start, so a slow step (and CI's time budget) shows in the log.
