@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "bounds.h"
@@ -63,7 +64,12 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
             "' (flags start with --)");
   QKV_CHECK(!checkpoint || args.count("checkpoint") <= 1,
             "one checkpoint at a time: give it as the first argument or as --checkpoint FILE, not both");
+  stop_if_parse_only();
   return true;
+}
+
+void stop_if_parse_only() {
+  if (std::getenv("QKV_PARSE_ONLY")) throw ParsedOnly{};
 }
 
 std::string fresh_stem(const std::string& base, const std::vector<std::string>& endings, const char* flag) {

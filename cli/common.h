@@ -15,6 +15,13 @@ namespace qkv::cli {
 
 /// Parses argv (adding --help); prints the help and returns false when it was asked for.
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& args);
+
+/// Thrown once a command's flags have parsed when QKV_PARSE_ONLY is set:
+/// the program then exits 0 without doing the work. The suite runs every
+/// command the README and docs/ show this way, so they cannot go stale.
+struct ParsedOnly {};
+/// Throws ParsedOnly when QKV_PARSE_ONLY is set (after a command's own parsing).
+void stop_if_parse_only();
 /// The value of a string flag that must be given.
 std::string required(const cxxopts::ParseResult& args, const char* name);
 /// --data for a command that reads a digits prompt: a held-out image's number picks from this CSV (a model

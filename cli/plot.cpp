@@ -211,6 +211,7 @@ int plot(int argc, char** argv) {
     return 0;
   }
   QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]), "'");
+  stop_if_parse_only();
   QKV_CHECK(args.count("log"), "give the log file: qkv plot FILE");
   std::vector<std::string> paths = args["log"].as<std::vector<std::string>>();
   std::string out = args.count("out") ? args["out"].as<std::string>() : paths.front() + ".html";

@@ -16,6 +16,7 @@
 #include "autograd/error.h"
 #include "autograd/simd.h"
 #include "commands.h"
+#include "common.h"
 #include "distributed/dist.h"
 #include "io/output.h"
 #include "nn/checkpoint.h"
@@ -102,6 +103,8 @@ int run(const std::string& command, int argc, char** argv) {
       if (command == c.name) return c.run(argc - 1, argv + 1);
     std::fprintf(stderr, "qkv: unknown command '%s' (%s; see qkv --help)\n", name.c_str(), command_names().c_str());
     return 2;
+  } catch (const qkv::cli::ParsedOnly&) {
+    return 0;  // QKV_PARSE_ONLY: the flags parsed
   } catch (const cxxopts::exceptions::exception& e) {
     // A usage error (exit 2, as getopt's programs do): an unknown flag, a
     // missing or malformed value. cxxopts quotes the user's own words: they

@@ -253,6 +253,7 @@ int train(int argc, char** argv) {
   }
   QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]),
             "' (flags start with --)");
+  stop_if_parse_only();
   check_ranks_agree(options, args);  // before any collective that depends on a flag
   Run run = resolve(args);
   // Data parallel under mpirun: rank r trains on slice r of every global batch.
