@@ -51,7 +51,7 @@ if [ ! -e "$dir/.qkv-torch2" ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
   fi
   echo "torch2_chroot.sh: Debian 13 (trixie) into $dir" >&2
-  debootstrap --variant=minbase trixie "$dir" http://deb.debian.org/debian >/dev/null
+  debootstrap --variant=minbase trixie "$dir" >/dev/null  # debootstrap's default mirror
   echo "torch2_chroot.sh: python3-torch and OpenBLAS (OpenMP) inside" >&2
   # Without libopenblas0-openmp, torch's BLAS is the reference libblas3: 10x slower products.
   in_namespace bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
