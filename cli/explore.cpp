@@ -206,9 +206,7 @@ bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
   return ok;
 }
 
-}  // namespace
-
-int explore(int argc, char** argv) {
+cxxopts::Options explore_options() {
   cxxopts::Options options("qkv explore",
                            "One offline HTML page to study a trained model on one prompt: its attention per layer "
                            "and head (head, model and matrix views) with dL/dP and each head's importance, the "
@@ -226,6 +224,56 @@ int explore(int argc, char** argv) {
       "check",
       "also compare dL/dP and the head importances, computed as for the page but in float64, with central "
       "differences of the loss; exit 1 if one differs");
+  return options;
+}
+
+// The logs to draw: those named, else the run's own by the name train recorded (validated by log_beside,
+// then read as any log is: bounded, parsed strictly). `note` says why there is none.
+std::vector<std::string> logs_to_draw(const cxxopts::ParseResult& args, const std::string& path,
+                                      const std::map<std::string, std::string>& metadata, const std::string& out,
+                                      std::string& note) {
+  if (args.count("log")) return args["log"].as<std::vector<std::string>>();
+  std::string why, beside = log_beside(path, metadata, why);
+  if (beside.empty()) {
+    note = why + " (pass --log FILE)";  // why names the file through printable() already
+    return {};
+  }
+  // An input too: --out m.jsonl --force once wrote the page over the log it read. (--force was checked before.)
+  io::check_output_file(out, "--out", /*force=*/true, {beside});
+  return {beside};
+}
+
+// The page's data: the attention views with dL/dP, the model, the graph of the study's forward and backward.
+nlohmann::json page_data(const Runner& runner, const Study& s, const Graph& graph,
+                         const std::vector<std::pair<std::string, Tensor>>& params, const std::string& path,
+                         const std::string& prompt) {
+  const ModelSpec& spec = runner.spec();
+  nlohmann::json attention = attention_json(s.maps, attention_window(spec), true);
+  attention["loss"] = {{"value", page_number(s.loss.item())}, {"what", s.what}};
+  attention["projections"] = projections_json(params, spec.heads);
+  attention["note"] = cat(runner.kind().title, runner.kind().maps_note);
+  nlohmann::json figures = nlohmann::json::array();
+  for (const AttentionMap& m : s.maps)
+    if (m.cls_first) figures.push_back({{"title", m.name}, {"svg", cls_views(m, spec.heads, [](auto&, auto&) {})}});
+  attention["figures"] = figures;
+  return {{"title", cat("qkv explore: ", page_token(path))},
+          {"subtitle", cat(page_token(prompt), ": ", s.what, " = ", s.loss.item())},
+          {"model",
+           {{"kind", spec.model},
+            {"title", runner.kind().title},
+            {"layers", spec.layers},
+            {"heads", spec.heads},
+            {"width", spec.width},
+            {"task", spec.task},
+            {"checkpoint", page_token(path)}}},
+          {"attention", attention},
+          {"graph", graph_json(graph, params, runner.kind().causal)}};
+}
+
+}  // namespace
+
+int explore(int argc, char** argv) {
+  cxxopts::Options options = explore_options();
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
@@ -233,9 +281,8 @@ int explore(int argc, char** argv) {
       path.size() > 12 && path.substr(path.size() - 12) == ".safetensors" ? path.substr(0, path.size() - 12) : path;
   // A second page of one checkpoint (another prompt) gets a name of its own, as a second run's checkpoint does.
   std::string out = args.count("out") ? args["out"].as<std::string>() : fresh_name(stem, ".html", "--out");
-  std::vector<std::string> logs;
-  if (args.count("log")) logs = args["log"].as<std::vector<std::string>>();
-  std::vector<std::string> inputs = logs;
+  std::vector<std::string> inputs =
+      args.count("log") ? args["log"].as<std::vector<std::string>>() : std::vector<std::string>{};
   inputs.push_back(path);
   if (args.count("data")) inputs.push_back(args["data"].as<std::string>());
   io::check_output_file(out, "--out", args.count("force") > 0, inputs, "--force");  // before any work
@@ -244,20 +291,7 @@ int explore(int argc, char** argv) {
   auto runner = load_runner(path, &metadata);
   use_digits_data(*runner, args, path);
   std::string note;  // where the curves come from, or why there are none
-  if (logs.empty()) {
-    // The run's log, by the name train recorded (validated by log_beside), then read as any log is (bounded,
-    // parsed strictly).
-    std::string why, beside = log_beside(path, metadata, why);
-    if (beside.empty()) {
-      note = why + " (pass --log FILE)";  // why names the file through printable() already
-    } else {
-      // An input too: --out m.jsonl --force once wrote the page over the log it read. (--force was checked above.)
-      io::check_output_file(out, "--out", /*force=*/true, {beside});
-      logs.push_back(beside);
-    }
-  }
-  const ModelSpec& spec = runner->spec();
-  const bool causal = runner->kind().causal;
+  std::vector<std::string> logs = logs_to_draw(args, path, metadata, out, note);
 
   GraphRecording recording;  // nodes get their module's name
   Study s = study(*runner, prompt);
@@ -267,26 +301,7 @@ int explore(int argc, char** argv) {
   graph.retain_grads();
   s.loss.backward();
 
-  nlohmann::json attention = attention_json(s.maps, attention_window(spec), true);
-  attention["loss"] = {{"value", page_number(s.loss.item())}, {"what", s.what}};
-  attention["projections"] = projections_json(params, spec.heads);
-  attention["note"] = cat(runner->kind().title, runner->kind().maps_note);
-  nlohmann::json figures = nlohmann::json::array();
-  for (const AttentionMap& m : s.maps)
-    if (m.cls_first) figures.push_back({{"title", m.name}, {"svg", cls_views(m, spec.heads, [](auto&, auto&) {})}});
-  attention["figures"] = figures;
-  nlohmann::json data{{"title", cat("qkv explore: ", page_token(path))},
-                      {"subtitle", cat(page_token(prompt), ": ", s.what, " = ", s.loss.item())},
-                      {"model",
-                       {{"kind", spec.model},
-                        {"title", runner->kind().title},
-                        {"layers", spec.layers},
-                        {"heads", spec.heads},
-                        {"width", spec.width},
-                        {"task", spec.task},
-                        {"checkpoint", page_token(path)}}},
-                      {"attention", attention},
-                      {"graph", graph_json(graph, params, causal)}};
+  nlohmann::json data = page_data(*runner, s, graph, params, path, prompt);
   if (!logs.empty()) {
     try {
       data["curves"] = curves_json(logs);
@@ -302,7 +317,7 @@ int explore(int argc, char** argv) {
   std::printf(
       "wrote %s (%.0f KB): %zu attention maps x %lld heads with dL/dP and head importances, a graph of %zu "
       "nodes, %s\n",
-      printable(out).c_str(), html.size() / 1024.0, s.maps.size(), static_cast<long long>(spec.heads),
+      printable(out).c_str(), html.size() / 1024.0, s.maps.size(), static_cast<long long>(runner->spec().heads),
       graph.nodes.size(),
       logs.empty() ? cat("no curves: ", note).c_str()
                    : cat("the curves of ", logs.size(), logs.size() == 1 ? " log" : " logs").c_str());

@@ -14,7 +14,8 @@ namespace qkv::cli {
 // A fresh model's dropout in gradcheck: on, so the check covers its masks (replayed in every evaluation).
 constexpr double kFreshDropout = 0.1;
 
-int gradcheck(int argc, char** argv) {
+namespace {
+cxxopts::Options gradcheck_options() {
   cxxopts::Options options("qkv gradcheck", "Compare every parameter's gradient with central differences, in float64.");
   options.add_options()("model", "gpt | seq2seq | encoder | vit | recommender | mha (a small one)",
                         cxxopts::value<std::string>()->default_value("gpt"), "KIND")(
@@ -26,6 +27,12 @@ int gradcheck(int argc, char** argv) {
       "for text models trained on it)",
       cxxopts::value<std::string>(),
       "FILE")("device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
+  return options;
+}
+}  // namespace
+
+int gradcheck(int argc, char** argv) {
+  cxxopts::Options options = gradcheck_options();
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   const Device device = set_device_option(args["device"].as<std::string>());

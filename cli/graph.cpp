@@ -67,9 +67,7 @@ std::string dot_and_svg(std::string& out) {
   return ends(".dot") ? out.substr(0, out.size() - 4) + ".svg" : out + ".svg";
 }
 
-}  // namespace
-
-int graph(int argc, char** argv) {
+cxxopts::Options graph_options() {
   cxxopts::Options options("qkv graph",
                            "Draw the autograd graph of one forward and backward pass: one node per recorded op (its "
                            "output shape and gradient norm), parameters by name, one box per module.");
@@ -86,6 +84,107 @@ int graph(int argc, char** argv) {
       "out", "DOT file to write; the SVG goes beside it (x.dot and x.svg, whichever of the two is named)",
       cxxopts::value<std::string>()->default_value("graph.dot"),
       "FILE")("force", "replace an existing --out and its SVG");
+  return options;
+}
+
+// The model a graph is drawn for, and the loss of its one forward: a checkpoint's on a prompt, a lone
+// attention layer, or a small fresh model of a kind on one example of its first task.
+struct Traced {
+  std::unique_ptr<Runner> runner;
+  std::unique_ptr<nn::MultiHeadAttention> mha;
+  Tensor x, loss;
+  std::string title;
+  std::vector<std::pair<std::string, Tensor>> names() const {
+    auto names = runner ? runner->module().named_parameters() : mha->named_parameters();
+    if (x.defined()) names.emplace_back("x", x);
+    return names;
+  }
+};
+
+Traced forward(const std::string& path, const std::string& kind, const std::string& prompt, bool fused) {
+  Generator gen(1);
+  manual_seed(1);
+  Traced t;
+  if (!path.empty()) {
+    t.runner = load_runner(path);
+    t.runner->set_fused_attention(fused);
+    std::string what;
+    t.loss = input_loss(*t.runner, prompt, &what);
+    t.title = cat(printable(path), ": ", what);
+  } else if (kind == "mha") {
+    t.mha = std::make_unique<nn::MultiHeadAttention>(8, 2, 0.0, true, &gen);
+    t.x = Tensor::randn({1, 4, 8}, DType::Float32, &gen).requires_grad_();
+    nn::MhaOptions causal;
+    causal.causal = true;
+    causal.fused = fused;
+    Tensor y = t.mha->forward(t.x, causal).output;
+    t.loss = mean(mul(y, y));
+    t.title = "MultiHeadAttention(d_model=8, heads=2), causal, on x [1, 4, 8]; loss = mean(output²)";
+  } else {
+    ModelSpec spec = small_model_spec(kind);
+    t.runner = std::make_unique<Runner>(spec, &gen);
+    t.runner->set_fused_attention(fused);
+    t.runner->module().eval();
+    t.loss = t.runner->task().fixed_batch_loss(*t.runner, 1, gen)();
+    const KindRow& row = t.runner->kind();
+    t.title = cat(row.title, " (width 8, 2 heads, 2 layers", row.layers_are, ") on one ", spec.task,
+                  " example; loss = cross-entropy of the ",
+                  t.runner->task().family() == TaskFamily::Sequence ? "answer" : "label");
+  }
+  return t;
+}
+
+// The DOT file, and the SVG Graphviz renders from it (false where dot is not installed).
+bool write_pictures(const std::string& out, const std::string& svg, const std::string& dot) {
+  io::write_file(out, dot);
+  std::string svg_tmp = io::temporary_beside(svg);  // Graphviz writes it; then it is renamed into place
+  bool rendered = false;
+  try {
+    rendered = render_svg(out, svg_tmp);
+  } catch (...) {
+    ::unlink(svg_tmp.c_str());
+    throw;
+  }
+  if (rendered) io::commit_file(svg_tmp, svg);
+  return rendered;
+}
+
+void report(const Graph& graph, const GraphRecording& recording, const Traced& traced, const std::string& out,
+            const std::string& svg, bool rendered, bool focused) {
+  std::string ops;
+  int64_t recorded = 0;
+  for (const auto& [op, count] : recording.op_counts()) {
+    ops += cat(ops.empty() ? "" : ", ", op, " ", count);
+    recorded += count;
+  }
+  std::printf("%zu nodes: %zu ops and %zu leaves; loss %.6f\n", graph.nodes.size(), graph.op_count(),
+              graph.nodes.size() - graph.op_count(), traced.loss.item());
+  std::printf("the engine recorded %lld ops: %s\n", static_cast<long long>(recorded), ops.c_str());
+  if (rendered) {
+    std::printf("wrote %s and %s\n", printable(out).c_str(), printable(svg).c_str());
+  } else {
+    std::printf(
+        "wrote %s; Graphviz's dot is not installed (Debian: apt-get install graphviz), so render it with\n"
+        "  dot -Tsvg %s -o %s\n",
+        printable(out).c_str(), printable(out).c_str(), printable(svg).c_str());
+  }
+  if (!focused && graph.nodes.size() > 60)
+    std::printf(
+        "a large picture: --focus attention draws one attention layer in full; qkv explore opens modules one "
+        "by one in a browser\n");
+  for (const auto& [name, p] : traced.names())
+    if (name.size() >= 11 && name.compare(name.size() - 11, 11, "k_proj.bias") == 0) {
+      std::printf(
+          "no node for the key biases (k_proj.bias): softmax ignores what one adds to a query's whole row, so "
+          "its gradient is exactly zero\n");
+      break;
+    }
+}
+
+}  // namespace
+
+int graph(int argc, char** argv) {
+  cxxopts::Options options = graph_options();
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   std::string path = args.count("checkpoint") ? args["checkpoint"].as<std::string>() : "";
@@ -99,90 +198,20 @@ int graph(int argc, char** argv) {
   const bool force = args.count("force") > 0;
   io::check_output_file(out, "--out", force, {path}, "--force");
   io::check_output_file(svg, "--out", force, {path}, "--force");  // the message names the SVG's path
-  const bool fused = args.count("fused") > 0;                     // by default attention shows each of its steps
 
-  Generator gen(1);
-  manual_seed(1);
-  std::unique_ptr<Runner> runner;
-  std::unique_ptr<nn::MultiHeadAttention> mha;
-  Tensor x, loss;
-  std::string title;
   GraphRecording recording;  // nodes get their module's name; the engine counts what it records
-  if (!path.empty()) {
-    runner = load_runner(path);
-    runner->set_fused_attention(fused);
-    std::string what;
-    loss = input_loss(*runner, args["prompt"].as<std::string>(), &what);
-    title = cat(printable(path), ": ", what);
-  } else if (kind == "mha") {
-    mha = std::make_unique<nn::MultiHeadAttention>(8, 2, 0.0, true, &gen);
-    x = Tensor::randn({1, 4, 8}, DType::Float32, &gen).requires_grad_();
-    nn::MhaOptions causal;
-    causal.causal = true;
-    causal.fused = fused;
-    Tensor y = mha->forward(x, causal).output;
-    loss = mean(mul(y, y));
-    title = "MultiHeadAttention(d_model=8, heads=2), causal, on x [1, 4, 8]; loss = mean(output²)";
-  } else {
-    ModelSpec spec = small_model_spec(kind);
-    runner = std::make_unique<Runner>(spec, &gen);
-    runner->set_fused_attention(fused);
-    runner->module().eval();
-    loss = runner->task().fixed_batch_loss(*runner, 1, gen)();
-    const KindRow& row = runner->kind();
-    title = cat(row.title, " (width 8, 2 heads, 2 layers", row.layers_are, ") on one ", spec.task,
-                " example; loss = cross-entropy of the ",
-                runner->task().family() == TaskFamily::Sequence ? "answer" : "label");
-  }
-  auto names = runner ? runner->module().named_parameters() : mha->named_parameters();
-  if (x.defined()) names.emplace_back("x", x);
-  Graph graph = trace_graph(loss, names);
+  // By default attention shows each of its steps.
+  Traced traced =
+      forward(path, kind, args.count("prompt") ? args["prompt"].as<std::string>() : "", args.count("fused") > 0);
+  Graph graph = trace_graph(traced.loss, traced.names());
   graph.retain_grads();
-  loss.backward();
+  traced.loss.backward();
 
   std::string focus = args.count("focus") ? args["focus"].as<std::string>() : "";
   if (focus == "attention") focus = first_attention(graph);
-  if (!focus.empty()) title += cat(" — ", focus, " only");
-  std::string dot = graph_dot(graph, {title, focus});
-  io::write_file(out, dot);
-  std::string svg_tmp = io::temporary_beside(svg);  // Graphviz writes it; then it is renamed into place
-  bool rendered = false;
-  try {
-    rendered = render_svg(out, svg_tmp);
-  } catch (...) {
-    ::unlink(svg_tmp.c_str());
-    throw;
-  }
-  if (rendered) io::commit_file(svg_tmp, svg);
-
-  std::string ops;
-  int64_t recorded = 0;
-  for (const auto& [op, count] : recording.op_counts()) {
-    ops += cat(ops.empty() ? "" : ", ", op, " ", count);
-    recorded += count;
-  }
-  std::printf("%zu nodes: %zu ops and %zu leaves; loss %.6f\n", graph.nodes.size(), graph.op_count(),
-              graph.nodes.size() - graph.op_count(), loss.item());
-  std::printf("the engine recorded %lld ops: %s\n", static_cast<long long>(recorded), ops.c_str());
-  if (rendered) {
-    std::printf("wrote %s and %s\n", printable(out).c_str(), printable(svg).c_str());
-  } else {
-    std::printf(
-        "wrote %s; Graphviz's dot is not installed (Debian: apt-get install graphviz), so render it with\n"
-        "  dot -Tsvg %s -o %s\n",
-        printable(out).c_str(), printable(out).c_str(), printable(svg).c_str());
-  }
-  if (focus.empty() && graph.nodes.size() > 60)
-    std::printf(
-        "a large picture: --focus attention draws one attention layer in full; qkv explore opens modules one "
-        "by one in a browser\n");
-  for (const auto& [name, p] : names)
-    if (name.size() >= 11 && name.compare(name.size() - 11, 11, "k_proj.bias") == 0) {
-      std::printf(
-          "no node for the key biases (k_proj.bias): softmax ignores what one adds to a query's whole row, so "
-          "its gradient is exactly zero\n");
-      break;
-    }
+  if (!focus.empty()) traced.title += cat(" — ", focus, " only");
+  const bool rendered = write_pictures(out, svg, graph_dot(graph, {traced.title, focus}));
+  report(graph, recording, traced, out, svg, rendered, !focus.empty());
   return 0;
 }
 

@@ -242,6 +242,31 @@ void report(const train::Outcome& out, const Runner& runner, const RunOutputs& o
     std::printf("      qkv explore %s --prompt %s   (attention, gradients, curves)\n", ckpt.c_str(), prompt.c_str());
 }
 
+// Runs the loop with progress lines: on a terminal one line redrawn in place, and a line per evaluation.
+train::Outcome run_with_progress(train::Trainer& trainer, const Run& run, const Task& task, bool lead) {
+  // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
+  const bool tty = lead && !dist::active() && isatty(fileno(stdout));
+  trainer.on_step = [&](const train::Progress& p) {
+    // A run with a target may stop before its budget, so its ETA is an upper bound (but a label task's
+    // held-out score of 1, its default, is rarely reached).
+    const bool stops_early = run.target > 0 && (run.target < 1 || task.family() == TaskFamily::Sequence);
+    std::string line = train::progress_line(p, stops_early);
+    if (tty) std::printf("\r\033[K%s", line.c_str());
+    if (p.evaluation) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line.c_str(), p.evaluation->text.c_str());
+    std::fflush(stdout);
+  };
+  train::Outcome out;
+  try {
+    out = trainer.run();
+  } catch (...) {
+    if (tty) std::printf("\n");  // the error goes below the progress line, not over it
+    std::fflush(stdout);
+    throw;
+  }
+  if (tty) std::printf("\n");
+  return out;
+}
+
 }  // namespace
 
 int train(int argc, char** argv) {
@@ -302,32 +327,12 @@ int train(int argc, char** argv) {
     optim::save_training_checkpoint(outputs.save, runner.module(), opt.get(), generators, with_log);
   };
   trainer.extra_log_value = [&] { return runner.last_entropy(); };  // the loss includes the term; it is logged apart
-  // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
-  const bool tty = lead && !dist::active() && isatty(fileno(stdout));
-  trainer.on_step = [&](const train::Progress& p) {
-    // A run with a target may stop before its budget, so its ETA is an upper bound (but a label task's
-    // held-out score of 1, its default, is rarely reached).
-    const bool stops_early = run.target > 0 && (run.target < 1 || runner.task().family() == TaskFamily::Sequence);
-    std::string line = train::progress_line(p, stops_early);
-    if (tty) std::printf("\r\033[K%s", line.c_str());
-    if (p.evaluation) std::printf(tty ? "\r\033[K%s  %s\n" : "%s  %s\n", line.c_str(), p.evaluation->text.c_str());
-    std::fflush(stdout);
-  };
-
   if (lead) print_banner(runner, run, *opt, runner.module().num_parameters());
   if (lead && run.resuming) say_new_budget(run, opt->steps());
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   bool grads_ok = true;
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "before training") && grads_ok;
-  train::Outcome out;
-  try {
-    out = trainer.run();
-  } catch (...) {
-    if (tty) std::printf("\n");  // the error goes below the progress line, not over it
-    std::fflush(stdout);
-    throw;
-  }
-  if (tty) std::printf("\n");
+  const train::Outcome out = run_with_progress(trainer, run, runner.task(), lead);
   auto finish = [&](int code) {
     // A full disk or a closed pipe must not end in exit 0.
     QKV_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout), "cannot write the output: ", std::strerror(errno));

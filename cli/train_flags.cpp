@@ -203,6 +203,73 @@ void read_resumed(const cxxopts::ParseResult& args, Run& run, std::map<std::stri
   }
 }
 
+// A run's training settings, each the flag, else the resumed checkpoint's, else the default, and
+// recorded (in `recorded`) as the new checkpoint will hold it.
+class Settings {
+ public:
+  Settings(const cxxopts::ParseResult& args, const std::map<std::string, std::string>& saved, const std::string& resume,
+           std::map<std::string, std::string>& recorded)
+      : args_(args), saved_(saved), resume_(resume), recorded_(recorded) {}
+  std::string text(const char* name, const std::string& flag_value, const std::string& fallback) {
+    std::string v = args_.count(name) ? flag_value : saved_.count(name) ? saved_.at(name) : fallback;
+    recorded_[name] = v;
+    return v;
+  }
+  int64_t integer(const char* name, int64_t fallback) {
+    std::string v =
+        text(name, args_.count(name) ? std::to_string(args_[name].as<int64_t>()) : "", std::to_string(fallback));
+    int64_t out = 0;
+    QKV_CHECK(io::parse_integer(v, out), printable(resume_), ": bad training setting ", name, " = '", printable(v),
+              "'");
+    return out;
+  }
+  double real(const char* name, double fallback) {
+    return io::parse_number(
+        text(name, args_.count(name) ? io::exact_number(args_[name].as<double>()) : "", io::exact_number(fallback)),
+        source(name));
+  }
+  std::string word(const char* name, const char* fallback, const std::vector<std::string>& words) {
+    std::string v = text(name, args_.count(name) ? args_[name].as<std::string>() : "", fallback), known;
+    for (const std::string& w : words) known += (known.empty() ? "" : ", ") + w;
+    QKV_CHECK(std::find(words.begin(), words.end(), v) != words.end(), "unknown ", source(name), " '", printable(v),
+              "' (", known, ")");
+    return v;
+  }
+  // A switch: given, or on in the checkpoint.
+  bool on(const char* name) {
+    const bool value = args_.count(name) > 0 || (saved_.count(name) && saved_.at(name) == "1");
+    recorded_[name] = value ? "1" : "0";
+    return value;
+  }
+  uint64_t seed() {
+    uint64_t seed = 1;
+    if (args_.count("seed")) {
+      seed = args_["seed"].as<uint64_t>();
+    } else if (saved_.count("seed")) {
+      const std::string& v = saved_.at("seed");
+      auto [end, error] = std::from_chars(v.data(), v.data() + v.size(), seed);  // no sign, space or overflow
+      QKV_CHECK(!v.empty() && error == std::errc() && end == v.data() + v.size() && v[0] != '-', printable(resume_),
+                ": bad training setting seed = '", printable(v), "'");
+    }
+    recorded_["seed"] = std::to_string(seed);
+    return seed;
+  }
+  /// A setting's name in its errors: the flag, and the checkpoint when the value is the checkpoint's.
+  std::string source(const char* name) const {
+    return !args_.count(name) && saved_.count(name) ? cat("--", name, " (from ", printable(resume_), ")")
+                                                    : cat("--", name);
+  }
+  void in_range(const char* name, int64_t v, int64_t low, int64_t high) const {
+    QKV_CHECK(v >= low && v <= high, source(name), " must be in ", range(low, high), ", got ", v);
+  }
+
+ private:
+  const cxxopts::ParseResult& args_;
+  const std::map<std::string, std::string>& saved_;
+  const std::string& resume_;
+  std::map<std::string, std::string>& recorded_;
+};
+
 }  // namespace
 
 cxxopts::Options train_options() {
@@ -301,39 +368,10 @@ Run resolve(const cxxopts::ParseResult& args) {
   const TaskDefaults defaults = task.defaults;
 
   // Training settings: the flag, else the checkpoint's, else the default.
-  std::map<std::string, std::string>& settings = run.settings;
-  auto setting = [&](const char* name, const std::string& flag_value, const std::string& fallback) {
-    std::string v = args.count(name) ? flag_value : saved.count(name) ? saved.at(name) : fallback;
-    settings[name] = v;
-    return v;
-  };
-  auto int_setting = [&](const char* name, int64_t fallback) {
-    std::string v =
-        setting(name, args.count(name) ? std::to_string(args[name].as<int64_t>()) : "", std::to_string(fallback));
-    int64_t out = 0;
-    QKV_CHECK(io::parse_integer(v, out), printable(resume), ": bad training setting ", name, " = '", printable(v), "'");
-    return out;
-  };
-  // A setting's name in its errors: the flag, and the checkpoint when the value is the checkpoint's.
-  auto source = [&](const char* name) {
-    return !args.count(name) && saved.count(name) ? cat("--", name, " (from ", printable(resume), ")")
-                                                  : cat("--", name);
-  };
-  auto real_setting = [&](const char* name, double fallback) {
-    return io::parse_number(
-        setting(name, args.count(name) ? io::exact_number(args[name].as<double>()) : "", io::exact_number(fallback)),
-        source(name));
-  };
-  auto word_setting = [&](const char* name, const char* fallback, const std::vector<std::string>& words) {
-    std::string v = setting(name, args.count(name) ? args[name].as<std::string>() : "", fallback), known;
-    for (const std::string& w : words) known += (known.empty() ? "" : ", ") + w;
-    QKV_CHECK(std::find(words.begin(), words.end(), v) != words.end(), "unknown ", source(name), " '", printable(v),
-              "' (", known, ")");
-    return v;
-  };
-  auto in_range = [&](const char* name, int64_t v, int64_t low, int64_t high) {
-    QKV_CHECK(v >= low && v <= high, source(name), " must be in ", range(low, high), ", got ", v);
-  };
+  Settings settings(args, saved, resume, run.settings);
+  auto int_setting = [&](const char* name, int64_t fallback) { return settings.integer(name, fallback); };
+  auto real_setting = [&](const char* name, double fallback) { return settings.real(name, fallback); };
+  auto source = [&](const char* name) { return settings.source(name); };
   const int64_t batch = run.batch = int_setting("batch", defaults.batch);
   const int64_t eval_every = run.eval_every = int_setting("eval-every", defaults.eval_every);
   const int64_t total = run.total = int_setting("steps", defaults.steps);
@@ -347,34 +385,23 @@ Run resolve(const cxxopts::ParseResult& args) {
   // Text has no held-out score to reach: its checkpoint records no target (info showed one train refuses).
   run.target = task.has_target ? real_setting("target", defaults.target) : 0;
   if (!args.count("target") && (run.target < 0 || run.target > 1))  // recorded before targets were bounded:
-    run.target = 0, settings["target"] = "0";                       // 2 meant "never stop", as 0 does now
+    run.target = 0, run.settings["target"] = "0";                   // 2 meant "never stop", as 0 does now
   const double entropy_weight = run.entropy_weight = real_setting("attn-entropy", 0);
-  run.optimizer = word_setting("optimizer", "adamw", kOptimizers);
-  run.schedule = word_setting("schedule", "cosine", kSchedules);
-  uint64_t& seed = run.seed;
-  if (args.count("seed")) {
-    seed = args["seed"].as<uint64_t>();
-  } else if (saved.count("seed")) {
-    const std::string& v = saved.at("seed");
-    auto [end, error] = std::from_chars(v.data(), v.data() + v.size(), seed);  // no sign, space or overflow
-    QKV_CHECK(!v.empty() && error == std::errc() && end == v.data() + v.size() && v[0] != '-', printable(resume),
-              ": bad training setting seed = '", printable(v), "'");
-  }
-  settings["seed"] = std::to_string(seed);
-  run.checkpoint_activations = args.count("checkpoint-activations") > 0 ||
-                               (saved.count("checkpoint-activations") && saved.at("checkpoint-activations") == "1");
-  settings["checkpoint-activations"] = run.checkpoint_activations ? "1" : "0";
-  in_range("batch", batch, 1, kMaxBatch);
-  in_range("eval-every", eval_every, 1, kMaxSteps);
-  in_range("steps", total, 0, kMaxSteps);
+  run.optimizer = settings.word("optimizer", "adamw", kOptimizers);
+  run.schedule = settings.word("schedule", "cosine", kSchedules);
+  run.seed = settings.seed();
+  run.checkpoint_activations = settings.on("checkpoint-activations");
+  settings.in_range("batch", batch, 1, kMaxBatch);
+  settings.in_range("eval-every", eval_every, 1, kMaxSteps);
+  settings.in_range("steps", total, 0, kMaxSteps);
   if (resuming) check_budget(run, source("steps"));
   // On --resume the warm-up is the one the run started with: sized by a larger --steps, it began again.
   int64_t started = total;
   if (!resuming || !saved.count("steps") || !io::parse_integer(saved.at("steps"), started)) started = total;
   run.warmup = std::min(warmup_setting, std::max<int64_t>(started, 0));
   if (resuming && saved.count("steps")) run.budget_before = started;
-  in_range("warmup", warmup_setting, 0, kMaxSteps);
-  in_range("save-every", save_every, 0, kMaxSteps);
+  settings.in_range("warmup", warmup_setting, 0, kMaxSteps);
+  settings.in_range("save-every", save_every, 0, kMaxSteps);
   check_real_settings(run, source, args.count("weight-decay") > 0);
   return run;
 }
