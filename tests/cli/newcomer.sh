@@ -5,10 +5,11 @@
 # that reads a checkpoint takes it as its first argument, a second page of one
 # checkpoint gets a name of its own, --steps on --resume says what it does to
 # the schedule, and gradcheck says how close each row came to its tolerance.
-# usage: newcomer.sh QKV WORKDIR
+# usage: newcomer.sh QKV WORKDIR [sanitized]
 set -u
 qkv=$1
 work=$2
+sanitized=${3:-}
 here=$(dirname "$(readlink -f "$0")")
 source "$here/lib.sh"
 limit=120
