@@ -12,7 +12,7 @@
 # Environment: QKV_SANITIZE=0 skips the sanitizer pass of `test` (quicker
 # local runs; CI always runs it). QKV_JOBS sets build parallelism.
 # QKV_CUDA=AUTO|ON builds the CUDA backend (CMake's default is OFF until the
-# kernels have run on a GPU: see the README's "Devices").
+# kernels have run on a GPU: see docs/devices.md).
 set -euo pipefail
 caller=$PWD  # train's arguments (--data notes.txt, --save x) name files from where it was started
 cd "$(dirname "$(readlink -f "$0")")"

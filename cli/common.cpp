@@ -60,10 +60,14 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
     std::puts(options.help().c_str());
     return false;
   }
+  // A second file name (qkv eval a b, or --checkpoint a b) is a second checkpoint, not a stray word.
+  QKV_CHECK(
+      !checkpoint || args.count("checkpoint") <= 1 || (args.count("checkpoint") == 1 && !args.unmatched().empty()),
+      "one checkpoint at a time: give it as the first argument or as --checkpoint FILE, not both");
+  QKV_CHECK(!checkpoint || !args.count("checkpoint") || args.unmatched().empty(), "one checkpoint at a time, got '",
+            printable(args.unmatched().empty() ? "" : args.unmatched()[0]), "' after it");
   QKV_CHECK(args.unmatched().empty(), "unexpected argument '", printable(args.unmatched()[0]),
             "' (flags start with --)");
-  QKV_CHECK(!checkpoint || args.count("checkpoint") <= 1,
-            "one checkpoint at a time: give it as the first argument or as --checkpoint FILE, not both");
   stop_if_parse_only();
   return true;
 }

@@ -70,6 +70,6 @@ void set_threads_option(int n);
 /// other is a one-line error that says what is missing (CUDA in this build,
 /// a GPU, that GPU).
 Device set_device_option(const std::string& name);
-inline constexpr const char* kDeviceHelp = "cpu, cuda or cuda:N (CUDA builds; see the README's \"Devices\")";
+inline constexpr const char* kDeviceHelp = "cpu, cuda or cuda:N (CUDA builds; see docs/devices.md)";
 
 }  // namespace qkv::cli
