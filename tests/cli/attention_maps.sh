@@ -8,6 +8,7 @@ set -u
 qkv=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$(dirname "$0")/lib.sh"
+command -v xmllint >/dev/null || fail "xmllint is missing: install libxml2-utils (./qkv.sh test does)"
 "$qkv" train --task text --dim 32 --layers 1 --heads 2 --batch 4 --steps 1 --threads 1 --save text.safetensors >/dev/null 2>&1 || fail "text model"
 "$qkv" train --dim 32 --layers 2 --heads 2 --steps 0 --save reverse.safetensors >/dev/null 2>&1 || fail "reverse model"
 i=0
