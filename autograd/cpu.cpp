@@ -54,8 +54,9 @@ std::string blas_warning() {
   std::string core = blas_core(), better = better_blas_core(core, f);
   if (better.empty()) return "";
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  const bool obeyed = forced && strcasecmp(forced, core.c_str()) == 0;  // else ignored: not a core it knows
   return cat("qkv: warning: OpenBLAS runs its ", core, " kernels on a CPU with ", level(f),
-             forced ? cat(" (OPENBLAS_CORETYPE=", printable(forced, 40), " is set)")
+             obeyed ? cat(" (OPENBLAS_CORETYPE=", printable(forced, 40), " is set)")
                     : std::string(" (it does not know this CPU)"),
              ", so matrix products run several times slower; start with OPENBLAS_CORETYPE=", better,
              " (the qkv program does this itself)");
@@ -76,7 +77,10 @@ std::string describe_kernels() {
   if (const char* replaced = std::getenv(kReplacedCoreVariable); replaced && *replaced)
     out += cat(" (chosen by qkv: OpenBLAS took this CPU for ", printable(replaced, 40), ")");
   else if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced)
-    out += " (OPENBLAS_CORETYPE)";
+    // OpenBLAS ignores a name it does not know and picks as if it were unset: say which happened.
+    out += strcasecmp(forced, core.c_str()) == 0
+               ? std::string(" (OPENBLAS_CORETYPE)")
+               : cat(" (OPENBLAS_CORETYPE=", printable(forced, 40), " names no core it knows: ignored)");
   if (!better_blas_core(core, f).empty()) out += " [slow: see the warning]";
   return cat(out, ", vector kernels ", simd::isa_name(simd::active_isa()), ", CPU ", level(f));
 }

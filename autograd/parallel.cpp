@@ -19,11 +19,14 @@ int default_threads() {
 }
 }  // namespace
 
-void set_num_threads(int n) {
-  int original = default_threads();
-  int threads = n > 0 ? n : original;
+int thread_limit() { return std::max(1, omp_get_thread_limit()); }
+
+int set_num_threads(int n) {
+  const int threads = std::min(n > 0 ? n : default_threads(), thread_limit());
+  omp_set_dynamic(0);  // a region gets the threads it asks for, or OpenBLAS waits for one that never starts
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
+  return threads;
 }
 
 int get_num_threads() { return omp_get_max_threads(); }
@@ -72,7 +75,7 @@ int idle_threads(int sample_ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(sample_ms));
   if (!cpu_times(idle1, total1) || total1 <= total0) return all;
   double idle_cores = (idle1 - idle0) / (total1 - total0) * std::thread::hardware_concurrency();
-  return std::clamp(static_cast<int>(std::lround(idle_cores)), 1, all);
+  return std::clamp(static_cast<int>(std::lround(idle_cores)), 1, std::min(all, thread_limit()));
 }
 
 }  // namespace qkv

@@ -15,8 +15,14 @@ namespace qkv {
 
 /// Sets the thread count of qkv's loops and of OpenBLAS (which shares the
 /// OpenMP pool). n <= 0 restores the default (all cores / OMP_NUM_THREADS).
-void set_num_threads(int n);
+/// The count set is what the OpenMP runtime will really give a parallel
+/// region: at most its thread limit (OMP_THREAD_LIMIT), with its dynamic
+/// adjustment (OMP_DYNAMIC) turned off. OpenBLAS waits for every thread it
+/// was told of, and spun forever when the runtime gave fewer. Returns it.
+int set_num_threads(int n);
 int get_num_threads();
+/// The most threads the OpenMP runtime gives one parallel region (OMP_THREAD_LIMIT; very large where unset).
+int thread_limit();
 
 /// How many of the default threads have a core to themselves right now: the
 /// idle share of every core over `sample_ms` (from /proc/stat), rounded,

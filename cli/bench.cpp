@@ -406,7 +406,7 @@ int bench(int argc, char** argv) {
       "KIND")("checkpoint-activations", "GPT configs: recompute each block in backward")(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("3"), "N")(
       "kernel", "attention kernel: fused or composed", cxxopts::value<std::string>()->default_value("fused"), "NAME")(
-      "threads", "threads per process (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
+      "threads", "threads per process (0: one per idle core)", cxxopts::value<std::string>()->default_value("0"), "N")(
       "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE")(
       "profile",
       "time each parallel loop and product of the step at these thread counts (e.g. 2,16) and print one table "
@@ -418,7 +418,7 @@ int bench(int argc, char** argv) {
   QKV_CHECK(!profiling || !args.count("threads"), "--profile sets the thread counts itself: drop --threads");
   QKV_CHECK(!profiling || dist::world_size() == 1, "--profile times one process: run it without mpirun");
   const std::vector<int> counts = profiling ? profile_threads(args["profile"].as<std::string>()) : std::vector<int>{};
-  if (!profiling) set_threads_option(args["threads"].as<int>());
+  if (!profiling) set_threads_option(args);
   const Device device = set_device_option(args["device"].as<std::string>());
   QKV_CHECK(!profiling || device.is_cpu(), "--profile times the CPU's loops and products: drop --device");
   BenchSetup b = bench_setup(args, dist::world_size());
@@ -439,7 +439,7 @@ int bench(int argc, char** argv) {
   if (profiling) {
     std::vector<BenchTiming> runs;
     for (int n : counts) {
-      set_threads_option(n);
+      set_thread_count(n);
       runs.push_back(run());
     }
     report_profile(b, counts, runs);

@@ -62,10 +62,22 @@ void check_fits_in_memory(double bytes, const std::string& what, const char* adv
             gb(static_cast<double>(have)), " GB available: ", advice);
 }
 
-void check_threads(int n) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  QKV_CHECK(n >= 0 && n <= cores, "--threads must be in ", range(0, cores), " (0: one per idle core; this machine has ",
-            cores, " core", cores == 1 ? "" : "s", "), got ", n);
+namespace {
+int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+}  // namespace
+
+void check_threads(int64_t n) {
+  QKV_CHECK(n >= 0 && n <= kMaxThreads, "--threads must be in ", range(0, kMaxThreads),
+            " (0: one per idle core; this machine has ", cores(), " core", cores() == 1 ? "" : "s", "), got ", n);
+}
+
+void warn_past_cores(int n) {
+  // More threads than cores is slow, not wrong: it is how a small machine checks that results stay the same.
+  static bool warned = false;
+  if (n <= cores() || warned) return;
+  warned = true;
+  std::fprintf(stderr, "qkv: warning: --threads %d on %d core%s: threads share cores (slower; the same results)\n", n,
+               cores(), cores() == 1 ? "" : "s");
 }
 
 void check_thread_buffers(int n) {

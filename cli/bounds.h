@@ -20,6 +20,8 @@ using nn::kMaxWidth;
 inline constexpr int64_t kMaxInputLength = 64, kMaxDigits = 9;  // the sequence tasks' --max-len and --digits
 inline constexpr int64_t kMaxBatch = 1 << 16, kMaxExamples = 1 << 20, kMaxSteps = int64_t{1} << 40;
 inline constexpr int64_t kMaxNewTokens = 1 << 20;
+/// The most --threads: OpenBLAS maps 128 MiB of address space per thread.
+inline constexpr int64_t kMaxThreads = 64;
 
 /// "[low, high]" for --help texts and errors.
 std::string range(int64_t low, int64_t high);
@@ -42,9 +44,10 @@ void check_fits_in_memory(double bytes, const std::string& what, const char* adv
 /// n x n attention arrays where the composed path keeps them) and the logits.
 double training_step_bytes(double parameters, double tokens, double layers, double width, double vocab, double scores);
 
-/// --threads: 0 (one per idle core) up to this machine's cores; more would
-/// only make threads share cores.
-void check_threads(int n);
+/// --threads: 0 (one per idle core) up to kMaxThreads.
+void check_threads(int64_t n);
+/// Past this machine's cores: a one-line warning, once (threads share cores: slower, the same bits).
+void warn_past_cores(int n);
 /// Refuses `n` threads under an address-space limit (ulimit -v) too small for
 /// OpenBLAS's per-thread buffers: OpenBLAS would retry mapping them forever.
 void check_thread_buffers(int n);

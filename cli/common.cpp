@@ -10,17 +10,32 @@
 
 #include "bounds.h"
 #include "distributed/dist.h"
+#include "io/metadata.h"
 #include "io/safetensors.h"
 #include "nn/checkpoint.h"
 
 namespace qkv::cli {
 
-void set_threads_option(int n) {
+int set_thread_count(int64_t n) {
   check_threads(n);
   // Ranks on one machine share its idle cores (they all look at once).
-  int threads = n > 0 ? n : std::max(1, idle_threads() / dist::local_size());
-  check_thread_buffers(threads);
-  set_num_threads(threads);
+  const int asked = n > 0 ? static_cast<int>(n) : std::max(1, idle_threads() / dist::local_size());
+  check_thread_buffers(asked);
+  warn_past_cores(asked);
+  const int threads = set_num_threads(asked);
+  if (dist::rank() == 0 && threads < asked)
+    std::fprintf(stderr,
+                 "qkv: note: %d threads asked, but the OpenMP runtime here gives at most %d (OMP_THREAD_LIMIT): %d\n",
+                 asked, threads, threads);
+  return threads;
+}
+
+int set_threads_option(const cxxopts::ParseResult& args) {
+  const std::string text = args.count("threads") ? args["threads"].as<std::string>() : "0";
+  int64_t n = 0;
+  // A whole number in decimal: "0x1" was once taken as 1.
+  QKV_CHECK(io::parse_integer(text, n), "--threads: '", printable(text), "' is not a whole number");
+  return set_thread_count(n);
 }
 
 Device set_device_option(const std::string& name) {
@@ -114,7 +129,7 @@ void use_digits_data(Runner& runner, const cxxopts::ParseResult& args, const std
   if (!args.count("data")) return;
   QKV_CHECK(runner.task().row().prompt_picks_data, "--data is for ",
             task_names([](const TaskRow& t) { return t.prompt_picks_data; }), " models (a held-out image's number); ",
-            printable(path), " is a ", runner.spec().task, " model");
+            printable(path), " is ", with_article(runner.spec().task), " model");
   runner.use_data(args["data"].as<std::string>());
 }
 
@@ -159,7 +174,7 @@ void use_data_flag(Runner& runner, const cxxopts::ParseResult& args, const std::
   } else {
     QKV_CHECK(!args.count("data"), "--data is for ",
               task_names([](const TaskRow& t) { return t.data_is != nullptr; }, " and "), " models; ", printable(path),
-              " is a ", row.name, " model");
+              " is ", with_article(row.name), " model");
   }
 }
 

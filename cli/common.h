@@ -62,9 +62,13 @@ std::string fresh_stem(const std::string& base, const std::vector<std::string>& 
 std::string log_beside(const std::string& checkpoint, const std::map<std::string, std::string>& metadata,
                        std::string& why);
 
-/// --threads: n > 0 threads, or 0 for as many as there are idle cores now
-/// (all of them on a quiet machine; fewer beside a busy process).
-void set_threads_option(int n);
+/// --threads (a string flag, parsed strictly): n > 0 threads, or 0 for as many
+/// as there are idle cores now (all of them on a quiet machine; fewer beside a
+/// busy process); more than the cores with a warning. Returns the count the
+/// OpenMP runtime really gives (its thread limit may be lower: a note says so).
+int set_threads_option(const cxxopts::ParseResult& args);
+/// The same for a count the program chose (bench --profile's).
+int set_thread_count(int64_t n);
 
 /// --device: the CPU, or a CUDA device this build and machine have; any
 /// other is a one-line error that says what is missing (CUDA in this build,

@@ -26,11 +26,11 @@ int eval(int argc, char** argv) {
       "data",
       "text and digits models: the text or CSV to evaluate on (default: the bundled one, for models trained on it)",
       cxxopts::value<std::string>(),
-      "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<int>()->default_value("0"), "N")(
+      "FILE")("threads", "threads (0: one per idle core)", cxxopts::value<std::string>()->default_value("0"), "N")(
       "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
-  set_threads_option(args["threads"].as<int>());
+  set_threads_option(args);
   const Device device = set_device_option(args["device"].as<std::string>());
   std::string path = required(args, "checkpoint");
   int64_t count = args["examples"].as<int64_t>();

@@ -8,11 +8,13 @@
 #include <cxxopts.hpp>
 
 #include "autograd/cpu.h"
+#include "bounds.h"
 #include "commands.h"
 #include "common.h"
 #include "io/metadata.h"
 #include "kinds.h"
 #include "model_spec.h"
+#include "runner.h"
 
 namespace qkv::cli {
 
@@ -68,11 +70,18 @@ int info(int argc, char** argv) {
   auto meta = [&](const char* key) {
     return file.metadata.count(key) ? printable(file.metadata.at(key)) : std::string("-");
   };
+  // Checked as eval, sample and --resume check it, the model never built and its data never read: what
+  // they refuse, info refuses too, and what it shows is what they use (a ViT reads its patches and [CLS]
+  // whatever context a file recorded: qkv before 2026-11-25 took any --context).
+  const std::unique_ptr<Task> task = resolve_spec(spec, /*read_data=*/false);
   const KindRow& kind = kind_row(spec.model);
-  const TaskRow& row = task_row(spec.task);
-  const std::unique_ptr<Task> task = row.make(row, spec, /*read_data=*/false);  // described, its data never read
-  // A ViT reads its patches and [CLS] whatever context a file recorded (qkv before 2026-11-25 took any --context).
-  const int64_t context = kind.fixed_context ? kind.context_for(spec, *task) : spec.context;
+  const int64_t context = spec.context;
+  if (file.metadata.count("qkv.step")) {
+    int64_t step = 0;
+    const std::string& text = file.metadata.at("qkv.step");
+    QKV_CHECK(io::parse_integer(text, step) && step >= 0 && step <= kMaxSteps, printable(path), ": bad training step '",
+              printable(text), "' in its metadata (a step count in ", range(0, kMaxSteps), ")");
+  }
   std::printf("%s\n", printable(path).c_str());
   std::printf(
       "  model      %s, %lld parameters: width %lld, %lld layers%s, %lld heads, context %lld, vocab %lld, %s "

@@ -13,10 +13,10 @@
 namespace qkv::cli {
 
 void LabelTask::resolve(ModelSpec& spec, const KindRow& kind, bool) {
-  spec.vocab = vocab();
+  take_vocab(spec);
   if (kind.scores_classes && spec.classes == 0) spec.classes = labels();
   // A checkpoint's classes must be the task's: scores past them would index past the confusion matrix.
-  QKV_CHECK(!kind.scores_classes || spec.classes == labels(), "a ", spec.model, " of ", spec.classes,
+  QKV_CHECK(!kind.scores_classes || spec.classes == labels(), with_article(spec.model), " of ", spec.classes,
             " classes for the ", spec.task, " task, which has ", labels());
   kind.fill(spec, *this);
   kind.model().check(spec, cat("--model ", spec.model));

@@ -137,6 +137,20 @@ bool small_integer(std::string_view text, int64_t high, int64_t& out) {
   return out <= high;
 }
 
+// Lines ended by CR LF or by CR alone, ended by LF.
+std::string lf_line_ends(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\r') {
+      out += text[i];
+    } else if (i + 1 == text.size() || text[i + 1] != '\n') {
+      out += '\n';
+    }
+  }
+  return out;
+}
+
 class DigitsTask : public LabelTask {
  public:
   DigitsTask(const TaskRow& row, const std::string& path, bool read, int64_t side)
@@ -239,6 +253,7 @@ class DigitsTask : public LabelTask {
     const std::string file = printable(path_);
     std::string text = io::read_regular_file(path_, kMaxImageCsvBytes, "digits CSV file");
     if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 byte-order mark, as spreadsheets write
+    text = lf_line_ends(text);  // a spreadsheet's CR LF, or an old Mac's CR alone, as the log reader takes them
     QKV_CHECK(!text.empty(), file, ": empty (a digits CSV holds one image a line: its pixels, then the label)");
     // The first row's width fixes the image: side² pixels and the label.
     size_t first_end = text.find('\n');

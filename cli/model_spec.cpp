@@ -46,8 +46,8 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
     };
     s.task = field("name");
     QKV_CHECK(is_task(s.task), file, ": unknown task '", printable(s.task), "'");
-    QKV_CHECK(learns(kind_row(s.model), task_row(s.task)), file, ": a ", s.model, " model does not learn the ", s.task,
-              " task");
+    QKV_CHECK(learns(kind_row(s.model), task_row(s.task)), file, ": ", with_article(s.model),
+              " model does not learn the ", s.task, " task");
     nn::model_kind(s.model).check(s, file);  // the fields this kind needs, before its formula reads them
     s.max_len = integer("max_len", kMaxInputLength);
     s.digits = integer("digits", kMaxDigits);
@@ -75,9 +75,9 @@ void ModelSpec::check_tensors(const io::TensorFile& file, const std::string& pat
   int64_t held = 0;
   for (const auto& [name, t] : file.tensors)
     if (name.compare(0, 10, "optimizer.") != 0) held += t.numel();
-  QKV_CHECK(held == parameter_count(), printable(path), ": its metadata describes a ", model, " of ", parameter_count(),
-            " parameters (width ", width, ", ", layers, " layers, vocab ", vocab, ", context ", context,
-            ") but it holds ", held);
+  QKV_CHECK(held == parameter_count(), printable(path), ": its metadata describes ", with_article(model), " of ",
+            parameter_count(), " parameters (width ", width, ", ", layers, " layers, vocab ", vocab, ", context ",
+            context, ") but it holds ", held);
 }
 
 ModelSpec small_model_spec(const std::string& kind) {

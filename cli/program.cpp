@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -131,6 +132,9 @@ int run(const std::string& command, int argc, char** argv) {
 }  // namespace
 
 int qkv::cli::program(int argc, char** argv) {
+  // A file-size limit (ulimit -f, set by batch schedulers) is an ordinary write error that names the file,
+  // not SIGXFSZ's silent death (exit 153) with the temporaries left beside their targets.
+  std::signal(SIGXFSZ, SIG_IGN);
   // OpenMP threads spin for a while before they sleep (libgomp: 300,000
   // turns), which made a busy machine crawl: with one other busy process,
   // `train` ran 7-20x slower than with --threads 1. Sleeping at once

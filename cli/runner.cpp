@@ -7,28 +7,34 @@
 
 namespace qkv::cli {
 
-Runner::Runner(ModelSpec spec, Generator* init, bool read_data, const std::function<void(const ModelSpec&)>& check)
-    : spec_(std::move(spec)), kind_(kind_row(spec_.model)) {
+std::unique_ptr<Task> resolve_spec(ModelSpec& spec, bool read_data) {
   // A checkpoint's description can still fail the task's own checks (a
   // context too short for it, a max_len under the task's least): the error
   // then names the file, and the data (the user's, never the file's) is
   // read once the description has passed, so its errors name only the data.
-  const bool from_file = !spec_.source.empty();
+  const bool from_file = !spec.source.empty();
+  std::unique_ptr<Task> task;
   try {
-    spec_.check_sizes();
-    nn::AttentionKind::parse(spec_.attention);
-    const TaskRow& row = task_row(spec_.task);
-    QKV_CHECK(learns(kind_, row), "--model ", spec_.model, " learns ",
-              task_names([&](const TaskRow& t) { return learns(kind_, t); }, ", "), "; the ", spec_.task,
+    const KindRow& kind = kind_row(spec.model);
+    spec.check_sizes();
+    nn::AttentionKind::parse(spec.attention);
+    const TaskRow& row = task_row(spec.task);
+    QKV_CHECK(learns(kind, row), "--model ", spec.model, " learns ",
+              task_names([&](const TaskRow& t) { return learns(kind, t); }, ", "), "; the ", spec.task,
               " task trains --model ", default_kind(row).name());
     const bool read_now = read_data && !from_file;
-    task_ = row.make(row, spec_, read_now);
-    task_->resolve(spec_, kind_, read_now);
+    task = row.make(row, spec, read_now);
+    task->resolve(spec, kind, read_now);
   } catch (const Error& e) {
     if (!from_file) throw;
-    throw bad_description(printable(spec_.source), e.what());
+    throw bad_description(printable(spec.source), e.what());
   }
-  if (from_file && read_data && task_->row().data_is) use_data(spec_.data);
+  if (from_file && read_data && task->row().data_is) task->use_data(spec.data, spec);
+  return task;
+}
+
+Runner::Runner(ModelSpec spec, Generator* init, bool read_data, const std::function<void(const ModelSpec&)>& check)
+    : spec_(std::move(spec)), kind_(kind_row(spec_.model)), task_(resolve_spec(spec_, read_data)) {
   check_fits_in_memory(4.0 * static_cast<double>(spec_.parameter_count()),
                        cat("a model of ", spec_.parameter_count(), " parameters"),
                        "use a smaller --dim, --layers or --context");

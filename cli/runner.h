@@ -16,6 +16,13 @@
 
 namespace qkv::cli {
 
+/// What building a model of `spec` checks and fills in, without building it:
+/// the sizes, the attention kind, that its kind learns its task, and what the
+/// spec leaves to the task (vocabulary, context, classes). Returns the task;
+/// its data is read with `read_data` (never a path from a checkpoint). Errors
+/// about a checkpoint's description name the file.
+std::unique_ptr<Task> resolve_spec(ModelSpec& spec, bool read_data);
+
 class Runner {
  public:
   /// Builds the model the spec describes (task and sizes checked). A model

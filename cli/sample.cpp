@@ -26,12 +26,12 @@ int sample(int argc, char** argv) {
                    "K")("max-new", "bytes to generate (text)", cxxopts::value<int64_t>()->default_value("200"), "N")(
       "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"), "N")(
       "no-cache", "recompute the whole prefix for every token instead of keeping keys and values (GPT)")(
-      "data", kDigitsDataHelp, cxxopts::value<std::string>(), "FILE")("threads", "threads (0: one per idle core)",
-                                                                      cxxopts::value<int>()->default_value("0"), "N")(
+      "data", kDigitsDataHelp, cxxopts::value<std::string>(), "FILE")(
+      "threads", "threads (0: one per idle core)", cxxopts::value<std::string>()->default_value("0"), "N")(
       "device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
-  set_threads_option(args["threads"].as<int>());
+  set_threads_option(args);
   const Device device = set_device_option(args["device"].as<std::string>());
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
   double temperature = args["temperature"].as<double>();

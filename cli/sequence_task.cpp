@@ -34,7 +34,7 @@ int64_t SequenceTask::max_input() const { return adds() ? 2 * digits_ + 1 : max_
 int64_t SequenceTask::max_answer() const { return adds() ? digits_ + 1 : max_len_; }
 
 void SequenceTask::resolve(ModelSpec& spec, const KindRow& kind, bool) {
-  spec.vocab = vocab();
+  take_vocab(spec);
   int64_t need = kind.context_for(spec, *this);  // what this kind reads around the input and the answer
   if (spec.context <= 0) spec.context = need;
   QKV_CHECK(spec.context >= need, "--context ", spec.context, " is too short for the ", spec.task, " task: it needs ",

@@ -2,6 +2,7 @@
 #include "task.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "autograd/error.h"
@@ -103,7 +104,13 @@ const TaskRow& task_row(const std::string& name) {
 
 void Task::use_data(const std::string&, const ModelSpec&) {
   throw Error(cat("--data is for ", task_names([](const TaskRow& t) { return t.data_is != nullptr; }, " and "),
-                  " models; this is a ", name(), " model"));
+                  " models; this is ", with_article(name()), " model"));
+}
+
+void Task::take_vocab(ModelSpec& spec) const {
+  QKV_CHECK(spec.vocab == 0 || spec.vocab == vocab(), "vocab ", spec.vocab, " for the ", name(),
+            " task, whose vocabulary is ", vocab());
+  spec.vocab = vocab();
 }
 
 Tensor Task::example_loss(Runner& runner, const Example& e) const { return runner.loss({e}); }
@@ -131,6 +138,11 @@ std::function<Tensor()> ExampleTask::fixed_batch_loss(Runner& runner, int64_t si
   std::vector<Example> batch;
   for (int64_t i = 0; i < size; ++i) batch.push_back(sample(gen));
   return [&runner, batch] { return runner.loss(batch); };
+}
+
+std::string with_article(const std::string& name) {
+  const bool vowel = !name.empty() && std::strchr("aeiouAEIOU", name[0]);
+  return (vowel ? "an " : "a ") + name;
 }
 
 std::string data_dir() {

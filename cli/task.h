@@ -107,6 +107,9 @@ class Task {
   /// (vocabulary, context, classes) and checks the rest against the task;
   /// reads its data (use_data) when `read_data` and it needs the spec first.
   virtual void resolve(ModelSpec& spec, const KindRow& kind, bool read_data) = 0;
+  /// Sets spec.vocab to the task's; a file's that differs (a ViT's of
+  /// 1000000, which no tensor counts) is refused rather than shown.
+  void take_vocab(ModelSpec& spec) const;
   /// Reads the data a model trains or is evaluated on ("" for the bundled
   /// file); only tasks whose row has data_is.
   virtual void use_data(const std::string& path, const ModelSpec& spec);
@@ -169,6 +172,9 @@ class ExampleTask : public Task {
   train::StepLoss step_loss(Runner& runner, int64_t batch, Generator& data, const dist::Slice& mine) const override;
   std::function<Tensor()> fixed_batch_loss(Runner& runner, int64_t size, Generator gen) const override;
 };
+
+/// "a gpt", "an encoder": a name with its article, for messages.
+std::string with_article(const std::string& name);
 
 /// The folder of the bundled data: share/qkv beside an installed program, else the source tree's cli/data.
 std::string data_dir();

@@ -20,7 +20,7 @@ std::unique_ptr<Task> make_text_task(const TaskRow& row, const ModelSpec&, bool)
 std::string default_text_path() { return data_dir() + "/text.txt"; }
 
 void TextTask::resolve(ModelSpec& spec, const KindRow&, bool read_data) {
-  spec.vocab = vocab();
+  take_vocab(spec);
   if (spec.context <= 0) spec.context = 64;
   context_ = spec.context;
   if (read_data) use_data(spec.data, spec);

@@ -287,7 +287,7 @@ int train(int argc, char** argv) {
   QKV_CHECK(run.batch >= ranks, "--batch ", run.batch,
             " is the global batch: it needs at least one example for each of the ", ranks, " ranks");
   const dist::Slice mine = dist::slice_of(run.batch, me, ranks);
-  set_threads_option(args.count("threads") ? args["threads"].as<int>() : 0);
+  set_threads_option(args);
   const Device device = set_device_option(args.count("device") ? args["device"].as<std::string>() : "cpu");
   const RunOutputs outputs = check_outputs(args, run);
   BestModel best(outputs.best, run.resuming);
@@ -328,6 +328,7 @@ int train(int argc, char** argv) {
   };
   trainer.extra_log_value = [&] { return runner.last_entropy(); };  // the loss includes the term; it is logged apart
   if (lead) print_banner(runner, run, *opt, runner.module().num_parameters());
+  for (const std::string& note : outputs.notes) std::printf("%s\n", note.c_str());
   if (lead && run.resuming) say_new_budget(run, opt->steps());
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   bool grads_ok = true;

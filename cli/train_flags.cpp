@@ -199,7 +199,7 @@ void read_resumed(const cxxopts::ParseResult& args, Run& run, std::map<std::stri
   } else {
     QKV_CHECK(!args.count("data"), "--data is for ",
               task_names([](const TaskRow& t) { return t.data_is != nullptr; }, " and "), " models; ",
-              printable(resume), " is a ", spec.task, " model");
+              printable(resume), " is ", with_article(spec.task), " model");
   }
 }
 
@@ -342,7 +342,7 @@ cxxopts::Options train_options() {
       "no-best",
       "keep no copy of the best evaluation's model (default: in the checkpoint's name with .best.safetensors)")(
       "threads", "threads per process (default 0: one per idle core, shared by the ranks on this machine)",
-      cxxopts::value<int>(), "N")("device", kDeviceHelp, cxxopts::value<std::string>(), "DEVICE")(
+      cxxopts::value<std::string>(), "N")("device", kDeviceHelp, cxxopts::value<std::string>(), "DEVICE")(
       "check-grads", "gradient-check a float64 copy of the model before the first step and at the end")(
       "h,help", "show this help");
   return options;

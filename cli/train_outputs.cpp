@@ -151,7 +151,7 @@ std::string check_save(const cxxopts::ParseResult& args, const Run& run) {
 // say-so, which a hostile checkpoint can forge (that of the empty text left by cutting every row of a
 // user's CSV), so such a log is never rewritten: it must already be a qkv log's text, and end at the step.
 void check_log(const cxxopts::ParseResult& args, const Run& run, const std::string& save, const std::string& log_path,
-               const std::string& who, bool force, bool named = false) {
+               const std::string& who, bool force, std::vector<std::string>& notes, bool named = false) {
   // The log is written to (and on --resume rewritten): never one of the run's other files.
   const std::string data = args.count("data") ? args["data"].as<std::string>() : "";
   for (const auto& [other, flag] :
@@ -181,7 +181,7 @@ void check_log(const cxxopts::ParseResult& args, const Run& run, const std::stri
             printable(run.resume), " (or it changed since): give --log a new file, or continue it anyway with --force");
   if (dropped.any()) {
     io::write_file(log_path, kept);
-    std::printf("%s: dropped %s\n", printable(log_path).c_str(), dropped.said(run.resumed_step, true).c_str());
+    notes.push_back(cat(printable(log_path), ": dropped ", dropped.said(run.resumed_step, true)));
   }
 }
 
@@ -189,13 +189,15 @@ void check_log(const cxxopts::ParseResult& args, const Run& run, const std::stri
 // checkpoint without --log, the log that checkpoint's run wrote (log_beside: validated before it is
 // followed), if it is that run's own (check_log). Otherwise none, with a note: a branch saved elsewhere,
 // or a log that is not there, writable, or the run's own, is left alone.
-std::string log_file(const cxxopts::ParseResult& args, const Run& run, const std::string& save, bool& replace) {
+std::string log_file(const cxxopts::ParseResult& args, const Run& run, const std::string& save, bool& replace,
+                     std::vector<std::string>& notes) {
   replace = args.count("force") > 0;
   if (args.count("no-log")) return "";
   if (args.count("log")) {
     const std::string path = args["log"].as<std::string>();
     QKV_CHECK(!path.empty(), "--log needs a file name");
-    if (dist::rank() == 0) check_log(args, run, save, path, cat("--log ", printable(path)), args.count("force") > 0);
+    if (dist::rank() == 0)
+      check_log(args, run, save, path, cat("--log ", printable(path)), args.count("force") > 0, notes);
     return path;
   }
   if (!run.resuming) {
@@ -206,27 +208,27 @@ std::string log_file(const cxxopts::ParseResult& args, const Run& run, const std
     const bool leftover = !std::filesystem::exists(save) && starts_as_log(path);
     replace = replace || leftover;
     if (leftover)
-      std::printf("note: %s is the log of a run that saved no checkpoint: replaced\n", printable(path).c_str());
+      notes.push_back(cat("note: ", printable(path), " is the log of a run that saved no checkpoint: replaced"));
     check_log(args, run, save, path,
               cat("the log ", printable(path), " (beside the checkpoint; or give --log FILE or --no-log)"),
-              args.count("force") > 0 || leftover);
+              args.count("force") > 0 || leftover, notes);
     return path;
   }
   if (dist::rank() != 0) return "";
   std::string why, path = log_beside(run.resume, run.resumed.metadata, why);
   if (path.empty()) {
     if (run.resumed.metadata.count("qkv.log"))
-      std::printf("note: %s: it is not continued (give --log FILE)\n", why.c_str());
+      notes.push_back(cat("note: ", why, ": it is not continued (give --log FILE)"));
     return "";
   }
   try {
     QKV_CHECK(same_file(save, run.resume), "this run saves into ", printable(save), ", not ", printable(run.resume),
               " (a branch)");
-    check_log(args, run, save, path, printable(path), /*force=*/false, /*named=*/true);
+    check_log(args, run, save, path, printable(path), /*force=*/false, notes, /*named=*/true);
     return path;
   } catch (const Error& e) {  // the reason may already say which --log to give
     const bool advised = std::string(e.what()).find("--log") != std::string::npos;
-    std::printf("note: the run's log is not continued: %s%s\n", e.what(), advised ? "" : " (give --log FILE)");
+    notes.push_back(cat("note: the run's log is not continued: ", e.what(), advised ? "" : " (give --log FILE)"));
     return "";
   }
 }
@@ -250,7 +252,7 @@ std::string check_best(const cxxopts::ParseResult& args, const Run& run, const s
 RunOutputs check_outputs(const cxxopts::ParseResult& args, const Run& run) {
   RunOutputs out;
   out.save = check_save(args, run);
-  out.log = log_file(args, run, out.save, out.replace_log);
+  out.log = log_file(args, run, out.save, out.replace_log, out.notes);
   out.best = check_best(args, run, out.save);
   QKV_CHECK(out.best.empty() || !same_file(out.best, out.log), "--log ", printable(out.log),
             " is where the best model goes: choose another --log");

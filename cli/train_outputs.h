@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <cxxopts.hpp>
 
@@ -20,7 +21,9 @@ struct RunOutputs {
   std::string save;          // the checkpoint: the last step's model
   std::string log;           // the per-step log ("" for none)
   bool replace_log = false;  // a new log replaces the file at its name (--force, or a failed run's leftover log)
-  std::string best;          // the best evaluation's model ("" where none is kept)
+  /// What the checks decided about the log, said once the run starts (a run that fails first says only why).
+  std::vector<std::string> notes;
+  std::string best;  // the best evaluation's model ("" where none is kept)
 };
 
 /// The run's outputs, each checked: writable, and not another run's file

@@ -104,11 +104,27 @@ struct RegularFile {
     QKV_CHECK(S_ISREG(st.st_mode), shown, ": is not a regular file (a ", what, " must be one)");
     QKV_CHECK(st.st_size <= max_bytes, shown, ": holds ", st.st_size, " bytes; a ", what, " may hold at most ",
               max_bytes);
+    if (size == 0) check_really_empty(what);
   }
   RegularFile(const RegularFile&) = delete;
   RegularFile& operator=(const RegularFile&) = delete;
   ~RegularFile() { ::close(fd); }
   size_t read_at(int64_t offset, char* out, size_t n) const { return detail::read_at(fd, offset, out, n); }
+
+ private:
+  // A file of 0 bytes by its size may still give bytes, or an error (/proc/self/mem): not an empty file.
+  void check_really_empty(const char* what) {
+    char byte;
+    ssize_t got;
+    do got = ::pread(fd, &byte, 1, 0);
+    while (got < 0 && errno == EINTR);
+    if (got == 0) return;
+    const int error = errno;
+    ::close(fd);
+    QKV_CHECK(got > 0, shown, ": cannot read: ", std::strerror(error));
+    throw Error(cat(shown, ": its size reads 0 bytes but it gives more (a /proc or /sys file?): a ", what,
+                    " must be a plain file"));
+  }
 };
 }  // namespace
 

@@ -44,14 +44,19 @@ ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fie
   s.dropout = io::parse_number(field("dropout"), cat(where, ": dropout"));
   QKV_CHECK(s.dropout >= 0 && s.dropout < 1, where, ": bad model description in its metadata (dropout ", s.dropout,
             ")");
-  s.post_ln = field("post_ln") == "1";
+  // One of two values: "17", "copy" or nothing once read as false and was shown as it was.
+  const std::string& post_ln = field("post_ln");
+  QKV_CHECK(post_ln == "0" || post_ln == "1", where, ": bad model description in its metadata (post_ln = '",
+            printable(post_ln), "', expected 0 or 1)");
+  s.post_ln = post_ln == "1";
   if (fields.count("attention")) s.attention = AttentionKind::parse(fields.at("attention")).str();  // older files: full
   if (fields.count("classes")) {
     s.classes = integer("classes", 2, kMaxClasses);
     s.pooling = field("pooling");
     parse_pooling(s.pooling);
   }
-  if (fields.count("image")) {
+  // A ViT's image and patch come together: either alone is a file that lost a field, not a patch of 0.
+  if (fields.count("image") || fields.count("patch")) {
     s.image = integer("image", 1, kMaxImage);
     s.patch = integer("patch", 1, s.image);
     QKV_CHECK(s.image % s.patch == 0, where, ": bad model description in its metadata (patch ", s.patch,
@@ -125,7 +130,8 @@ void check_classifier(const ModelShape& s, const std::string& where) {
 }
 void check_vit(const ModelShape& s, const std::string& where) {
   check_classifier(s, where);
-  QKV_CHECK(s.image >= 1 && s.patch >= 1 && s.image % s.patch == 0, where, ": a ViT's patch side must divide its ",
+  QKV_CHECK(s.image >= 1, where, ": a ViT needs its image's side (no image field)");
+  QKV_CHECK(s.patch >= 1 && s.image % s.patch == 0, where, ": a ViT's patch side must divide its ",
             "images' side: patch ", s.patch, " does not tile images of ", s.image, " x ", s.image);
   QKV_CHECK(s.pooling == "cls", where, ": a ViT pools its [CLS] token, not '", printable(s.pooling), "'");
 }

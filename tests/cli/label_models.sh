@@ -140,6 +140,10 @@ refused "sample of overflowing weights" "$qkv" sample --checkpoint huge.safetens
 "$qkv" eval --checkpoint digits.safetensors --data excel.csv >excel.txt 2>&1 || { cat excel.txt; fail "a CSV with a BOM"; }
 "$qkv" eval --checkpoint digits.safetensors --data "$digits" >plain.txt 2>&1 || fail "eval on the digits"
 [ "$(sed 's/excel.csv//' excel.txt)" = "$(sed "s|$digits||" plain.txt)" ] || { cat excel.txt plain.txt; fail "BOM+CRLF changed the result"; }
+# An old Mac's CR alone ends each line the same way (it was read as one long line).
+tr '\n' '\r' <"$digits" >mac.csv
+"$qkv" eval --checkpoint digits.safetensors --data mac.csv >mac.txt 2>&1 || { cat mac.txt; fail "a CSV with CR line ends"; }
+[ "$(sed 's/mac.csv//' mac.txt)" = "$(sed "s|$digits||" plain.txt)" ] || { cat mac.txt plain.txt; fail "CR line ends changed the result"; }
 # A model trained on its own CSV samples its held-out images by number when given that CSV again.
 "$qkv" train --task digits "${small[@]}" --steps 2 --data "$digits" --save own.safetensors >/dev/null 2>&1 || fail "digits on --data"
 refused "an image number without the CSV" "$qkv" sample --checkpoint own.safetensors --prompt 7
