@@ -9,6 +9,7 @@
 
 #include <cxxopts.hpp>
 
+#include "io/output.h"
 #include "runner.h"
 
 namespace qkv::cli {
@@ -34,6 +35,11 @@ void use_digits_data(Runner& runner, const cxxopts::ParseResult& args, const std
 /// reads the file --data names, or the bundled one if it trained on that: never a path taken from the
 /// checkpoint. Other models take no --data.
 void use_data_flag(Runner& runner, const cxxopts::ParseResult& args, const std::string& path);
+/// What a command's commit does with a target that appeared after its checks: with --force it is
+/// replaced, as asked; without, it stays and the result is kept beside it (io::Existing).
+inline io::Existing existing_for(const cxxopts::ParseResult& args) {
+  return args.count("force") ? io::Existing::Replace : io::Existing::Keep;
+}
 /// --attention's value parsed; its error names the flag.
 nn::AttentionKind attention_flag(const std::string& text);
 /// A checkpoint's model with its parameters loaded, in eval mode (optimizer

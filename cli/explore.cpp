@@ -313,7 +313,7 @@ int explore(int argc, char** argv) {
   }
   if (!note.empty()) data["curves_note"] = note;
   std::string html = page_html(data);
-  io::write_file(out, html);
+  io::write_file(out, html, existing_for(args));
   std::printf(
       "wrote %s (%.0f KB): %zu attention maps x %lld heads with dL/dP and head importances, a graph of %zu "
       "nodes, %s\n",

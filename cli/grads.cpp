@@ -73,7 +73,8 @@ int grads(int argc, char** argv) {
     std::printf("%-36s %-12s %12.4e%s%s\n", name.c_str(), shape_str(p.shape()).c_str(),
                 block_norm(values, g.numel(), 0, 1, 0, g.numel()), per_head.empty() ? "" : "  ", per_head.c_str());
   }
-  io::save_safetensors(out, tensors, {{"qkv.checkpoint", printable(path)}, {"qkv.input", printable(text)}});
+  io::save_safetensors(out, tensors, {{"qkv.checkpoint", printable(path)}, {"qkv.input", printable(text)}},
+                       existing_for(args));
   std::printf("\nwrote loss and %zu gradients to %s (compare them with cli/compare_grads.py)\n", tensors.size() - 1,
               printable(out).c_str());
   return 0;

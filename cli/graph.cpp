@@ -135,8 +135,8 @@ Traced forward(const std::string& path, const std::string& kind, const std::stri
 }
 
 // The DOT file, and the SVG Graphviz renders from it (false where dot is not installed).
-bool write_pictures(const std::string& out, const std::string& svg, const std::string& dot) {
-  io::write_file(out, dot);
+bool write_pictures(const std::string& out, const std::string& svg, const std::string& dot, io::Existing existing) {
+  io::write_file(out, dot, existing);
   std::string svg_tmp = io::temporary_beside(svg);  // Graphviz writes it; then it is renamed into place
   bool rendered = false;
   try {
@@ -145,7 +145,7 @@ bool write_pictures(const std::string& out, const std::string& svg, const std::s
     ::unlink(svg_tmp.c_str());
     throw;
   }
-  if (rendered) io::commit_file(svg_tmp, svg);
+  if (rendered) io::commit_file(svg_tmp, svg, existing);
   return rendered;
 }
 
@@ -210,7 +210,7 @@ int graph(int argc, char** argv) {
   std::string focus = args.count("focus") ? args["focus"].as<std::string>() : "";
   if (focus == "attention") focus = first_attention(graph);
   if (!focus.empty()) traced.title += cat(" — ", focus, " only");
-  const bool rendered = write_pictures(out, svg, graph_dot(graph, {traced.title, focus}));
+  const bool rendered = write_pictures(out, svg, graph_dot(graph, {traced.title, focus}), existing_for(args));
   report(graph, recording, traced, out, svg, rendered, !focus.empty());
   return 0;
 }

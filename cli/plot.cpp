@@ -219,7 +219,8 @@ int plot(int argc, char** argv) {
   nlohmann::json curves = curves_json(paths);
   std::string title = paths.size() == 1 ? printable(paths.front()) : cat(paths.size(), " runs");
   io::write_file(out,
-                 page_html({{"title", cat("qkv plot: ", title)}, {"subtitle", "training curves"}, {"curves", curves}}));
+                 page_html({{"title", cat("qkv plot: ", title)}, {"subtitle", "training curves"}, {"curves", curves}}),
+                 existing_for(args));
   // Each log's steps and curves (the first log's alone once stood for all of them).
   std::string steps, columns;
   for (size_t i = 0; i < curves["runs"].size(); ++i) {

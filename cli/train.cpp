@@ -242,6 +242,12 @@ void report(const train::Outcome& out, const Runner& runner, const RunOutputs& o
     std::printf("      qkv explore %s --prompt %s   (attention, gradients, curves)\n", ckpt.c_str(), prompt.c_str());
 }
 
+// The exit code, once stdout is flushed: a full disk or a closed pipe must not end in exit 0.
+int finish(int code) {
+  QKV_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout), "cannot write the output: ", std::strerror(errno));
+  return code;
+}
+
 // Runs the loop with progress lines: on a terminal one line redrawn in place, and a line per evaluation.
 train::Outcome run_with_progress(train::Trainer& trainer, const Run& run, const Task& task, bool lead) {
   // mpirun gives its ranks a terminal of their own: under it, lines at evaluations only.
@@ -291,6 +297,8 @@ int train(int argc, char** argv) {
   const Device device = set_device_option(args.count("device") ? args["device"].as<std::string>() : "cpu");
   const RunOutputs outputs = check_outputs(args, run);
   BestModel best(outputs.best, run.resuming);
+  SaveTarget last_target(outputs.save, args.count("force") > 0, outputs.continuing),
+      best_target(outputs.best, args.count("force") > 0, outputs.continuing);
 
   manual_seed(run.seed);
   // Checked before the model is built: after, a refused --dim 4096 had spent 8 s initialising 800 MB of weights.
@@ -311,20 +319,21 @@ int train(int argc, char** argv) {
   const auto metadata = checkpoint_metadata(runner, trainer.settings(run.settings), outputs.log, outputs.save);
   trainer.set_saved_step(run.resuming ? opt->steps() : -1, run.resume);
   trainer.loss = [&](int64_t) { return runner.task().step_loss(runner, run.batch, data, mine); };
+  auto save_to = [&](SaveTarget& target, std::map<std::string, std::string> with) {
+    with.insert(metadata.begin(), metadata.end());
+    optim::save_training_checkpoint(target.path(), runner.module(), opt.get(), generators, with, target.next());
+    target.saved();
+  };
   trainer.evaluate = [&](int64_t step) {
     Generator held_out(run.seed ^ 0x4e1d0e7ULL);  // the same examples at every evaluation
     train::Evaluation e = runner.task().evaluate(runner, held_out, run.target);
-    best.offer(e, step, [&](const std::map<std::string, std::string>& extra) {
-      auto with_best = metadata;
-      with_best.insert(extra.begin(), extra.end());
-      optim::save_training_checkpoint(outputs.best, runner.module(), opt.get(), generators, with_best);
-    });
+    best.offer(e, step, [&](const std::map<std::string, std::string>& extra) { save_to(best_target, extra); });
     return e;
   };
-  trainer.save = [&] {
-    auto with_log = metadata;  // and what the log holds now, so --resume can tell it from another file
-    if (std::string digest = trainer.log_digest(); !digest.empty()) with_log["qkv.log.digest"] = digest;
-    optim::save_training_checkpoint(outputs.save, runner.module(), opt.get(), generators, with_log);
+  trainer.save = [&] {  // with what the log holds now, so --resume can tell it from another file
+    const std::string digest = trainer.log_digest();
+    save_to(last_target, digest.empty() ? std::map<std::string, std::string>{}
+                                        : std::map<std::string, std::string>{{"qkv.log.digest", digest}});
   };
   trainer.extra_log_value = [&] { return runner.last_entropy(); };  // the loss includes the term; it is logged apart
   if (lead) print_banner(runner, run, *opt, runner.module().num_parameters());
@@ -334,11 +343,7 @@ int train(int argc, char** argv) {
   bool grads_ok = true;
   if (lead && args.count("check-grads")) grads_ok = check_gradients(runner, data, "before training") && grads_ok;
   const train::Outcome out = run_with_progress(trainer, run, runner.task(), lead);
-  auto finish = [&](int code) {
-    // A full disk or a closed pipe must not end in exit 0.
-    QKV_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout), "cannot write the output: ", std::strerror(errno));
-    return code;
-  };
+
   if (out.reason == train::Outcome::Stopped) {
     if (lead)
       std::printf("interrupted at step %lld: saved %s (continue with: qkv train --resume %s)\n",

@@ -1,5 +1,6 @@
 #include "train_outputs.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -254,9 +255,27 @@ RunOutputs check_outputs(const cxxopts::ParseResult& args, const Run& run) {
   out.save = check_save(args, run);
   out.log = log_file(args, run, out.save, out.replace_log, out.notes);
   out.best = check_best(args, run, out.save);
+  out.continuing = run.resuming && same_file(out.save, run.resume);
   QKV_CHECK(out.best.empty() || !same_file(out.best, out.log), "--log ", printable(out.log),
             " is where the best model goes: choose another --log");
   return out;
+}
+
+SaveTarget::SaveTarget(std::string path, bool force, bool ours_now) : path_(std::move(path)), force_(force) {
+  if (ours_now) saved();
+}
+
+void SaveTarget::saved() {
+  struct stat st;
+  known_ = ::stat(path_.c_str(), &st) == 0;
+  device_ = st.st_dev, inode_ = st.st_ino;
+}
+
+io::Existing SaveTarget::next() const {
+  if (force_) return io::Existing::Replace;
+  struct stat st;
+  const bool ours = known_ && ::stat(path_.c_str(), &st) == 0 && st.st_dev == device_ && st.st_ino == inode_;
+  return ours ? io::Existing::Replace : io::Existing::Keep;
 }
 
 BestModel::BestModel(std::string path, bool resuming) : path_(std::move(path)) {

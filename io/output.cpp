@@ -191,16 +191,48 @@ std::string temporary_beside(const std::string& path) {
   return tmp;
 }
 
-void commit_file(const std::string& temporary, const std::string& path) {
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+namespace {
+// Renames `from` to `to` only where nothing is at `to` (false, errno EEXIST, otherwise): renameat2's
+// RENAME_NOREPLACE, or, on a file system without it, a hard link (refused on an existing name) and unlink.
+bool rename_noreplace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
+  if (errno != EINVAL && errno != ENOSYS) return false;
+  if (::link(from.c_str(), to.c_str()) != 0) return false;
+  ::unlink(from.c_str());
+  return true;
+}
+
+// Moves a result whose target appeared meanwhile to the first free path.unsaved, path.unsaved-2, ...,
+// and throws the error that says where it is.
+[[noreturn]] void keep_beside(const std::string& result, const std::string& path) {
+  for (int i = 1; i <= 100; ++i) {
+    const std::string kept = name_beside(path, i == 1 ? std::string(".unsaved") : cat(".unsaved-", i));
+    if (rename_noreplace(result, kept))
+      throw Error(
+          cat(shown(path), " appeared while this command worked and was not replaced: its result is in ", shown(kept)));
+    if (errno != EEXIST && errno != ENOTEMPTY) break;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(result, ec);
+  throw Error(cat(shown(path),
+                  " appeared while this command worked and was not replaced; no free name "
+                  "beside it kept the result"));
+}
+}  // namespace
+
+void commit_file(const std::string& temporary, const std::string& path, Existing existing) {
+  const bool done = existing == Existing::Replace ? std::rename(temporary.c_str(), path.c_str()) == 0
+                                                  : rename_noreplace(temporary, path);
+  if (!done) {
     int error = errno;
+    if (existing == Existing::Keep && error == EEXIST) keep_beside(temporary, path);
     ::unlink(temporary.c_str());
     throw Error(cat("cannot write ", shown(path), ": ", std::strerror(error)));
   }
   sync_folder_of(path);
 }
 
-void write_file(const std::string& path, std::string_view bytes) {
+void write_file(const std::string& path, std::string_view bytes, Existing existing) {
   std::string tmp = temporary_beside(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   QKV_CHECK(fd >= 0, "cannot write ", shown(path), ": ", std::strerror(errno));
@@ -217,7 +249,7 @@ void write_file(const std::string& path, std::string_view bytes) {
     ::unlink(tmp.c_str());
     throw Error(cat("cannot write ", shown(path), ": ", std::strerror(error)));
   }
-  commit_file(tmp, path);
+  commit_file(tmp, path, existing);
 }
 
 OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::vector<std::string> suffixes,
@@ -241,6 +273,7 @@ OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::
     const bool empty = std::filesystem::is_empty(path_, ec);
     QKV_CHECK(empty || force, shown(path_), " already holds a result: choose another ", flag_,
               replace_advice(force_flag));
+    existed_ = true;
   } else {
     QKV_CHECK(errno == ENOENT, "cannot write ", flag_, " ", shown(path_), ": ", std::strerror(errno));
   }
@@ -277,6 +310,17 @@ void OutputFolder::write(const std::string& name, std::string_view bytes) {
 
 void OutputFolder::commit() {
   QKV_CHECK(!committed_, "OutputFolder: committed twice");
+  if (!existed_) {      // nothing to swap out: in place only while there is still nothing there
+    committed_ = true;  // from here the temporary is either the result or kept beside it
+    if (!rename_noreplace(temporary_, path_)) {
+      const int error = errno;
+      if (error == EEXIST || error == ENOTEMPTY) keep_beside(temporary_, path_);
+      committed_ = false;
+      throw Error(cat("cannot write ", flag_, " ", shown(path_), ": ", std::strerror(error)));
+    }
+    sync_folder_of(path_);
+    return;
+  }
   // The old result (checked in the constructor) moves aside, the new one in,
   // then the old one goes: at every moment one whole result is in place or
   // beside it.

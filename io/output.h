@@ -36,9 +36,16 @@ void make_parent_folders(const std::string& path, const char* flag);
 /// missing --data, a refused --log) leaves no empty folders behind.
 void remove_folders_made();
 
+/// What a commit does with a file that is at its target by then: Replace it
+/// (the caller's force, or a file the command wrote there itself), or Keep
+/// it. Kept: a target that appeared after the command's checks (another
+/// run's save on the same name, a user's file) is never replaced; the new
+/// file stays beside it, under a name the error gives, and nothing is lost.
+enum class Existing { Replace, Keep };
+
 /// Writes `bytes` to `path` under the rule above (it does not check force:
 /// check_output_file did). The error names the file and errno's reason.
-void write_file(const std::string& path, std::string_view bytes);
+void write_file(const std::string& path, std::string_view bytes, Existing existing = Existing::Replace);
 
 /// `path` with `suffix` appended; where the file name would pass the 255
 /// bytes a name may hold, its end is cut and a hash of the path added.
@@ -47,9 +54,12 @@ std::string name_beside(const std::string& path, const std::string& suffix);
 /// leftover of a crashed process with this pid, for a program (Graphviz)
 /// that writes the file itself; then commit_file() renames it into place.
 std::string temporary_beside(const std::string& path);
-/// Renames `temporary` over `path` and makes the rename durable; on failure
-/// the temporary is removed and the error names the cause.
-void commit_file(const std::string& temporary, const std::string& path);
+/// Renames `temporary` to `path` and makes the rename durable; on failure
+/// the temporary is removed and the error names the cause. With Keep, an
+/// existing `path` stays (renameat2's RENAME_NOREPLACE, or link and unlink
+/// where the file system lacks it) and the temporary becomes path.unsaved
+/// (or .unsaved-2, ...): the error says so.
+void commit_file(const std::string& temporary, const std::string& path, Existing existing = Existing::Replace);
 
 /// A file written as it grows (a training log), under the rule as far as a
 /// growing file allows. `create` makes `path` only if nothing is there
@@ -88,6 +98,10 @@ class OutputFolder {
  public:
   OutputFolder(std::string path, const char* flag, bool force, std::vector<std::string> suffixes,
                const char* force_flag = nullptr);
+  /// commit() swaps in the result: over the folder the constructor checked
+  /// (force), or, where there was none, only while there still is none; a
+  /// folder that appeared meanwhile stays, and the result is kept beside it
+  /// (path.unsaved, ...), as commit_file keeps a file.
   OutputFolder(const OutputFolder&) = delete;
   OutputFolder& operator=(const OutputFolder&) = delete;
   ~OutputFolder();
@@ -100,6 +114,7 @@ class OutputFolder {
   std::string path_, flag_, temporary_;
   std::vector<std::string> suffixes_;
   bool committed_ = false;
+  bool existed_ = false;  // a folder was at the path when the constructor checked it
 };
 
 }  // namespace qkv::io

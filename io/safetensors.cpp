@@ -142,7 +142,7 @@ Tensor TensorFile::get(const std::string& name) const {
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, Existing existing) {
   std::string header = "{";
   if (!metadata.empty()) header += "\"__metadata__\":" + json_object(metadata);
   std::set<std::string> names;
@@ -188,7 +188,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   }
   ::close(fd);
   if (detail::before_rename) detail::before_rename(tmp);
-  commit_file(tmp, path);  // renamed into place, the rename made durable; on failure the temporary goes
+  commit_file(tmp, path, existing);  // renamed into place, the rename made durable; on failure the temporary goes
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "io/output.h"
 
 namespace qkv::io {
 
@@ -27,9 +28,10 @@ struct TensorFile {
 /// this process's own), flushed to disk, then renamed over `path`, so a
 /// crash leaves the old file whole and two writers never share a temporary.
 /// Refuses to replace anything but a regular file (check_writable_target);
-/// on any failure the temporary is removed.
+/// on any failure the temporary is removed. `existing` as for commit_file
+/// (output.h): Keep leaves a file that appeared meanwhile and keeps this one beside it.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {}, Existing existing = Existing::Replace);
 
 /// The bytes of an untrusted file: a regular file only (a pipe would block,
 /// a device never end) of at most `max_bytes`; one-line errors name the file

@@ -25,7 +25,8 @@ bool decode_state(const std::string& text, Generator::State& s) {
 }  // namespace
 
 void save_training_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer,
-                              const NamedGenerators& generators, std::map<std::string, std::string> metadata) {
+                              const NamedGenerators& generators, std::map<std::string, std::string> metadata,
+                              io::Existing existing) {
   io::NamedTensors tensors = model.named_parameters();
   metadata["qkv.format"] = "1";
   if (optimizer) {
@@ -45,7 +46,7 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model, 
     key += name;
     metadata[key] = encode_state(gen->state());
   }
-  io::save_safetensors(path, tensors, metadata);
+  io::save_safetensors(path, tensors, metadata, existing);
 }
 
 std::map<std::string, std::string> load_training_checkpoint(const std::string& path, nn::Module& model,

@@ -19,8 +19,10 @@ namespace qkv::optim {
 using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
 
 /// Saves model, optimizer (may be null: a model-only file) and generators.
+/// `existing` as for io::commit_file: Keep never replaces a file that appeared meanwhile.
 void save_training_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer,
-                              const NamedGenerators& generators, std::map<std::string, std::string> metadata = {});
+                              const NamedGenerators& generators, std::map<std::string, std::string> metadata = {},
+                              io::Existing existing = io::Existing::Replace);
 
 /// Restores what save_training_checkpoint() wrote into an existing model,
 /// optimizer (of the same kind; may be null to load the model only) and

@@ -198,6 +198,46 @@ TEST_CASE("a crash between writing and renaming leaves the previous checkpoint w
   CHECK(same_bytes(load_safetensors(path).get("v"), v2));
 }
 
+TEST_CASE("a save that keeps what is there leaves a file that appeared meanwhile, and its own result beside it",
+          "[checkpoint]") {
+  namespace fs = std::filesystem;
+  const std::string path = scratch("late.safetensors");
+  for (const char* leftover : {"", ".unsaved", ".unsaved-2"}) fs::remove(path + leftover);
+  const Tensor v = Tensor::full({4}, 3.0);
+  // Another run's save (or a user's file) lands on the name while this one works.
+  io::detail::before_rename = [&](const std::string&) { write_file(path, std::string("precious")); };
+  CHECK_THROWS_WITH(save_safetensors(path, {{"v", v}}, {}, io::Existing::Keep),
+                    Contains("late.safetensors appeared while this command worked and was not replaced: its result "
+                             "is in ") &&
+                        Contains("late.safetensors.unsaved"));
+  CHECK(read_file(path) == "precious");
+  CHECK(same_bytes(load_safetensors(path + ".unsaved").get("v"), v));
+  CHECK_THROWS_WITH(save_safetensors(path, {{"v", v}}, {}, io::Existing::Keep), Contains(".unsaved-2"));
+  CHECK(read_file(path) == "precious");
+  io::detail::before_rename = nullptr;
+  // Asked to replace (--force), it does.
+  save_safetensors(path, {{"v", v}}, {}, io::Existing::Replace);
+  CHECK(same_bytes(load_safetensors(path).get("v"), v));
+  // A page, and a folder of pictures, alike.
+  const std::string page = scratch("late.html");
+  fs::remove(page);
+  fs::remove(page + ".unsaved");
+  io::write_file(page, "mine");
+  CHECK_THROWS_WITH(io::write_file(page, "theirs", io::Existing::Keep), Contains("late.html.unsaved"));
+  CHECK(read_file(page) == "mine");
+  CHECK(read_file(page + ".unsaved") == "theirs");
+  const std::string maps = scratch("late_maps");
+  fs::remove_all(maps);
+  fs::remove_all(maps + ".unsaved");
+  io::OutputFolder folder(maps, "--out", false, {".svg"});
+  folder.write("a.svg", "<svg/>");
+  fs::create_directories(maps);
+  write_file(maps + "/notes.txt", std::string("a user's"));
+  CHECK_THROWS_WITH(folder.commit(), Contains("late_maps.unsaved"));
+  CHECK(read_file(maps + "/notes.txt") == "a user's");
+  CHECK(read_file(maps + ".unsaved/a.svg") == "<svg/>");
+}
+
 TEST_CASE("training N steps, saving, loading and training M more equals training N+M", "[checkpoint][resume]") {
   std::string path = scratch("resume.safetensors");
   manual_seed(77);

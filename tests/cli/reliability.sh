@@ -102,3 +102,25 @@ printf '%0100d' 0 >short.txt  # 100 bytes: a held-out tenth of 10, under the con
   fail "a resume on too short a text"
 [ "$(wc -l <err.txt)" = 1 ] && ! grep -q "^note:" out.txt || { cat out.txt err.txt; fail "notes of a run that never started"; }
 ok "a failed --resume gives its error alone"
+
+# A result is never lost to a file that appears while the run works: the commit refuses to replace it
+# (renameat2 RENAME_NOREPLACE) and keeps the run's result beside it. (Both runs once said "saved".)
+"$qkv" train --dim 32 --layers 1 --heads 2 --threads 1 --no-log --no-best --target 0 --steps 100000 \
+  --save late.safetensors >late.txt 2>late_err.txt &
+pid=$!
+wait_for "^step " late.txt 60 || { kill $pid; cat late.txt late_err.txt; fail "the late run shows no step"; }
+echo precious >late.safetensors
+kill -TERM $pid  # it stops at the end of the step and saves
+wait $pid && fail "the late run said it saved over a file made meanwhile"
+[ "$(cat late.safetensors)" = precious ] || fail "the file made meanwhile was replaced"
+grep -q "late.safetensors appeared while this command worked and was not replaced: its result is in late.safetensors.unsaved" \
+  late_err.txt || { cat late.txt late_err.txt; fail "the run does not say where its model is"; }
+"$qkv" info late.safetensors.unsaved >/dev/null || fail "the kept model does not load"
+ok "a checkpoint made meanwhile stays; the run's model is kept beside it and named"
+
+# The same for a page: --force replaces, as asked.
+"$qkv" explore omp_OMP_DYNAMIC.safetensors --prompt 123 --out page.html >/dev/null || fail "a page"
+cp page.html before.html
+"$qkv" explore omp_OMP_DYNAMIC.safetensors --prompt 321 --out page.html --force >/dev/null || fail "--force"
+cmp -s page.html before.html && fail "--force did not replace the page"
+ok "--force replaces a page"
