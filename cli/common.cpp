@@ -1,6 +1,9 @@
 // The helpers every command shares (common.h).
 #include "common.h"
 
+#include <omp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +19,18 @@
 
 namespace qkv::cli {
 
+// Starts the OpenMP pool's threads with SIGINT, SIGTERM and SIGHUP blocked (a thread inherits its creator's
+// mask), so an interrupt's handler runs on the main thread, never beside it while it goes on writing files.
+void start_pool_without_signals() {
+  sigset_t held, before;
+  sigemptyset(&held);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&held, sig);
+  pthread_sigmask(SIG_BLOCK, &held, &before);
+#pragma omp parallel
+  { (void)omp_get_thread_num(); }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+}
+
 int set_thread_count(int64_t n) {
   check_threads(n);
   // Ranks on one machine share its idle cores (they all look at once).
@@ -23,6 +38,7 @@ int set_thread_count(int64_t n) {
   check_thread_buffers(asked);
   warn_past_cores(asked);
   const int threads = set_num_threads(asked);
+  start_pool_without_signals();
   if (dist::rank() == 0 && threads < asked)
     std::fprintf(stderr,
                  "qkv: note: %d threads asked, but the OpenMP runtime here gives at most %d (OMP_THREAD_LIMIT): %d\n",

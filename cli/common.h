@@ -73,6 +73,9 @@ std::string log_beside(const std::string& checkpoint, const std::map<std::string
 /// busy process); more than the cores with a warning. Returns the count the
 /// OpenMP runtime really gives (its thread limit may be lower: a note says so).
 int set_threads_option(const cxxopts::ParseResult& args);
+/// Starts the OpenMP pool's threads with SIGINT, SIGTERM and SIGHUP blocked, so an interrupt's handler
+/// runs on the main thread (which then stops), never beside it while it goes on writing files.
+void start_pool_without_signals();
 /// The same for a count the program chose (bench --profile's).
 int set_thread_count(int64_t n);
 

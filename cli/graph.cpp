@@ -45,9 +45,11 @@ bool render_svg(const std::string& dot_path, const std::string& svg_path) {
   int err = posix_spawnp(&pid, "dot", nullptr, nullptr, argv.data(), environ);
   if (err == ENOENT) return false;
   QKV_CHECK(err == 0, "cannot run Graphviz's dot: ", std::strerror(err));
+  io::set_writing_child(pid);  // a Ctrl-C ends dot too, before it can write its file again
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  io::set_writing_child(0);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return false;  // a shell wrapper found no dot
   QKV_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "Graphviz's dot failed on ", printable(dot_path),
             WIFEXITED(status) ? cat(" (exit ", WEXITSTATUS(status), ")") : std::string(" (killed by a signal)"));

@@ -79,6 +79,17 @@ std::string command_names() {
   return names;
 }
 
+// SIGINT, SIGTERM or SIGHUP during a command that writes files (all but train, which stops at the end of
+// its step and saves): its temporaries go, the previous result stays whole, and the signal ends it.
+void on_interrupt(int sig) {
+  qkv::io::remove_temporaries_now();
+  static const char kMessage[] = "\nqkv: interrupted: nothing written, the previous result left whole\n";
+  ssize_t ignored = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  (void)ignored;
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
 // Runs one command; an error on one rank of several ends the whole job.
 int run(const std::string& command, int argc, char** argv) {
   const std::string name = qkv::printable(command, 40);  // argv[1] is the user's: shown escaped
@@ -98,6 +109,9 @@ int run(const std::string& command, int argc, char** argv) {
                    name.c_str());
     return 2;
   }
+  if (command != "train")
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
+  qkv::cli::start_pool_without_signals();
   try {
     qkv::simd::active_isa();  // a bad QKV_SIMD is a one-line error before any work
     for (const Command& c : kCommands)

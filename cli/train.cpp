@@ -48,6 +48,7 @@ void on_interrupt(int) {
   timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
   if (interrupted && now.tv_sec - first_signal_s >= 1) {
+    io::remove_temporaries_now();  // a save cut short leaves no temporary beside its checkpoint
     static const char kMessage[] = "\nqkv train: second signal: exiting without saving\n";
     ssize_t ignored = write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
     (void)ignored;

@@ -1,11 +1,15 @@
 #include "io/output.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -66,6 +70,103 @@ std::string first_foreign_entry(const std::string& folder, const std::vector<std
 }
 
 std::vector<std::string> folders_made;  // by make_parent_folders, outermost first
+
+// The temporaries this process made, for remove_temporaries_now() in a signal handler: fixed storage (no
+// allocation there), a slot read only once its kind says it is whole. A committed temporary's name no longer
+// exists, so removing it again does nothing; a slot is reused once its name is gone.
+constexpr std::sig_atomic_t kFreeSlot = 0, kTemporaryFile = 1, kTemporaryFolder = 2;
+struct TemporarySlot {
+  volatile std::sig_atomic_t kind = kFreeSlot;
+  char path[PATH_MAX] = {};
+};
+TemporarySlot temporaries[64];
+volatile pid_t writing_child = 0;
+
+void remember_temporary(const std::string& path, std::sig_atomic_t kind) {
+  if (path.size() >= PATH_MAX) return;
+  for (int pass = 0; pass < 2; ++pass)
+    for (TemporarySlot& slot : temporaries) {
+      struct stat st;
+      if (pass == 1 && slot.kind != kFreeSlot && ::lstat(slot.path, &st) != 0) slot.kind = kFreeSlot;  // gone
+      if (slot.kind != kFreeSlot) continue;
+      std::memcpy(slot.path, path.c_str(), path.size() + 1);
+      slot.kind = kind;
+      return;
+    }
+}
+
+// A flat folder's entries, then the folder: system calls only (getdents64, unlinkat), for a signal handler.
+void remove_flat_folder_now(const char* path) noexcept {
+  const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    alignas(8) char buffer[4096];
+    for (ssize_t n; (n = ::getdents64(fd, buffer, sizeof buffer)) > 0;)
+      for (ssize_t at = 0; at < n;) {
+        const auto* entry = reinterpret_cast<const struct dirent64*>(buffer + at);
+        if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0)
+          ::unlinkat(fd, entry->d_name, 0);
+        at += entry->d_reclen;
+      }
+    ::close(fd);
+  }
+  ::rmdir(path);
+}
+
+// SIGINT, SIGTERM and SIGHUP held back for the object's life: a handler that removes temporaries runs
+// once a step that must not be cut in two (an output folder's swap) is whole.
+struct SignalsHeld {
+  sigset_t before;
+  SignalsHeld() {
+    sigset_t held;
+    sigemptyset(&held);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&held, sig);
+    ::pthread_sigmask(SIG_BLOCK, &held, &before);
+  }
+  ~SignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &before, nullptr); }
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+};
+
+// Whether `name` is base + "." + kind + "." + the pid of a process that no longer runs.
+bool dead_process_name(const std::string& name, const std::string& base, const char* kind) {
+  const std::string prefix = cat(base, ".", kind, ".");
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  int64_t pid = 0;
+  if (!parse_integer(std::string_view(name).substr(prefix.size()), pid) || pid <= 0 || pid > INT32_MAX) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+// Whether `path` is a folder of regular files only (what OutputFolder builds), owned by this user.
+bool flat_folder_of_ours(const std::filesystem::path& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return false;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec))
+    if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) return false;
+  return !ec;
+}
+
+// What processes killed with SIGKILL left beside `path`: their temporaries (path.tmp.N) go; an output
+// folder's swap cut short (path.old.N) is rolled back where the result is missing, else removed.
+void remove_dead_leftovers(const std::string& path) {
+  const std::filesystem::path target(path), folder = target.parent_path().empty() ? "." : target.parent_path();
+  const std::string base = target.filename().string();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    struct stat st;
+    if (::lstat(entry.path().c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
+    if (dead_process_name(name, base, "tmp")) {
+      if (S_ISREG(st.st_mode)) ::unlink(entry.path().c_str());
+      if (flat_folder_of_ours(entry.path())) remove_flat_folder_now(entry.path().c_str());
+    } else if (dead_process_name(name, base, "old") && flat_folder_of_ours(entry.path())) {
+      if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT)
+        std::rename(entry.path().c_str(), path.c_str());  // the previous result, put back
+      else
+        remove_flat_folder_now(entry.path().c_str());
+    }
+  }
+}
 
 }  // namespace
 
@@ -186,9 +287,24 @@ std::string name_beside(const std::string& path, const std::string& suffix) {
 }
 
 std::string temporary_beside(const std::string& path) {
+  remove_dead_leftovers(path);
   std::string tmp = name_beside(path, cat(".tmp.", ::getpid()));
   ::unlink(tmp.c_str());  // a crashed process of this pid left it (a symlink goes, not its target)
+  remember_temporary(tmp, kTemporaryFile);
   return tmp;
+}
+
+void set_writing_child(pid_t pid) noexcept { writing_child = pid; }
+
+void remove_temporaries_now() noexcept {
+  if (const pid_t child = writing_child; child > 0) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+  }
+  for (TemporarySlot& slot : temporaries)
+    if (slot.kind == kTemporaryFile) ::unlink(slot.path);
+  for (TemporarySlot& slot : temporaries)
+    if (slot.kind == kTemporaryFolder) remove_flat_folder_now(slot.path);
 }
 
 namespace {
@@ -261,6 +377,7 @@ OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::
   const std::string last = path_.substr(path_.rfind('/') == std::string::npos ? 0 : path_.rfind('/') + 1);
   QKV_CHECK(last != "." && last != "..", flag_, " ", shown(path_), " ends in '", last,
             "': give the folder by its own name");
+  remove_dead_leftovers(path_);  // first: a swap a SIGKILL cut short puts the previous result back
   struct stat st;
   if (::lstat(path_.c_str(), &st) == 0) {
     QKV_CHECK(S_ISDIR(st.st_mode), "refusing to write ", flag_, " ", shown(path_), ": it is ",
@@ -280,7 +397,8 @@ OutputFolder::OutputFolder(std::string path, const char* flag, bool force, std::
   make_parent_folders(path_, flag_.c_str());
   temporary_ = name_beside(path_, cat(".tmp.", ::getpid()));
   std::error_code ec;
-  std::filesystem::remove_all(temporary_, ec);  // a crashed process of this pid left it
+  std::filesystem::remove_all(temporary_, ec);       // a crashed process of this pid left it
+  remember_temporary(temporary_, kTemporaryFolder);  // before it exists: an interrupt from here on removes it
   QKV_CHECK(::mkdir(temporary_.c_str(), 0755) == 0, "cannot write ", flag_, " ", shown(path_), ": ",
             std::strerror(errno));
 }
@@ -323,7 +441,9 @@ void OutputFolder::commit() {
   }
   // The old result (checked in the constructor) moves aside, the new one in,
   // then the old one goes: at every moment one whole result is in place or
-  // beside it.
+  // beside it. Ctrl-C and kill wait until the swap is done (a SIGKILL
+  // between the two renames is undone by the next run: remove_dead_leftovers).
+  const SignalsHeld held;
   std::string old = name_beside(path_, cat(".old.", ::getpid()));
   std::error_code ec;
   std::filesystem::remove_all(old, ec);

@@ -13,6 +13,8 @@
 // This floor knows files only; it sits below nn/ and optim/.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,7 +55,19 @@ std::string name_beside(const std::string& path, const std::string& suffix);
 /// A name for a temporary beside `path` ("path.tmp.<pid>"), free of any
 /// leftover of a crashed process with this pid, for a program (Graphviz)
 /// that writes the file itself; then commit_file() renames it into place.
+/// Leftovers of processes that no longer run (killed by SIGKILL: path.tmp.N
+/// of a dead N, owned by this user) are removed first, so none is ever taken
+/// for a result. The name is remembered for remove_temporaries_now().
 std::string temporary_beside(const std::string& path);
+
+/// Removes every temporary this process has open (files, and the folders
+/// OutputFolder builds) with system calls alone: async-signal-safe, for a
+/// SIGINT or SIGTERM handler. Committed results and previous results are
+/// untouched (a temporary's name is this process's own).
+void remove_temporaries_now() noexcept;
+/// A child process writing one of those temporaries (Graphviz's dot): remove_temporaries_now() ends it
+/// first, so it cannot make its file again once the temporaries are gone. 0 forgets it.
+void set_writing_child(pid_t pid) noexcept;
 /// Renames `temporary` to `path` and makes the rename durable; on failure
 /// the temporary is removed and the error names the cause. With Keep, an
 /// existing `path` stays (renameat2's RENAME_NOREPLACE, or link and unlink
