@@ -249,23 +249,26 @@ grep -q "is a folder" err.txt || { cat err.txt; fail "a folder as a checkpoint: 
 one_line_error err.txt
 ok "write errors on stdout exit non-zero; a folder given as a file is named as one"
 
-# -- Hostile files: rejected in under a second within 1 GB ---------------
+# -- Hostile files: rejected in under a second of CPU within 1 GB ---------
 "$hostile" full.safetensors text.safetensors . || fail "making the hostile files"
-timed() {  # timed CMD...: runs qkv within 1 GB and 10 s; sets rc and ms
-  local start
-  start=$(date +%s%N)
-  ( [ -z "$sanitized" ] && ulimit -v $((1048576 + $(cuda_libraries_kib "$qkv"))); timeout -k 5 10 "$qkv" "$@" ) >/dev/null 2>err.txt
-  rc=$?
-  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+# The bound is the CPU time qkv spends (user + system, bash's `time`), not the wall clock: a busy machine
+# (a build beside the suite) once failed a 1-second wall-clock bound at 1007 ms. 10 s of wall clock remain
+# as the limit for a hang.
+timed() {  # timed CMD...: runs qkv within 1 GB and 10 s; sets rc and ms (CPU milliseconds)
+  local TIMEFORMAT='%3U %3S' cpu
+  cpu=$( { time { ( [ -z "$sanitized" ] && ulimit -v $((1048576 + $(cuda_libraries_kib "$qkv")))
+                    exec timeout -k 5 10 "$qkv" "$@" ) >/dev/null 2>err.txt; echo $? >rc.txt; }; } 2>&1 )
+  rc=$(cat rc.txt)
+  ms=$(echo "$cpu" | awk '{printf "%d", ($1 + $2) * 1000}')
 }
 for f in keys160k layers1e8 layersmax width1m context1m devzero; do
   for cmd in "eval --checkpoint" "train --resume"; do
     timed $cmd $f.safetensors
     [ $rc -ne 0 ] && [ $rc -lt 124 ] || { cat err.txt; fail "$f ($cmd): exit $rc"; }
-    [ $ms -lt 1000 ] || fail "$f ($cmd): took $ms ms"
+    [ $ms -lt 1000 ] || fail "$f ($cmd): took $ms ms of CPU"
     one_line_error err.txt
   done
-  ok "$f: rejected in $ms ms within 1 GB: $(cat err.txt)"
+  ok "$f: rejected in $ms ms of CPU within 1 GB: $(cat err.txt)"
 done
 # Strings from a file are escaped: no forged line, no escape byte reaches the terminal.
 "$qkv" eval --checkpoint evil.safetensors >/dev/null 2>err.txt && fail "a bad task name was accepted"
@@ -313,7 +316,7 @@ fi
 ok "a file's large context: eval and sample within 1 GB, a text eval refused by estimate: $(cat err.txt)"
 # The /dev/zero text model still samples: sampling reads no data at all.
 timed sample --checkpoint devzero.safetensors --prompt ab --max-new 5
-[ $rc -eq 0 ] && [ $ms -lt 1000 ] || { cat err.txt; fail "sampling the /dev/zero model: exit $rc, $ms ms"; }
+[ $rc -eq 0 ] && [ $ms -lt 1000 ] || { cat err.txt; fail "sampling the /dev/zero model: exit $rc, $ms ms of CPU"; }
 # --save refuses anything but a regular file.
 ln -s full.safetensors link.safetensors
 for target in /dev/null link.safetensors; do
