@@ -91,14 +91,18 @@ std::string exact_number(double value) {
   return error == std::errc() ? std::string(text, end) : "nan";
 }
 
-double parse_number(std::string_view text, std::string_view what) {
+bool parse_finite(std::string_view text, double& out) {
+  if (text.empty()) return false;
   std::string s(text);
   char* end = nullptr;
-  errno = 0;
-  double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
   // ERANGE on underflow still returns the (subnormal) value, which reads back exactly.
-  QKV_CHECK(!s.empty() && end == s.c_str() + s.size() && std::isfinite(v), what, ": '", printable(s),
-            "' is not a finite number");
+  out = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(out);
+}
+
+double parse_number(std::string_view text, std::string_view what) {
+  double v = 0;
+  QKV_CHECK(parse_finite(text, v), what, ": '", printable(std::string(text)), "' is not a finite number");
   return v;
 }
 

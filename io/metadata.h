@@ -15,6 +15,9 @@ std::string exact_number(double value);
 /// The inverse of exact_number(): the whole of `text` must be one finite
 /// number. Throws qkv::Error naming `what` otherwise.
 double parse_number(std::string_view text, std::string_view what);
+/// The same rule without the error: false where `text` is not one finite number
+/// (for a reader of millions of values that builds its message only for a bad one).
+bool parse_finite(std::string_view text, double& out);
 
 /// FNV-1a's start, and its hash of `text` continued from `hash`: a log's
 /// digest in a checkpoint, the tag of a cut file name.
