@@ -210,6 +210,14 @@ PY
   "$qkv" info full.safetensors | grep -q "step       $step" || fail "the checkpoint does not hold step $step"
   "$qkv" train --resume full.safetensors --steps $((step + 3)) --log full.jsonl >out.txt 2>&1 || { cat out.txt; fail "resume"; }
   "$qkv" plot full.jsonl >/dev/null 2>err.txt || { cat err.txt; fail "plot after a full disk and --resume"; }
+  # The other commands that write a file, each past a limit of 8 KiB: the reason named, no temporary left.
+  for cmd in "explore ck.safetensors --prompt 1234 --out limited.html" \
+             "grads ck.safetensors --prompt 1234 --out limited.safetensors" \
+             "train --dim 8 --layers 1 --heads 1 --steps 2 --threads 1 --no-log --no-best --save limited.safetensors"; do
+    (ulimit -f 8; exec "$qkv" $cmd) >/dev/null 2>err.txt && fail "$cmd: written past the file-size limit"
+    grep -q "File too large" err.txt || { cat err.txt; fail "$cmd: no reason"; }
+    ls | grep -q '\.tmp\.\|^limited' && fail "$cmd: a temporary or a cut file left"
+  done
   ok "a full disk: reasons given, previous files whole, the model saved, the log readable after --resume" ;;
 14) # after kill -9 the log kept rows past the checkpoint, and --resume appended after them
   # kill -9 while the log runs ahead of the last checkpoint; a kill that lands

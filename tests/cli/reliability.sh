@@ -124,3 +124,15 @@ cp page.html before.html
 "$qkv" explore omp_OMP_DYNAMIC.safetensors --prompt 321 --out page.html --force >/dev/null || fail "--force"
 cmp -s page.html before.html && fail "--force did not replace the page"
 ok "--force replaces a page"
+
+# Two runs on one --save: the first to finish saves; the other keeps its model beside it and says so.
+for task in reverse sort; do
+  "$qkv" train --task $task --dim 16 --layers 1 --heads 2 --threads 1 --steps 30 --no-log --no-best \
+    --save same.safetensors >"same_$task.txt" 2>&1 &
+done
+wait
+saved=$(grep -l "saved same.safetensors" same_*.txt | wc -l)
+kept=$(grep -l "same.safetensors appeared while this command worked and was not replaced: its result is in same.safetensors.unsaved" same_*.txt | wc -l)
+[ "$saved" = 1 ] && [ "$kept" = 1 ] || { cat same_*.txt; fail "two runs on one --save: $saved saved, $kept kept beside"; }
+"$qkv" info same.safetensors.unsaved >/dev/null && "$qkv" info same.safetensors >/dev/null || fail "a model lost"
+ok "two runs on one --save: one saves, the other keeps its model beside and names it"
