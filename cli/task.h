@@ -1,4 +1,4 @@
-// The tasks `qkv train` learns, in one table (task_table.cpp), and the one
+// The tasks `qkv train` learns, in one table (task.cpp), and the one
 // interface every task answers, so that the program asks a task (or its
 // row) instead of testing its name. A task is one of five families, by what
 // a model reads and writes for it; the model kinds say which families they

@@ -143,10 +143,6 @@ void print_banner(const Runner& runner, const Run& run, const optim::Optimizer& 
   std::fflush(stdout);  // the banner shows at once in a pipe or a file, before the first step's seconds
 }
 
-}  // namespace
-
-namespace {
-
 // What the checkpoint records: the model and task, the run's settings (the
 // Trainer's and the rest), and the log's name when it lies beside the
 // checkpoint (where qkv explore finds the run's curves).
@@ -176,10 +172,6 @@ train::TrainerOptions trainer_options(const Run& run, const std::string& log_pat
   to.log_failure_advice = cat(" (continue with --resume ", printable(save), " once there is room)");
   return to;
 }
-
-}  // namespace
-
-namespace {
 
 // Under mpirun: every rank starts from rank 0's weights, at the same step.
 void share_start(Runner& runner, const optim::Optimizer& opt, int me) {

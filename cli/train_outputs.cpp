@@ -268,7 +268,7 @@ SaveTarget::SaveTarget(std::string path, bool force, bool ours_now) : path_(std:
 void SaveTarget::saved() {
   struct stat st;
   known_ = ::stat(path_.c_str(), &st) == 0;
-  device_ = st.st_dev, inode_ = st.st_ino;
+  device_ = known_ ? st.st_dev : 0, inode_ = known_ ? st.st_ino : 0;
 }
 
 io::Existing SaveTarget::next() const {
