@@ -127,7 +127,8 @@ std::string graph_dot(const Graph& graph, const GraphDotOptions& options) {
   auto node_line = [&](size_t i, int indent) {
     const GraphNode& g = graph.nodes[i];
     std::optional<double> norm = g.grad_norm();
-    std::string label = dot_text(g.label()) + "\\n" + shape_str(g.tensor.shape()) + (norm ? norm_text(*norm) : "");
+    const std::string name = !g.op.empty() && options.op_name ? options.op_name(g) : g.label();
+    std::string label = dot_text(name) + "\\n" + shape_str(g.tensor.shape()) + (norm ? norm_text(*norm) : "");
     const char* look = !g.op.empty() ? (i + 1 == n ? "shape=box, style=\"rounded,filled,bold\", fillcolor=\"#c7e9c0\""
                                                    : "shape=box, style=\"rounded,filled\", fillcolor=\"#dbe9f6\"")
                                      : "shape=ellipse, style=filled, fillcolor=\"#fde0c5\"";

@@ -16,7 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include <functional>
 #include "autograd/engine.h"
+
 #include "autograd/tensor.h"
 
 namespace qkv {
@@ -57,6 +59,8 @@ struct GraphDotOptions {
   /// ("blocks.0.attn"); each input from outside becomes one dashed stand-in
   /// node. "" draws everything.
   std::string focus;
+  /// What an op's box calls it (e.g. "causal mask" for masked_fill); unset: the op's own name.
+  std::function<std::string(const GraphNode&)> op_name;
 };
 
 /// Graphviz DOT text: ops as boxes ("softmax", output shape, and

@@ -14,46 +14,15 @@
 #include "commands.h"
 #include "common.h"
 #include "io/output.h"
+#include "neurons.h"
 #include "nn/attention.h"
+#include "op_names.h"
 #include "page.h"
 #include "study.h"
 
 namespace qkv::cli {
 
 namespace {
-
-// What a reader calls each op the engine records; the engine's own name is in the node's tooltip.
-std::string readable_op(const std::string& op, const std::string& scope, bool causal_model) {
-  if (op == "masked_fill") {
-    // Causal: a GPT's or recommender's attention, and a Seq2Seq decoder's self-attention.
-    bool causal = scope.find("cross_attn") == std::string::npos && (causal_model || scope.rfind("decoder", 0) == 0);
-    bool padding = !causal;
-    return padding ? "padding mask" : "causal mask";
-  }
-  static const std::map<std::string, std::string> names{{"mul_scalar", "scale"},
-                                                        {"matmul", "matmul"},
-                                                        {"linear", "linear (x·Wᵀ + b)"},
-                                                        {"add", "add"},
-                                                        {"softmax", "softmax"},
-                                                        {"gelu_tanh", "GELU"},
-                                                        {"layer_norm", "layer norm"},
-                                                        {"index_select", "lookup"},
-                                                        {"cross_entropy", "cross-entropy"},
-                                                        {"permute", "permute"},
-                                                        {"reshape", "reshape"},
-                                                        {"concat", "concat"},
-                                                        {"expand", "expand"},
-                                                        {"narrow", "narrow"},
-                                                        {"dropout", "dropout"},
-                                                        {"patchify", "patches"},
-                                                        {"masked_mean", "mean over tokens"}};
-  auto it = names.find(op);
-  if (it != names.end()) return it->second;
-  std::string text = op;
-  for (char& c : text)
-    if (c == '_') c = ' ';
-  return text;
-}
 
 // The graph view's data: nodes in data-flow order with their module, op
 // (engine and readable names), shape and |grad|; and every parameter that
@@ -193,6 +162,16 @@ bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
       compare(gate[head], (loss_with(gated(1 + h)) - loss_with(gated(1 - h))) / (2 * h), gate_scale, worst_gate);
     }
   }
+  // The neuron view's numbers make the maps beside them: P from q and k, dL/dq and dL/dk from dL/dP.
+  std::vector<std::vector<bool>> hidden;
+  for (const AttentionMap& m : s.maps) hidden.push_back(masked_cells(m, attention_window(runner.spec())));
+  const NeuronCheck neurons = check_neurons(s, hidden);
+  const bool neurons_ok = neurons.heads > 0 && neurons.worst_p <= 1e-12 && neurons.worst_grad <= 1e-10;
+  std::printf(
+      "check: neuron view: %lld heads' softmax(scale·q·kᵀ) against their maps' P, and dL/dq, dL/dk "
+      "from dL/dP through softmax's backward against the engine's, in float64: %s (worst |ΔP| %.2g, "
+      "worst gradient error %.2g of its head's largest; bounds 1e-12 and 1e-10)\n",
+      static_cast<long long>(neurons.heads), neurons_ok ? "all ok" : "FAILED", neurons.worst_p, neurons.worst_grad);
   const bool ok = entries > 0 && failed == 0 && significant * 10 >= entries;
   std::printf(
       "check: %lld values (dL/dP entries and head gates of %zu maps, %lld of them above 1%% of their map's "
@@ -203,7 +182,7 @@ bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
       : failed ? cat(failed, " FAILED").c_str()
                : "FAILED (too few values far from 0 to tell)",
       worst_p, worst_gate, atol, rtol);
-  return ok;
+  return ok && neurons_ok;
 }
 
 cxxopts::Options explore_options() {
@@ -256,6 +235,7 @@ nlohmann::json page_data(const Runner& runner, const Study& s, const Graph& grap
   for (const AttentionMap& m : s.maps)
     if (m.cls_first) figures.push_back({{"title", m.name}, {"svg", cls_views(m, spec.heads, [](auto&, auto&) {})}});
   attention["figures"] = figures;
+  attention["neurons"] = neuron_json(s);
   return {{"title", cat("qkv explore: ", page_token(path))},
           {"subtitle", cat(page_token(prompt), ": ", s.what, " = ", s.loss.item())},
           {"model",

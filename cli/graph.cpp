@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "common.h"
 #include "io/output.h"
+#include "op_names.h"
 
 extern char** environ;
 
@@ -212,7 +213,13 @@ int graph(int argc, char** argv) {
   std::string focus = args.count("focus") ? args["focus"].as<std::string>() : "";
   if (focus == "attention") focus = first_attention(graph);
   if (!focus.empty()) traced.title += cat(" — ", focus, " only");
-  const bool rendered = write_pictures(out, svg, graph_dot(graph, {traced.title, focus}), existing_for(args));
+  // The ops as the page's graph view names them (the mha model's attention is causal, as its title says).
+  const bool causal = traced.runner ? traced.runner->kind().causal : true;
+  GraphDotOptions dot_options{traced.title, focus, [&](const GraphNode& n) {
+                                std::string name = readable_op(n.op, n.scope, causal);
+                                return name == n.op ? name : cat(name, " (", n.op, ")");
+                              }};
+  const bool rendered = write_pictures(out, svg, graph_dot(graph, dot_options), existing_for(args));
   report(graph, recording, traced, out, svg, rendered, !focus.empty());
   return 0;
 }

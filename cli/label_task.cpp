@@ -55,6 +55,12 @@ LabelMetrics LabelTask::evaluate_labels(Runner& runner, int64_t count, Generator
     for (size_t i = 0; i < chunk.size(); ++i) {
       const double* row = p + i * L;
       const int64_t truth = chunk[i].answer.at(0);
+      // Cross-entropy of the scores at the true label (items: over the items, the padding item 0 left out).
+      const int64_t from = m.ranks ? 1 : 0;
+      const double top = *std::max_element(row + from, row + L);
+      double sum = 0;
+      for (int64_t v = from; v < L; ++v) sum += std::exp(row[v] - top);
+      m.loss += top + std::log(sum) - row[truth];
       if (!m.ranks) {
         int64_t best = std::max_element(row, row + L) - row;
         right += best == truth;
@@ -73,7 +79,7 @@ LabelMetrics LabelTask::evaluate_labels(Runner& runner, int64_t count, Generator
   m.examples = static_cast<int64_t>(held.size());
   const double n = std::max<double>(1, static_cast<double>(m.examples));
   m.accuracy = static_cast<double>(right) / n;
-  m.hit_rate /= n, m.ndcg /= n, m.popular_hit_rate /= n, m.popular_ndcg /= n;
+  m.hit_rate /= n, m.ndcg /= n, m.popular_hit_rate /= n, m.popular_ndcg /= n, m.loss /= n;
   runner.module().train(was_training);
   return m;
 }
@@ -83,6 +89,7 @@ train::Evaluation LabelTask::evaluate(Runner& runner, Generator& held_out, doubl
   train::Evaluation e;
   LabelMetrics m = evaluate_labels(runner, 1000, held_out, {});
   e.metric = m.metric();
+  e.held_out_loss = m.loss;
   char text[128];
   if (m.ranks)
     std::snprintf(text, sizeof text, "held-out HR@10 %.4f, NDCG@10 %.4f (most popular: HR@10 %.4f)", m.hit_rate, m.ndcg,

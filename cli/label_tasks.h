@@ -21,6 +21,7 @@ struct LabelMetrics {
   std::vector<int64_t> confusion;                 // classes: [true label][predicted label], row-major
   double hit_rate = 0, ndcg = 0;                  // items: the held-out item among the model's top 10, and its NDCG@10
   double popular_hit_rate = 0, popular_ndcg = 0;  // the same for the 10 most popular items (the baseline)
+  double loss = 0;                                // the mean cross-entropy of the scores at the true label
   /// The held-out metric training watches: accuracy, or HR@10.
   double metric() const { return ranks ? hit_rate : accuracy; }
 };

@@ -5,10 +5,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <map>
 
 #include "heatmaps.h"
-#include "nn/attention.h"
 
 namespace qkv::cli {
 
@@ -48,39 +46,6 @@ std::string html_text(const std::string& text) {
   std::string out;
   for (char c : text) out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
   return out;
-}
-
-// [1, heads, rows, cols] or [heads, rows, cols] as nested arrays [head][row][col].
-nlohmann::json per_head(const Tensor& t) {
-  const int64_t cols = t.size(-1), rows = t.size(-2), heads = t.size(-3);
-  std::vector<double> v = t.to_vector();
-  nlohmann::json out = nlohmann::json::array();
-  for (int64_t h = 0; h < heads; ++h) {
-    nlohmann::json map = nlohmann::json::array();
-    for (int64_t r = 0; r < rows; ++r) {
-      nlohmann::json row = nlohmann::json::array();
-      for (int64_t c = 0; c < cols; ++c) row.push_back(page_number(v[(h * rows + r) * cols + c]));
-      map.push_back(std::move(row));
-    }
-    out.push_back(std::move(map));
-  }
-  return out;
-}
-
-// A map's tab, from its file stem without the layer's number: "layer",
-// "encoder", "decoder_self", "decoder_cross"; and which sequence its rows
-// and columns hold (a token is the same token in every view that shows it).
-struct Group {
-  std::string name, row_seq, col_seq;
-};
-Group group_of(const AttentionMap& m) {
-  std::string stem;
-  for (char c : m.file)
-    if (c < '0' || c > '9') stem += c;
-  if (stem == "encoder") return {"encoder self-attention", "src", "src"};
-  if (stem == "decoder_self") return {"decoder self-attention", "tgt", "tgt"};
-  if (stem == "decoder_cross") return {"cross-attention (decoder to input)", "tgt", "src"};
-  return {"self-attention", "in", "in"};
 }
 
 }  // namespace
@@ -137,78 +102,6 @@ std::string page_html(const nlohmann::json& data) {
       "</script>\n<script>/* dagre (MIT), from Debian's python3-xstatic-dagre */\n",
       inside_element(assets::dagre_js, "script"), "</script>\n<script>\n", inside_element(assets::page_js, "script"),
       "</script>\n</body></html>\n");
-}
-
-void check_page_size(const std::vector<AttentionMap>& maps) {
-  const int64_t limit = int64_t{1} << 20;
-  int64_t cells = 0;
-  for (const AttentionMap& m : maps) cells += m.weights.numel();
-  QKV_CHECK(cells <= limit, "the page would hold ", cells,
-            " attention weights (maps x heads x queries x keys); at most ", limit, ": give a shorter prompt");
-}
-
-std::vector<bool> masked_cells(const AttentionMap& m, int64_t window) {
-  const int64_t rows = static_cast<int64_t>(m.rows.size()), cols = static_cast<int64_t>(m.cols.size());
-  const Group g = group_of(m);
-  Tensor seen;
-  if (window > 0 && g.row_seq == g.col_seq)
-    seen = nn::window_mask(rows, cols, window, m.causal);
-  else if (m.causal)
-    seen = nn::causal_mask(rows, cols);
-  if (!seen.defined()) return {};
-  std::vector<double> v = seen.to(DType::Float64).to_vector();
-  std::vector<bool> hidden(v.size());
-  for (size_t k = 0; k < v.size(); ++k) hidden[k] = v[k] == 0;
-  return hidden;
-}
-
-nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t window, bool with_gradients) {
-  check_page_size(maps);
-  nlohmann::json groups = nlohmann::json::array();
-  std::map<std::string, size_t> index;  // group name -> its place in `groups`
-  for (const AttentionMap& m : maps) {
-    Group g = group_of(m);
-    if (!index.count(g.name)) {
-      index[g.name] = groups.size();
-      const int64_t rows = static_cast<int64_t>(m.rows.size()), cols = static_cast<int64_t>(m.cols.size());
-      const std::vector<bool> hidden = masked_cells(m, window);
-      nlohmann::json masked = nlohmann::json::array();
-      if (!hidden.empty())
-        for (int64_t r = 0; r < rows; ++r) {
-          nlohmann::json row = nlohmann::json::array();
-          for (int64_t c = 0; c < cols; ++c) row.push_back(hidden[r * cols + c] ? 1 : 0);
-          masked.push_back(std::move(row));
-        }
-      nlohmann::json row_labels = nlohmann::json::array(), col_labels = nlohmann::json::array();
-      for (const std::string& t : m.rows) row_labels.push_back(page_token(t));
-      for (const std::string& t : m.cols) col_labels.push_back(page_token(t));
-      groups.push_back({{"name", g.name},
-                        {"row_seq", g.row_seq},
-                        {"col_seq", g.col_seq},
-                        {"rows", row_labels},
-                        {"cols", col_labels},
-                        {"split", m.split},
-                        {"cls_first", m.cls_first},
-                        {"masked", masked},
-                        {"layers", nlohmann::json::array()}});
-    }
-    nlohmann::json layer{{"name", m.name}, {"weights", per_head(m.weights)}};
-    if (with_gradients) {
-      Tensor grad = m.weights.grad();
-      QKV_CHECK(grad.defined(), "attention_json: ", m.name, " has no gradient (run backward() on the study's loss)");
-      layer["grad"] = per_head(grad);
-      // Σ P ⊙ dL/dP per head (nn::head_gate_gradient): removing the head changes L by about −that.
-      nlohmann::json gate = nlohmann::json::array(), importance = nlohmann::json::array();
-      for (double v : nn::head_gate_gradient(m.weights, grad)) {
-        gate.push_back(page_number(v));
-        importance.push_back(page_number(std::fabs(v)));
-      }
-      layer["gate_grad"] = gate;
-      layer["importance"] = importance;
-    }
-    groups[index[g.name]]["layers"].push_back(std::move(layer));
-  }
-  return {{"heads", maps.empty() ? 0 : maps.front().weights.size(-3)}, {"groups", groups}};
 }
 
 }  // namespace qkv::cli

@@ -4,6 +4,7 @@
 // dygraphs and dagre inlined) that works offline, with no server.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -27,16 +28,35 @@ nlohmann::json page_number(double v);
 /// (the page marks spaces and line breaks itself).
 std::string page_token(const std::string& text);
 
-/// The attention views' data: maps grouped into tabs (a Seq2Seq's encoder
-/// self-, decoder self- and cross-attention; one tab for the other kinds),
-/// each layer's weights per head, which cells a mask hides, and, when the
-/// maps come from a Study whose backward has run, dL/dP and each head's
-/// importance. `window` > 0: self-attention sees only that band.
-/// Throws unless the maps fit on a page: at most 2^20 attention weights in
-/// all (each with its gradient, a page of tens of MB at worst).
+/// At most this many attention weights on a page (maps x heads x queries x
+/// keys): with their gradients, 2.7 bytes a visible cell, so at worst a page
+/// of about 11 MB (docs/commands.md: "How big a page grows").
+constexpr int64_t kPageCells = int64_t{1} << 22;
+
+/// Throws unless the maps fit on a page (kPageCells), naming the longest
+/// prompt, in tokens, that fits this model.
 void check_page_size(const std::vector<AttentionMap>& maps);
 
+/// The attention views' data: maps grouped into tabs (a Seq2Seq's encoder
+/// self-, decoder self- and cross-attention; one tab for the other kinds),
+/// each layer's heads as "maps", which cells a mask hides, and, when the
+/// maps come from a Study whose backward has run, dL/dP and each head's
+/// importance. Each head's visible cells (row-major, masked ones left out)
+/// are one byte each that colours them (weight_codes, gradient_codes, as
+/// base64) and, for the most important heads while 1 MiB lasts, float32
+/// values for the hover. `window` > 0: self-attention sees only that band.
 nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t window, bool with_gradients);
+
+/// Every (map index, head), the most important first (|Σ P ⊙ dL/dP|, which
+/// needs the maps' gradients), else in order.
+std::vector<std::pair<size_t, int64_t>> heads_by_importance(const std::vector<AttentionMap>& maps, bool with_gradients);
+
+/// Bytes as base64 (RFC 4648, padded), as the page's atob() reads them.
+std::string base64(const std::vector<uint8_t>& bytes);
+/// Weights in [0, top] as bytes: code c < 255 stands for top·(c/254)², 255 for not finite.
+std::vector<uint8_t> weight_codes(const std::vector<double>& values, double top);
+/// Gradients in [−top, top] as bytes: c < 255 stands for sign(c − 127)·top·((c − 127)/127)², 255 for not finite.
+std::vector<uint8_t> gradient_codes(const std::vector<double>& values, double top);
 
 /// A classifier's [CLS] row on its own, per head and averaged: over the
 /// image's patches for a ViT, over the tokens otherwise. Hands each SVG to

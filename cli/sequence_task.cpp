@@ -134,9 +134,11 @@ std::string SequenceTask::answer_text(const std::vector<int64_t>& answer) const 
   return out;
 }
 
-double SequenceTask::accuracy(Runner& runner, int64_t count, Generator& gen, const Progress& progress) const {
+double SequenceTask::accuracy(Runner& runner, int64_t count, Generator& gen, const Progress& progress,
+                              double* loss) const {
   // In chunks of 1024 examples, so memory stays bounded whatever the count.
   int64_t right = 0;
+  double loss_sum = 0;
   for (int64_t done = 0; done < count;) {
     int64_t n = std::min<int64_t>(1024, count - done);
     std::vector<Example> examples;
@@ -146,17 +148,25 @@ double SequenceTask::accuracy(Runner& runner, int64_t count, Generator& gen, con
       inputs.push_back(examples.back().input);
     }
     std::vector<std::vector<int64_t>> got = decoding::answer(runner, inputs);
+    if (loss) {
+      NoGradGuard no_grad;
+      const bool was_training = runner.module().is_training();
+      runner.module().eval();
+      loss_sum += runner.driver().task_loss(examples, nullptr).item() * static_cast<double>(n);
+      runner.module().train(was_training);
+    }
     for (int64_t i = 0; i < n; ++i) right += got[i] == examples[i].answer;
     done += n;
     if (progress) progress(done, count, "examples");
   }
+  if (loss) *loss = loss_sum / static_cast<double>(count);
   return static_cast<double>(right) / static_cast<double>(count);
 }
 
 // Exact match on 500 examples, the same at every evaluation.
 train::Evaluation SequenceTask::evaluate(Runner& runner, Generator& held_out, double target) const {
   train::Evaluation e;
-  e.metric = accuracy(runner, 500, held_out, {});
+  e.metric = accuracy(runner, 500, held_out, {}, &e.held_out_loss);
   char text[64];  // two decimals, as eval and the classifiers print (500 examples: steps of 0.2%)
   std::snprintf(text, sizeof text, "held-out exact match %.2f%%", 100 * e.metric);
   e.text = text;

@@ -45,7 +45,9 @@ class SequenceTask : public ExampleTask {
  private:
   bool adds() const { return answer_ == Answer::Sum; }
   /// Exact-match accuracy on `count` fresh examples from `gen`.
-  double accuracy(Runner& runner, int64_t count, Generator& gen, const Progress& progress) const;
+  /// Exact match on `count` fresh examples; `loss`, if given, gets the training loss's mean over them.
+  double accuracy(Runner& runner, int64_t count, Generator& gen, const Progress& progress,
+                  double* loss = nullptr) const;
   Answer answer_;
   std::string symbols_;
   int64_t max_len_, digits_;

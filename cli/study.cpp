@@ -1,5 +1,7 @@
 #include "study.h"
 
+#include "nn/attention.h"
+
 namespace qkv::cli {
 
 Study study(Runner& runner, const std::string& prompt) {
@@ -9,9 +11,20 @@ Study study(Runner& runner, const std::string& prompt) {
   runner.module().eval();
   Study s;
   Example e = runner.task().prompt_example(prompt, &s.what);
-  s.loss = runner.driver().study(runner, e, s.maps);
+  {
+    nn::AttentionInputsTap tap([&](int64_t, const Tensor& q, const Tensor& k, double scale) {
+      s.inputs.push_back({q, k, scale});
+    });
+    s.loss = runner.driver().study(runner, e, s.maps);
+  }
+  QKV_CHECK(s.inputs.size() == s.maps.size(), "study: ", s.maps.size(), " maps but ", s.inputs.size(),
+            " scaled dot-product attention calls");
+  // dL/dP, dL/dq and dL/dk once backward() has run (none under NoGradGuard).
   for (AttentionMap& m : s.maps)
-    if (m.weights.requires_grad()) m.weights.retain_grad();  // dL/dP, once backward() has run (none under NoGradGuard)
+    if (m.weights.requires_grad()) m.weights.retain_grad();
+  for (ScoreInputs& in : s.inputs)
+    for (Tensor* t : {&in.q, &in.k})
+      if (t->requires_grad()) t->retain_grad();
   return s;
 }
 

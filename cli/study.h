@@ -24,6 +24,14 @@ struct AttentionMap {
   int64_t image_side = 0, patch = 0;    // its side and the patch side (columns 1.. are its patches, row-major)
 };
 
+/// What one attention call scored: q [1, heads, n_q, d] and k [1, heads,
+/// n_k, d] as they entered the score (each score is scale·Σ_d q_d·k_d),
+/// retaining their gradients, so after loss.backward() q.grad() is dL/dq.
+struct ScoreInputs {
+  Tensor q, k;
+  double scale = 1;
+};
+
 /// A prompt's loss with the attention maps of the forward that computed it:
 /// each map's weights [1, heads, rows, cols] keep their graph and retain
 /// their gradient, so after loss.backward() weights.grad() is dL/dP.
@@ -31,6 +39,7 @@ struct Study {
   Tensor loss;
   std::string what;  // what the loss measures
   std::vector<AttentionMap> maps;
+  std::vector<ScoreInputs> inputs;  // one per map, in the same order
 };
 
 /// Every attention map of the model on a prompt (for a task model: the

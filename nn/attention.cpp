@@ -133,7 +133,23 @@ struct WeightsEditState {
   int64_t calls = 0;
 };
 thread_local WeightsEditState* weights_edit = nullptr;
+// The live AttentionInputsTap of this thread, if any, and how many calls it has seen.
+struct InputsTapState {
+  std::function<void(int64_t, const Tensor&, const Tensor&, double)> see;
+  int64_t calls = 0;
+};
+thread_local InputsTapState* inputs_tap = nullptr;
 }  // namespace
+
+AttentionInputsTap::AttentionInputsTap(std::function<void(int64_t, const Tensor&, const Tensor&, double)> see) {
+  QKV_CHECK(inputs_tap == nullptr, "AttentionInputsTap: one is already alive on this thread (taps do not nest)");
+  inputs_tap = new InputsTapState{std::move(see), 0};
+}
+
+AttentionInputsTap::~AttentionInputsTap() {
+  delete inputs_tap;
+  inputs_tap = nullptr;
+}
 
 AttentionWeightsEdit::AttentionWeightsEdit(std::function<Tensor(int64_t, const Tensor&)> edit) {
   QKV_CHECK(weights_edit == nullptr, "AttentionWeightsEdit: one is already alive on this thread (edits do not nest)");
@@ -162,6 +178,7 @@ AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, con
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                              double dropout_p, Generator* gen) {
   check_qk("scaled_dot_product_attention", q, k);
+  if (inputs_tap) inputs_tap->see(inputs_tap->calls++, q, k, 1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   return attention(q, k, v, scaled_dot_score, mask, dropout_p, gen);
 }
 

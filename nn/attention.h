@@ -82,6 +82,19 @@ class AttentionWeightsEdit {
   AttentionWeightsEdit& operator=(const AttentionWeightsEdit&) = delete;
 };
 
+/// While one is alive, every scaled_dot_product_attention() call on this
+/// thread hands `see` its number (from 0), its q [..., n_q, d] and k
+/// [..., n_k, d] as they enter the score, and the score's scale 1/√d: each
+/// score is scale·Σ_d q_d·k_d. A study keeps them (and, with retain_grad,
+/// dL/dq and dL/dk) to show how each score is made. Taps do not nest.
+class AttentionInputsTap {
+ public:
+  explicit AttentionInputsTap(std::function<void(int64_t call, const Tensor& q, const Tensor& k, double scale)> see);
+  ~AttentionInputsTap();
+  AttentionInputsTap(const AttentionInputsTap&) = delete;
+  AttentionInputsTap& operator=(const AttentionInputsTap&) = delete;
+};
+
 /// Each head's Σ P ⊙ dL/dP, from attention weights P [..., heads, n_q, n_k]
 /// and their gradient dL/dP, summed over all but the head axis. It is
 /// dL/dξ for a gate ξ on the head's output (ξ·P·V, at ξ = 1): removing the

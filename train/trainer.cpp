@@ -119,7 +119,10 @@ struct Trainer::Log {
                      groups.names[g] + "\":" + log_number(ratio);
     }
     std::string acc = evaluation && evaluation->higher_is_better ? log_number(evaluation->metric) : "";
-    std::string held = evaluation && !evaluation->higher_is_better ? log_number(evaluation->metric) : "";
+    std::string held = !evaluation                                ? ""
+                       : !evaluation->higher_is_better            ? log_number(evaluation->metric)
+                       : std::isfinite(evaluation->held_out_loss) ? log_number(evaluation->held_out_loss)
+                                                                  : "";
     if (csv)
       return write(cat(step, ",", log_number(loss), ",", log_number(lr), ",", log_number(norm), ",", log_number(rate),
                        ",", acc, ",", held, extra.empty() ? "" : "," + extra, layers_csv, "\n"));

@@ -40,6 +40,7 @@ struct Evaluation {
   bool higher_is_better = true;  // accuracy: yes; loss: no
   bool reached = false;          // the run's target: training stops
   std::string text;              // for the progress line: "held-out exact match 97.20%"
+  double held_out_loss = NAN;    // beside an accuracy: the training loss on the held-out examples (NaN: none)
 };
 
 /// After each step, for progress lines.

@@ -1,23 +1,27 @@
 // The qkv page: draws every view from the JSON in #qkv-data (written by
-// cli/page.cpp). Views: heads (bertviz's head view: lines from each
-// query to the keys it attends to, a colour per head), model (every layer x
-// head, weights or dL/dP, with each head's importance), matrix (one layer's
-// heatmaps, masked cells hatched), graph (the autograd graph laid out by
-// dagre, modules expanded by clicking) and curves (dygraphs). Hovering a token
-// highlights it in every view. tests/browser/explore_test.py drives it.
+// cli/page.cpp and cli/page_attention.cpp). Views: heads (bertviz's head
+// view: lines from each query to the keys it attends to, a colour per head,
+// the most important heads first), model (every layer x head, weights or
+// dL/dP, sized to the window), matrix (one layer's maps, masked cells
+// hatched), neurons (how one score is made from q and k, with dL/dq and
+// dL/dk), graph (the autograd graph laid out by dagre, modules opened by
+// clicking) and curves (dygraphs). Hovering a token highlights it in every
+// view. tests/browser/explore_test.py drives it.
 'use strict';
 (function () {
   const data = JSON.parse(document.getElementById('qkv-data').textContent);
   const app = document.getElementById('app');
+  // Twelve colours that stay apart (d3's ten, black and gold): heads, runs and layers all take them.
   const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf',
-    '#bcbd22', '#7f7f7f', '#393b79', '#637939', '#8c6d31', '#843c39', '#7b4173', '#3182bd'];
+    '#bcbd22', '#7f7f7f', '#000000', '#f0b400'];
   const headColour = (h) => PALETTE[h % PALETTE.length];
   // 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st.
   function ordinal(k) {
     const t = k % 100, suffix = t >= 11 && t <= 13 ? 'th' : k % 10 === 1 ? 'st' : k % 10 === 2 ? 'nd' : k % 10 === 3 ? 'rd' : 'th';
     return k + suffix;
   }
-  const state = { view: null, group: 0, layer: 0, off: new Set(), quantity: 'weights', scale: 'map', hl: null };
+  // off: per "group:layer", the heads hidden in the head view (unset: all but the most important).
+  const state = { view: null, group: 0, layer: 0, off: new Map(), quantity: 'weights', scale: 'map', hl: null };
 
   // ---- small helpers ----
   function el(tag, attrs, ...children) {
@@ -34,9 +38,13 @@
     for (const [k, v] of Object.entries(attrs || {})) if (k === 'text') e.textContent = v; else e.setAttribute(k, v);
     return e;
   }
-  // A token as shown: a visible mark for a space (the label itself is escaped by qkv).
-  const shown = (t) => (t === '' ? '∅' : t.replace(/ /g, '␣'));
-  const fmt = (v, digits) => (v === null || v === undefined ? 'n/a' : Number(v).toPrecision(digits));
+  // A token as shown: a visible mark for a space and a line break, BPE's Ġ and Ċ as the same marks
+  // (the label itself is escaped by qkv); cut to `most` characters, with the whole in the tooltip.
+  function shown(t, most) {
+    const s = t === '' ? '∅' : t.replace(/Ġ/g, '␣').replace(/Ċ/g, '↵').replace(/ /g, '␣').replace(/\n/g, '↵');
+    return most && [...s].length > most ? [...s].slice(0, most - 1).join('') + '…' : s;
+  }
+  const fmt = (v, digits) => (v === null || v === undefined || Number.isNaN(v) ? 'n/a' : Number(v).toPrecision(digits));
   const tip = el('div', { id: 'tip' });
   function showTip(ev, text) {
     tip.textContent = text;
@@ -45,6 +53,12 @@
     tip.style.top = ev.clientY + 14 + 'px';
   }
   const hideTip = () => { tip.style.display = 'none'; };
+  function bytes(b64) {
+    const bin = atob(b64), out = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; ++i) out[i] = bin.charCodeAt(i);
+    return out;
+  }
+  const floats = (b64) => new Float32Array(bytes(b64).buffer);
 
   // ---- the token highlight shared by every view ----
   function highlight(id) {
@@ -62,8 +76,10 @@
 
   // ---- the page's frame: title, tabs, views ----
   const att = data.attention && data.attention.groups && data.attention.groups.length ? data.attention : null;
+  const neurons = att && att.neurons && att.neurons.heads.length ? att.neurons : null;
   const views = [];
   if (att) views.push(['heads', 'Head view'], ['model', 'Model view'], ['matrix', 'Matrix view']);
+  if (neurons) views.push(['neurons', 'Neuron view']);
   if (data.graph) views.push(['graph', 'Graph']);
   if (data.curves) views.push(['curves', 'Training curves']);
   document.body.append(tip);
@@ -82,11 +98,14 @@
   }
   const zoom = el('div', { id: 'zoom' });
   app.append(zoom);
+  const drawn = {};  // the attention views drawn since the group, layer or quantity last changed
   function show(id) {
     state.view = id;
+    hideTip();
     for (const b of nav.querySelectorAll('.tab')) b.classList.toggle('active', b.dataset.view === id);
     for (const [v, s] of Object.entries(sections)) s.classList.toggle('shown', v === id);
-    groupBar.style.display = ['heads', 'model', 'matrix'].includes(id) ? 'flex' : 'none';
+    groupBar.style.display = ['heads', 'model', 'matrix', 'neurons'].includes(id) ? 'flex' : 'none';
+    if (att && renderers[id] && !drawn[id]) { renderers[id](); drawn[id] = true; highlight(state.hl); }
     if (id === 'graph') graphView.fit();
     if (id === 'curves') curvesView.resize();
   }
@@ -94,12 +113,91 @@
   // ---- attention: groups (tabs of a Seq2Seq), layers, heads ----
   const group = () => att.groups[state.group];
   const tokId = (seq, i) => seq + ':' + i;
+  // Per group: rows (queries) x cols (keys), which cells are masked, and how many keys each row sees.
+  function shape(g) {
+    if (g._shape) return g._shape;
+    const rows = g.rows.length, cols = g.cols.length, masked = new Uint8Array(rows * cols), seen = new Int32Array(rows);
+    for (let i = 0; i < rows; ++i) for (let j = 0; j < cols; ++j) {
+      masked[i * cols + j] = g.masked.length ? g.masked[i][j] : 0;
+      if (!masked[i * cols + j]) seen[i] += 1;
+    }
+    return (g._shape = { rows, cols, masked, seen });
+  }
+  // One head's map, decoded once: values over every cell (NaN where masked or not finite), and whether they
+  // are the exact float32 values or the bytes that colour the cells (attention_json's codes).
+  function mapOf(layer, h, quantity, g = group()) {
+    const key = '_' + quantity + h;
+    if (layer[key]) return layer[key];
+    const sh = shape(g), m = layer.maps[h], grad = quantity === 'grad';
+    const exact = grad ? m.g_exact : m.p_exact, top = grad ? m.g_top : m.p_top;
+    const visible = exact ? floats(exact) : bytes(grad ? m.g : m.p);
+    const values = new Float32Array(sh.rows * sh.cols).fill(NaN);
+    for (let c = 0, k = 0; c < values.length; ++c) {
+      if (sh.masked[c]) continue;
+      const v = visible[k++];
+      if (exact) values[c] = v;
+      else if (v === 255) values[c] = NaN;
+      else if (grad) values[c] = Math.sign(v - 127) * top * ((v - 127) / 127) ** 2;
+      else values[c] = top * (v / 254) ** 2;
+    }
+    return (layer[key] = { values, exact: !!exact });
+  }
+  // The value that colours the darkest cell: the map's largest, leaving out rows with a single visible key
+  // (a causal map's first query gives its one key a weight of 1, which paled every other cell); 'row': per row.
+  function scaleOf(values, sh, kind) {
+    const top = new Float64Array(sh.rows);
+    let all = 0, any = 0;
+    for (let i = 0; i < sh.rows; ++i) {
+      for (let j = 0; j < sh.cols; ++j) {
+        const v = Math.abs(values[i * sh.cols + j]);
+        if (v === v) top[i] = Math.max(top[i], v);
+      }
+      any = Math.max(any, top[i]);
+      if (sh.seen[i] > 1) all = Math.max(all, top[i]);
+    }
+    if (!(all > 0)) all = any;
+    return kind === 'row' ? (i) => top[i] : () => all;
+  }
+  function sharedTop(quantity) {
+    let top = 0;
+    const sh = shape(group());
+    for (const layer of group().layers) for (let h = 0; h < att.heads; ++h) top = Math.max(top, scaleOf(mapOf(layer, h, quantity).values, sh, 'map')(0));
+    return top;
+  }
+  function scaleFor(layer, h, quantity) {
+    const sh = shape(group());
+    if (state.scale === 'shared') { const t = sharedTop(quantity); return () => t; }
+    return scaleOf(mapOf(layer, h, quantity).values, sh, state.scale);
+  }
+  // Colours: weights white to blue on [0, top]; gradients blue-white-red, symmetric around 0. [r, g, b].
+  function rgb(v, top, signed) {
+    if (v !== v) return [204, 204, 204];
+    const t = Math.max(-1, Math.min(1, top > 0 ? v / top : 0));
+    if (!signed) { const u = Math.max(0, t); return [255 + (42 - 255) * u, 255 + (93 - 255) * u, 255 + (176 - 255) * u]; }
+    const c = 255 * (1 - Math.abs(t));
+    return t >= 0 ? [255, c, c] : [c, c, 255];
+  }
+  const colour = (v, top, signed) => 'rgb(' + rgb(v, top, signed).map(Math.round).join(',') + ')';
+  const MASKED_LIGHT = [236, 236, 236], MASKED_DARK = [200, 200, 200];
+  // A map drawn one pixel a cell (masked cells hatched in grey); CSS scales the canvas.
+  function mapCanvas(layer, h, quantity) {
+    const sh = shape(group()), m = mapOf(layer, h, quantity), top = scaleFor(layer, h, quantity), signed = quantity === 'grad';
+    const c = el('canvas', { width: sh.cols, height: sh.rows }), ctx = c.getContext('2d'), img = ctx.createImageData(sh.cols, sh.rows);
+    for (let i = 0; i < sh.rows; ++i) {
+      const t = top(i);
+      for (let j = 0; j < sh.cols; ++j) {
+        const k = i * sh.cols + j, p = sh.masked[k] ? ((i + j) % 2 ? MASKED_LIGHT : MASKED_DARK) : rgb(m.values[k], t, signed);
+        img.data[4 * k] = p[0], img.data[4 * k + 1] = p[1], img.data[4 * k + 2] = p[2], img.data[4 * k + 3] = 255;
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+    return c;
+  }
   function renderAttention() {
-    zoom.style.display = 'none';  // it showed a map of the views as they were
-    for (const s of ['heads', 'model', 'matrix']) sections[s].setAttribute('data-group', state.group);
-    renderHeads();
-    renderModel();
-    renderMatrix();
+    hideZoom();
+    for (const s of ['heads', 'model', 'matrix', 'neurons']) if (sections[s]) sections[s].setAttribute('data-group', state.group);
+    for (const k of Object.keys(drawn)) delete drawn[k];
+    if (renderers[state.view]) { renderers[state.view](); drawn[state.view] = true; }
     highlight(state.hl);
   }
   if (att && att.groups.length > 1) {
@@ -126,52 +224,78 @@
   function quantitySelect(id) {
     const s = el('select', { id: id });
     s.append(el('option', { value: 'weights', text: 'attention weights P' }));
-    if (group().layers[0].grad) s.append(el('option', { value: 'grad', text: 'dL/dP (gradient into the weights)' }));
+    if (group().layers[0].maps[0].g) s.append(el('option', { value: 'grad', text: 'dL/dP (gradient into the weights)' }));
     s.value = state.quantity;
     s.addEventListener('change', () => { state.quantity = s.value; renderAttention(); });
     return el('label', {}, 'show ', s);
   }
-  function headToggles() {
-    const box = el('div', { class: 'controls' }, 'heads (click to hide or show):');
-    for (let h = 0; h < att.heads; ++h) {
-      const t = el('span', { class: 'head-toggle' + (state.off.has(h) ? ' off' : ''), 'data-head': h },
-        el('span', { class: 'swatch', style: 'background:' + headColour(h) }), 'head ' + h);
+  function scaleSelect(id) {
+    const s = el('select', { id: id });
+    s.append(el('option', { value: 'map', text: 'each map its own' }), el('option', { value: 'row', text: 'each row its own' }),
+      el('option', { value: 'shared', text: 'shared by all maps' }));
+    s.value = state.scale;
+    s.addEventListener('change', () => { state.scale = s.value; renderAttention(); });
+    return el('label', { title: 'Rows with a single visible key (a causal map\'s first query) are left out of a map\'s scale' }, 'colour scale ', s);
+  }
+  // A layer's heads, the most important first (with dL/dP), else in order.
+  function headsByImportance(layer) {
+    const order = [...Array(att.heads).keys()];
+    if (layer.importance) order.sort((a, b) => (layer.importance[b] || 0) - (layer.importance[a] || 0));
+    return order;
+  }
+  const TOP_HEADS = 3;
+  function hiddenHeads(layer) {
+    const key = state.group + ':' + state.layer;
+    if (!state.off.has(key)) state.off.set(key, new Set(att.heads > 4 ? headsByImportance(layer).slice(TOP_HEADS) : []));
+    return state.off.get(key);
+  }
+  function headToggles(layer) {
+    const off = hiddenHeads(layer);
+    const box = el('div', { class: 'controls', id: 'head-toggles' }, 'heads, the most important first (click to hide or show):');
+    for (const h of headsByImportance(layer)) {
+      const imp = layer.importance ? ' · ' + fmt(layer.importance[h], 2) : '';
+      const t = el('span', { class: 'head-toggle' + (off.has(h) ? ' off' : ''), 'data-head': h },
+        el('span', { class: 'swatch', style: 'background:' + headColour(h) }), 'head ' + h + imp);
       t.addEventListener('click', () => {
-        if (state.off.has(h)) state.off.delete(h); else state.off.add(h);
-        t.classList.toggle('off', state.off.has(h));
+        if (off.has(h)) off.delete(h); else off.add(h);
+        t.classList.toggle('off', off.has(h));
         for (const line of sections.heads.querySelectorAll('.attn-line[data-head="' + h + '"]'))
-          line.style.display = state.off.has(h) ? 'none' : '';
+          line.style.display = off.has(h) ? 'none' : '';
       });
       box.append(t);
     }
+    const all = el('button', { id: 'all-heads', text: 'all heads' });
+    all.addEventListener('click', () => { off.clear(); renderHeads(); highlight(state.hl); });
+    box.append(all);
     return box;
   }
 
   // Head view: queries on the left, keys on the right, a line per (head, query, key) of weight >= 0.02.
   function renderHeads() {
-    const s = sections.heads, g = group(), layer = g.layers[state.layer];
-    s.replaceChildren(el('div', { class: 'controls' }, layerSelect('layer')), headToggles(),
-      el('p', { class: 'note', text: 'Each line joins a query (left) to a key (right); its opacity is the weight, and ' +
+    const s = sections.heads, g = group(), layer = g.layers[state.layer], sh = shape(g), off = hiddenHeads(layer);
+    const many = att.heads > 4 ? 'The ' + TOP_HEADS + ' most important heads of the layer are shown first (importance: ' +
+      'the model view\'s table); click a head to show it. ' : '';
+    s.replaceChildren(el('div', { class: 'controls' }, layerSelect('layer')), headToggles(layer),
+      el('p', { class: 'note', text: many + 'Each line joins a query (left) to a key (right); its opacity is the weight, and ' +
         'weights under 0.02 are not drawn. Hover a token to see only its lines and to mark it in every view.' }));
-    const rows = g.rows.length, cols = g.cols.length, lineH = 20, top = 24, width = 560;
-    const height = top + Math.max(rows, cols) * lineH + 10;
+    const lineH = sh.rows > 64 || sh.cols > 64 ? 16 : 20, top = 24, width = 560;
+    const height = top + Math.max(sh.rows, sh.cols) * lineH + 10;
     const pic = svg('svg', { class: 'head-view', width: width, height: height });
     const xl = 150, xr = width - 150;
-    // The captions over the token columns they name (they once sat at the picture's edges).
     pic.append(svg('text', { x: xl - 8, y: 14, text: 'queries', 'font-size': 11, fill: '#666', 'text-anchor': 'end' }),
       svg('text', { x: xr + 8, y: 14, text: 'keys', 'font-size': 11, fill: '#666' }));
     const lines = svg('g');
     pic.append(lines);
     for (let h = 0; h < att.heads; ++h) {
-      const w = layer.weights[h];
-      for (let i = 0; i < rows; ++i) for (let j = 0; j < cols; ++j) {
-        const v = w[i][j];
-        if (v === null || v < 0.02) continue;
+      const w = mapOf(layer, h, 'weights').values;
+      for (let i = 0; i < sh.rows; ++i) for (let j = 0; j < sh.cols; ++j) {
+        const v = w[i * sh.cols + j];
+        if (!(v >= 0.02)) continue;
         const y1 = top + i * lineH + 6, y2 = top + j * lineH + 6;
         const p = svg('path', { class: 'attn-line', 'data-head': h, 'data-q': i, 'data-k': j,
           d: 'M' + xl + ',' + y1 + ' C' + (xl + 80) + ',' + y1 + ' ' + (xr - 80) + ',' + y2 + ' ' + xr + ',' + y2,
           stroke: headColour(h), 'stroke-width': 1.5 + 2 * v, 'stroke-opacity': Math.min(1, 0.1 + v) });
-        if (state.off.has(h)) p.style.display = 'none';
+        if (off.has(h)) p.style.display = 'none';
         lines.append(p);
       }
     }
@@ -182,8 +306,9 @@
       }
     };
     const label = (text, x, y, anchor, seq, i, side) => {
-      const t = hoverable(svg('text', { x: x, y: y, 'text-anchor': anchor, 'font-family': 'monospace', 'font-size': 13,
-        text: shown(text) }), tokId(seq, i));
+      const t = hoverable(svg('text', { x: x, y: y, 'text-anchor': anchor, 'font-family': 'monospace', 'font-size': lineH - 7,
+        text: shown(text, 18) }), tokId(seq, i));
+      t.append(svg('title', { text: 'token ' + i + ': ' + shown(text) }));
       t.addEventListener('mouseenter', () => focus(side, i));
       t.addEventListener('mouseleave', () => focus(side, null));
       return t;
@@ -193,61 +318,32 @@
     s.append(pic);
   }
 
-  // Colours: weights white to blue on [0, top]; gradients blue-white-red, symmetric around 0.
-  function colour(v, top, signed) {
-    if (v === null) return '#ccc';
-    const t = Math.max(-1, Math.min(1, top > 0 ? v / top : 0));
-    if (!signed) {  // white to #2a5db0
-      const u = Math.max(0, t), mix = (a) => Math.round(255 + (a - 255) * u);
-      return 'rgb(' + mix(42) + ',' + mix(93) + ',' + mix(176) + ')';
-    }
-    const c = Math.round(255 * (1 - Math.abs(t)));
-    return t >= 0 ? 'rgb(255,' + c + ',' + c + ')' : 'rgb(' + c + ',' + c + ',255)';
-  }
-  const mapOf = (layer, h) => (state.quantity === 'grad' ? layer.grad[h] : layer.weights[h]);
-  function largest(m, masked) {
-    let top = 0;
-    m.forEach((row, i) => row.forEach((v, j) => {
-      if (v !== null && !(masked.length && masked[i][j])) top = Math.max(top, Math.abs(v));
-    }));
-    return top;
-  }
-  function sharedTop() {
-    let top = 0;
-    for (const layer of group().layers) for (let h = 0; h < att.heads; ++h) top = Math.max(top, largest(mapOf(layer, h), group().masked));
-    return top;
-  }
-
-  // Model view: every layer x head as a small picture; click one to open it large.
+  // Model view: every layer x head as a picture sized so that the heads fill the window's width; click one
+  // to open it large.
   function renderModel() {
-    const s = sections.model, g = group(), signed = state.quantity === 'grad';
+    const s = sections.model, g = group(), sh = shape(g);
     const strip = el('div', { class: 'strip' });
-    g.rows.forEach((t, i) => strip.append(hoverable(el('span', { text: shown(t) }), tokId(g.row_seq, i))));
+    g.rows.forEach((t, i) => strip.append(hoverable(el('span', { text: shown(t, 12), title: shown(t) }), tokId(g.row_seq, i))));
     if (g.col_seq !== g.row_seq) {
       strip.append(el('span', { text: '  keys:', class: 'note' }));
-      g.cols.forEach((t, j) => strip.append(hoverable(el('span', { text: shown(t) }), tokId(g.col_seq, j))));
+      g.cols.forEach((t, j) => strip.append(hoverable(el('span', { text: shown(t, 12), title: shown(t) }), tokId(g.col_seq, j))));
     }
-    s.replaceChildren(el('div', { class: 'controls' }, quantitySelect('quantity')), strip);
-    const grid = el('div', { class: 'grid', style: 'grid-template-columns: 90px repeat(' + att.heads + ', max-content)' });
+    s.replaceChildren(el('div', { class: 'controls' }, quantitySelect('quantity'), scaleSelect('model-scale')), strip);
+    const width = (document.documentElement.clientWidth || 1200) - 36 - 90;
+    const side = Math.max(48, Math.min(360, Math.floor(width / att.heads) - 18));
+    const tall = Math.round(side * sh.rows / Math.max(sh.rows, sh.cols)), wide = Math.round(side * sh.cols / Math.max(sh.rows, sh.cols));
+    const grid = el('div', { class: 'grid', id: 'model-grid', style: 'grid-template-columns: 90px repeat(' + att.heads + ', ' + (side + 10) + 'px)' });
     grid.append(el('div'));
     for (let h = 0; h < att.heads; ++h) grid.append(el('div', { class: 'rowhead', style: 'color:' + headColour(h), text: 'head ' + h }));
-    const n = Math.max(g.rows.length, g.cols.length);
-    const top = sharedTop(), px = Math.max(1, Math.min(8, Math.floor(120 / n)));
-    // Every head in the window's width (8 heads of a 170-token prompt once ran 2,800 px wide): a map wider
-    // than its share is drawn smaller; click it for the full map.
-    const share = Math.max(60, Math.floor(((document.documentElement.clientWidth || 1200) - 150) / att.heads) - 24);
     g.layers.forEach((layer, l) => {
       grid.append(el('div', { class: 'rowhead', text: layer.name }));
       for (let h = 0; h < att.heads; ++h) {
-        const m = mapOf(layer, h), c = el('canvas', { width: g.cols.length * px, height: g.rows.length * px });
-        if (c.width > share) c.style.width = share + 'px', c.style.height = Math.round(share * c.height / c.width) + 'px';
-        const ctx = c.getContext('2d'), t = state.scale === 'shared' ? top : largest(m, g.masked);
-        m.forEach((row, i) => row.forEach((v, j) => {
-          ctx.fillStyle = g.masked.length && g.masked[i][j] ? '#e6e6e6' : colour(v, t, signed);
-          ctx.fillRect(j * px, i * px, px, px);
-        }));
+        const c = mapCanvas(layer, h, state.quantity);
+        c.style.width = wide + 'px', c.style.height = tall + 'px';
+        // Drawn larger than its cells: sharp squares; smaller: the browser averages them.
+        c.style.imageRendering = side >= Math.max(sh.rows, sh.cols) ? 'pixelated' : 'auto';
         const cell = el('div', { class: 'cell', 'data-layer': l, 'data-head': h }, c, layer.importance
-          ? el('div', { text: (share < 150 ? '' : 'importance ') + fmt(layer.importance[h], 3), title: 'importance' })
+          ? el('div', { text: (side < 150 ? '' : 'importance ') + fmt(layer.importance[h], 3), title: 'importance' })
           : null);
         cell.addEventListener('click', () => openZoom(l, h));
         grid.append(cell);
@@ -280,7 +376,8 @@
       el('p', { class: 'note', text: loss + 'A head\'s importance is |Σ P ⊙ dL/dP|, summed over its map: P are its attention ' +
         'weights and dL/dP their gradient from this prompt\'s loss, both from qkv\'s own backward pass. Σ P ⊙ dL/dP is ' +
         'dL/dξ for a gate ξ multiplying the head\'s output (ξ·P·V at ξ = 1), so removing the head changes the loss by ' +
-        'about −Σ P ⊙ dL/dP (Michel et al., 2019). qkv explore --check compares both with finite differences.' }), t);
+        'about −Σ P ⊙ dL/dP (Michel et al., 2019). qkv explore --check compares both with finite differences.' }),
+      el('div', { class: 'scroll' }, t));
   }
   function projectionTable() {
     const rows = att.projections || [];
@@ -300,77 +397,94 @@
       el('div', { class: 'scroll' }, t));  // 4 columns a head: 8 heads are wider than a window, and scroll alone
   }
 
-  // One map as an SVG heatmap with labels, masked cells hatched, and tooltips.
+  // Labels no smaller than 9 px and never overlapping: cells of 10 px or more label every token (labelling
+  // every 2nd character of a prompt read "A i e w s b g…"); smaller cells, every k-th.
+  const FONT = (cellSize) => Math.min(12, Math.max(9, cellSize - 1));
+  const labelEvery = (cellSize) => Math.max(1, Math.ceil(FONT(cellSize) / cellSize));
+  const MIN_CELL = 10;
+  // One map, large: a canvas of its cells (masked ones hatched) with token labels around it; hover a cell for
+  // both tokens and its value (exact where the page holds it).
   function heatmap(layer, h, cellSize) {
-    const g = group(), m = mapOf(layer, h), signed = state.quantity === 'grad';
-    const rows = g.rows.length, cols = g.cols.length, left = 60, top = 56;
-    const t = state.scale === 'shared' ? sharedTop() : largest(m, g.masked);
-    const pic = svg('svg', { width: left + cols * cellSize + 10, height: top + rows * cellSize + 10, class: 'heatmap' });
-    const defs = svg('defs'), pat = svg('pattern', { id: 'hatch', width: 6, height: 6, patternUnits: 'userSpaceOnUse',
-      patternTransform: 'rotate(45)' });
-    pat.append(svg('rect', { width: 6, height: 6, fill: '#f0f0f0' }), svg('line', { x1: 0, y1: 0, x2: 0, y2: 6, stroke: '#bbb', 'stroke-width': 2 }));
-    defs.append(pat);
-    pic.append(defs);
-    const what = signed ? 'dL/dP' : 'weight';
-    m.forEach((row, i) => row.forEach((v, j) => {
-      const masked = g.masked.length && g.masked[i][j];
-      const r = svg('rect', { x: left + j * cellSize, y: top + i * cellSize, width: cellSize, height: cellSize,
-        fill: masked ? 'url(#hatch)' : colour(v, t, signed), class: masked ? 'masked' : 'w' });
-      r.addEventListener('mousemove', (ev) => showTip(ev, 'query ' + i + ' ‘' + shown(g.rows[i]) + '’ → key ' + j + ' ‘' +
-        shown(g.cols[j]) + '’\n' + (masked ? 'masked (the query cannot see this key)' : what + ' ' + fmt(v, 3))));
-      r.addEventListener('mouseenter', () => {
-        highlight(null);
-        for (const e of document.querySelectorAll('.tok[data-tok="' + tokId(g.row_seq, i) + '"], .tok[data-tok="' +
-          tokId(g.col_seq, j) + '"]')) e.classList.add('hl');
-      });
-      r.addEventListener('mouseleave', () => { hideTip(); highlight(null); });
-      pic.append(r);
-    }));
-    if (g.split > 0) {
-      const x = left + g.split * cellSize, y = top + g.split * cellSize;
-      pic.append(svg('line', { x1: x, y1: top, x2: x, y2: top + rows * cellSize, stroke: '#c00', 'stroke-width': 1.5 }),
-        svg('line', { x1: left, y1: y, x2: left + cols * cellSize, y2: y, stroke: '#c00', 'stroke-width': 1.5 }));
+    const g = group(), sh = shape(g), quantity = state.quantity, m = mapOf(layer, h, quantity), signed = quantity === 'grad';
+    const fs = FONT(cellSize), every = labelEvery(cellSize), longest = Math.min(14, Math.max(...[...g.rows, ...g.cols].map((t) => [...shown(t)].length)));
+    const left = 12 + Math.ceil(fs * 0.62 * longest), top = 12 + Math.ceil(fs * 0.62 * longest * 0.87);
+    const w = left + sh.cols * cellSize + 6, hgt = top + sh.rows * cellSize + 6;
+    const box = el('div', { class: 'heatmap', style: 'width:' + w + 'px;height:' + hgt + 'px', 'data-layer': state.layer, 'data-head': h });
+    const c = el('canvas', { width: sh.cols * cellSize, height: sh.rows * cellSize, style: 'left:' + left + 'px;top:' + top + 'px' });
+    const ctx = c.getContext('2d'), scale = scaleFor(layer, h, quantity);
+    const hatch = document.createElement('canvas');
+    hatch.width = hatch.height = 6;
+    const hc = hatch.getContext('2d');
+    hc.fillStyle = '#f0f0f0', hc.fillRect(0, 0, 6, 6), hc.strokeStyle = '#bbb', hc.lineWidth = 1.5;
+    hc.beginPath(), hc.moveTo(0, 6), hc.lineTo(6, 0), hc.stroke();
+    const pattern = ctx.createPattern(hatch, 'repeat');
+    for (let i = 0; i < sh.rows; ++i) {
+      const t = scale(i);
+      for (let j = 0; j < sh.cols; ++j) {
+        const k = i * sh.cols + j;
+        ctx.fillStyle = sh.masked[k] ? pattern : colour(m.values[k], t, signed);
+        ctx.fillRect(j * cellSize, i * cellSize, cellSize, cellSize);
+      }
     }
-    // Labels no smaller than 9 px: where cells are smaller (a long prompt), every k-th token is labelled
-    // (6 px labels on 6 px cells could not be read); each cell's tooltip still names both tokens.
-    const every = labelEvery(cellSize), fs = Math.min(12, Math.max(9, cellSize));
-    g.rows.forEach((tk, i) => { if (i % every === 0) pic.append(hoverable(svg('text', { x: left - 4,
-      y: top + i * cellSize + cellSize * 0.5 + fs * 0.35, 'text-anchor': 'end', 'font-family': 'monospace', 'font-size': fs,
-      text: shown(tk) }), tokId(g.row_seq, i))); });
+    if (g.split > 0) {
+      ctx.strokeStyle = '#c00', ctx.lineWidth = 1.5, ctx.beginPath();
+      ctx.moveTo(g.split * cellSize, 0), ctx.lineTo(g.split * cellSize, sh.rows * cellSize);
+      ctx.moveTo(0, g.split * cellSize), ctx.lineTo(sh.cols * cellSize, g.split * cellSize), ctx.stroke();
+    }
+    const what = signed ? 'dL/dP' : 'weight';
+    c.addEventListener('mousemove', (ev) => {
+      const r = c.getBoundingClientRect(), i = Math.floor((ev.clientY - r.top) / cellSize), j = Math.floor((ev.clientX - r.left) / cellSize);
+      if (i < 0 || j < 0 || i >= sh.rows || j >= sh.cols) return;
+      const k = i * sh.cols + j;
+      showTip(ev, 'query ' + i + ' ‘' + shown(g.rows[i]) + '’ → key ' + j + ' ‘' + shown(g.cols[j]) + '’\n' +
+        (sh.masked[k] ? 'masked (the query cannot see this key)' : what + ' ' + (m.exact ? '' : '≈ ') + fmt(m.values[k], m.exact ? 4 : 2)));
+      highlight(null);
+      for (const e of document.querySelectorAll('.tok[data-tok="' + tokId(g.row_seq, i) + '"], .tok[data-tok="' + tokId(g.col_seq, j) + '"]'))
+        e.classList.add('hl');
+    });
+    c.addEventListener('mouseleave', () => { hideTip(); highlight(null); });
+    const labels = svg('svg', { width: w, height: hgt });
+    g.rows.forEach((tk, i) => {
+      if (i % every) return;
+      const t = hoverable(svg('text', { x: left - 4, y: top + i * cellSize + cellSize * 0.5 + fs * 0.35, 'text-anchor': 'end',
+        'font-family': 'monospace', 'font-size': fs, text: shown(tk, 14) }), tokId(g.row_seq, i));
+      labels.append(t);
+    });
     g.cols.forEach((tk, j) => {
       if (j % every) return;
-      const x = left + j * cellSize + cellSize * 0.5 + fs * 0.2, y = top - 4;
-      pic.append(hoverable(svg('text', { x: x, y: y, transform: 'rotate(-60 ' + x + ' ' + y + ')', 'font-family': 'monospace',
-        'font-size': fs, text: shown(tk) }), tokId(g.col_seq, j)));
+      const x = left + j * cellSize + cellSize * 0.5 + fs * 0.3, y = top - 4;
+      labels.append(hoverable(svg('text', { x: x, y: y, transform: 'rotate(-60 ' + x + ' ' + y + ')', 'font-family': 'monospace',
+        'font-size': fs, text: shown(tk, 14) }), tokId(g.col_seq, j)));
     });
-    pic.dataset.top = t;  // the colour scale's largest value, for the map's title
-    return pic;
+    box.append(labels, c);
+    box.dataset.top = scale(sh.rows - 1);
+    box.dataset.every = every;
+    return box;
   }
-  const labelEvery = (cellSize) => (cellSize >= 9 ? 1 : Math.ceil(9 / cellSize));
   function mapBox(layer, h, cellSize) {
     const imp = layer.importance ? ' · importance ' + fmt(layer.importance[h], 3) : '';
     const pic = heatmap(layer, h, cellSize), signed = state.quantity === 'grad', top = Number(pic.dataset.top);
-    // What the darkest colour means on this map (each map may have its own scale).
-    const scale = top > 0 ? (signed ? ' · ±' : ' · darkest ') + fmt(top, 3) : '';
-    return el('div', { class: 'map' }, el('h3', { style: 'color:' + headColour(h), text: layer.name + ', head ' + h + imp + scale }),
-      pic);
+    // What the darkest colour means on this map (each map may have its own scale; per row, it varies).
+    const scale = state.scale === 'row' ? ' · each row its own scale' : top > 0 ? (signed ? ' · ±' : ' · darkest ') + fmt(top, 3) : '';
+    return el('div', { class: 'map' }, el('h3', { style: 'color:' + headColour(h), text: layer.name + ', head ' + h + imp + scale }), pic);
   }
   function renderMatrix() {
-    const s = sections.matrix, g = group(), layer = g.layers[state.layer];
-    const scale = el('select', { id: 'scale' });
-    scale.append(el('option', { value: 'map', text: 'each map its own' }), el('option', { value: 'shared', text: 'shared by all maps' }));
-    scale.value = state.scale;
-    scale.addEventListener('change', () => { state.scale = scale.value; renderAttention(); });
-    s.replaceChildren(el('div', { class: 'controls' }, layerSelect('matrix-layer'), quantitySelect('matrix-quantity'),
-      el('label', {}, 'colour scale ', scale)),
-    el('p', { class: 'note', text: 'Rows are queries, columns keys. Hatched cells are masked: the query cannot see that key' +
-      (g.split > 0 ? '; the red lines mark where the answer starts' : '') + '. Weights are white (0) to blue (the scale\'s ' +
-      'largest); gradients blue (negative) to red (positive). Hover a cell for its value.' }));
-    const n = Math.max(g.rows.length, g.cols.length), cellSize = Math.max(6, Math.min(28, Math.floor(420 / n)));
+    const s = sections.matrix, g = group(), layer = g.layers[state.layer], sh = shape(g);
+    s.replaceChildren(el('div', { class: 'controls' }, layerSelect('matrix-layer'), quantitySelect('matrix-quantity'), scaleSelect('scale')),
+      el('p', { class: 'note', text: 'Rows are queries, columns keys. Hatched cells are masked: the query cannot see that key' +
+        (g.split > 0 ? '; the red lines mark where the answer starts' : '') + '. Weights are white (0) to blue (the scale\'s ' +
+        'largest; rows with a single visible key, whose weight is 1 whatever the model, are left out of it); gradients ' +
+        'blue (negative) to red (positive). Hover a cell for its value' + (att.exact_maps < att.maps_in_all
+        ? ': exact for the ' + att.exact_maps + ' most important of the ' + att.maps_in_all + ' maps, to two digits (≈) for the rest.' : '.') }));
+    const width = (document.documentElement.clientWidth || 1200) - 60, n = Math.max(sh.rows, sh.cols);
+    // Two maps a row where they fit at 6 px a cell or more, else one as wide as the window.
+    // Two maps a row where they fit with every token labelled, else one as wide as the window (and wider,
+    // scrolled, past about 120 tokens).
+    const cellSize = Math.max(MIN_CELL, Math.min(28, Math.floor((n * MIN_CELL * 2 + 300 < width ? width / 2 - 150 : width - 150) / n)));
     if (labelEvery(cellSize) > 1) s.append(el('p', { class: 'note', text: 'Every ' + ordinal(labelEvery(cellSize)) +
-      ' token is labelled (the cells are ' + cellSize + ' px); hover a cell for its two tokens.' }));
+      ' token is labelled (the cells are ' + cellSize + ' px); hover a cell for its two tokens, or click a map in the model view.' }));
     const maps = el('div', { class: 'maps' });
-    for (let h = 0; h < att.heads; ++h) maps.append(mapBox(layer, h, cellSize));
+    for (const h of headsByImportance(layer)) maps.append(mapBox(layer, h, cellSize));
     s.append(maps);
     if (att.note) s.append(el('p', { class: 'note', text: att.note + '.' }));
     // A classifier's [CLS] row drawn by qkv (over the image, for a ViT): SVG it wrote and escaped.
@@ -380,15 +494,124 @@
       s.append(d);
     }
   }
+  function hideZoom() { zoom.style.display = 'none'; hideTip(); }
   function openZoom(l, h) {
     const g = group(), n = Math.max(g.rows.length, g.cols.length);
-    const close = el('span', { class: 'close', text: 'close ✕' });
-    close.addEventListener('click', () => { zoom.style.display = 'none'; });
-    const cellSize = Math.max(8, Math.min(40, Math.floor(700 / n))), every = labelEvery(cellSize);
-    zoom.replaceChildren(close, every > 1 ? el('p', { class: 'note', text: 'Every ' + ordinal(every) +
-      ' token is labelled; hover a cell for its two tokens.' }) : null, mapBox(g.layers[l], h, cellSize));
+    const close = el('span', { class: 'close', text: 'close ✕ (Esc)' });
+    close.addEventListener('click', hideZoom);
+    const room = Math.min(window.innerWidth - 120, window.innerHeight - 160);
+    const cellSize = Math.max(MIN_CELL, Math.min(40, Math.floor((room - 120) / n))), every = labelEvery(cellSize);
+    const parts = [close, mapBox(g.layers[l], h, cellSize)];
+    if (every > 1) parts.splice(1, 0, el('p', { class: 'note', text: 'Every ' + ordinal(every) + ' token is labelled; hover a cell for its two tokens.' }));
+    zoom.replaceChildren(...parts);
     zoom.style.display = 'block';
   }
+  document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape') hideZoom(); });
+  // A click outside the open map closes it (the click that opened it lands on a model-view cell, not here).
+  document.addEventListener('mousedown', (ev) => {
+    if (zoom.style.display === 'block' && !zoom.contains(ev.target)) hideZoom();
+  });
+
+  // Neuron view: for one head, query and key, how the score is made: q and k by dimension, q ⊙ k, its sum
+  // times the scale (the score), the row's softmax (the map's weight), and dL/dq, dL/dk beside them.
+  const neuronState = { entry: 0, q: null, k: null };
+  function neuronPlace(entry) {  // the group and layer of an entry's map
+    for (let gi = 0; gi < att.groups.length; ++gi) {
+      const li = att.groups[gi].layers.findIndex((l) => l.map === entry.map);
+      if (li >= 0) return { gi, li };
+    }
+    return null;
+  }
+  function neuronData(entry) {
+    if (!entry._q) entry._q = floats(entry.q), entry._k = floats(entry.k), entry._dq = floats(entry.dq), entry._dk = floats(entry.dk);
+    return entry;
+  }
+  function renderNeurons() {
+    const s = sections.neurons, entries = neurons.heads, entry = neuronData(entries[neuronState.entry]);
+    const place = neuronPlace(entry), g = att.groups[place.gi], layer = g.layers[place.li], sh = shape(g), d = entry.d;
+    if (neuronState.q === null || neuronState.q >= sh.rows) neuronState.q = sh.rows - 1;
+    const qi = neuronState.q;
+    // The key the query weighs most, unless one was chosen.
+    const w = mapOf(layer, entry.head, 'weights', g).values;
+    if (neuronState.k === null || neuronState.k >= sh.cols) {
+      let best = 0;
+      for (let j = 0; j < sh.cols; ++j) if (w[qi * sh.cols + j] > w[qi * sh.cols + best]) best = j;
+      neuronState.k = best;
+    }
+    const kj = neuronState.k;
+    const pick = el('select', { id: 'neuron-head' });
+    entries.forEach((e, i) => {
+      const p = neuronPlace(e), gr = att.groups[p.gi];
+      pick.append(el('option', { value: i, text: gr.layers[p.li].name + ', head ' + e.head + (att.groups.length > 1 ? ' (' + gr.name + ')' : '') }));
+    });
+    pick.value = neuronState.entry;
+    pick.addEventListener('change', () => { neuronState.entry = Number(pick.value); neuronState.k = null; renderNeurons(); });
+    const tokens = (id, labels, chosen, set) => {
+      const t = el('select', { id: id });
+      labels.forEach((x, i) => t.append(el('option', { value: i, text: i + ': ' + shown(x, 16) })));
+      t.value = chosen;
+      t.addEventListener('change', () => { set(Number(t.value)); renderNeurons(); });
+      return t;
+    };
+    const left = entries.length < neurons.heads_in_all ? ' The page holds these for the ' + entries.length + ' most important of the ' +
+      neurons.heads_in_all + ' heads (their size grows with tokens × head width).' : '';
+    s.replaceChildren(el('div', { class: 'controls' }, el('label', {}, 'head ', pick),
+      el('label', {}, 'query ', tokens('neuron-query', g.rows, qi, (v) => { neuronState.q = v; neuronState.k = null; })),
+      el('label', {}, 'key ', tokens('neuron-key', g.cols, kj, (v) => { neuronState.k = v; }))),
+    el('p', { class: 'note', text: 'The score of a query and a key is scale · Σ q_d k_d over the head\'s ' + d + ' dimensions ' +
+      '(scale = 1/√' + d + '); softmax over the keys the query sees turns the row of scores into the attention weights. ' +
+      'Each strip shows one vector by dimension, blue negative to red positive; hover a cell for its value. dL/dq and dL/dk ' +
+      'are the gradients of this prompt\'s loss, from qkv\'s own backward pass; qkv explore --check rebuilds the weights ' +
+      'and these gradients from q, k and dL/dP.' + left }));
+    const q = entry._q.subarray(qi * d, (qi + 1) * d), k = entry._k.subarray(kj * d, (kj + 1) * d);
+    const prod = q.map((v, e) => v * k[e]);
+    const rows = [['q (query ' + qi + ')', q], ['k (key ' + kj + ')', k], ['q ⊙ k', prod],
+      ['dL/dq', entry._dq.subarray(qi * d, (qi + 1) * d)], ['dL/dk', entry._dk.subarray(kj * d, (kj + 1) * d)]];
+    const cell = Math.max(6, Math.min(22, Math.floor(((document.documentElement.clientWidth || 1200) - 200) / d)));
+    const pic = svg('svg', { id: 'neuron-strips', width: 110 + d * cell + 10, height: rows.length * (cell + 10) + 22 });
+    rows.forEach(([name, v], r) => {
+      let top = 0;
+      for (const x of v) top = Math.max(top, Math.abs(x));
+      const y = 18 + r * (cell + 10);
+      pic.append(svg('text', { x: 104, y: y + cell * 0.7, 'text-anchor': 'end', 'font-size': 12, text: name }));
+      v.forEach((x, e) => {
+        const rect = svg('rect', { class: 'nv-cell', 'data-row': r, 'data-dim': e, x: 110 + e * cell, y: y, width: cell - 1, height: cell,
+          fill: colour(x, top, true) });
+        rect.addEventListener('mousemove', (ev) => showTip(ev, name + ', dimension ' + e + ': ' + fmt(x, 4)));
+        rect.addEventListener('mouseleave', hideTip);
+        pic.append(rect);
+      });
+    });
+    for (let e = 0; e < d; e += Math.max(1, Math.ceil(24 / cell)))
+      pic.append(svg('text', { x: 110 + e * cell + cell / 2, y: 12, 'text-anchor': 'middle', 'font-size': 9, fill: '#666', text: e }));
+    // The row's scores from q and k, and their softmax over the visible keys: the weight this view explains.
+    const scores = new Float64Array(sh.cols);
+    let most = -Infinity;
+    for (let j = 0; j < sh.cols; ++j) {
+      if (sh.masked[qi * sh.cols + j]) { scores[j] = -Infinity; continue; }
+      let dot = 0;
+      for (let e = 0; e < d; ++e) dot += entry._q[qi * d + e] * entry._k[j * d + e];
+      scores[j] = entry.scale * dot;
+      most = Math.max(most, scores[j]);
+    }
+    let sum = 0;
+    for (let j = 0; j < sh.cols; ++j) sum += scores[j] === -Infinity ? 0 : Math.exp(scores[j] - most);
+    const masked = sh.masked[qi * sh.cols + kj], dot = prod.reduce((a, b) => a + b, 0);
+    const weight = masked ? 0 : Math.exp(scores[kj] - most) / sum, map = mapOf(layer, entry.head, 'weights', g);
+    const grad = layer.maps[entry.head].g ? mapOf(layer, entry.head, 'grad', g) : null;
+    const facts = el('div', { id: 'neuron-facts', class: 'note', 'data-score': scores[kj], 'data-softmax': weight,
+      'data-map': map.values[qi * sh.cols + kj], 'data-exact': map.exact ? 1 : 0, 'data-dot': dot });
+    facts.append(el('p', { text: 'Σ q ⊙ k = ' + fmt(dot, 5) + '; × scale ' + fmt(entry.scale, 4) + ' = score ' + fmt(scores[kj], 5) + '.' }),
+      el('p', { text: masked ? 'This key is masked for this query: its score does not count.' : 'softmax over the ' + sh.seen[qi] +
+        ' keys query ' + qi + ' sees: weight ' + fmt(weight, 5) + ' (the map: ' + (map.exact ? '' : '≈ ') +
+        fmt(map.values[qi * sh.cols + kj], map.exact ? 5 : 2) + ')' + (grad ? '; dL/dP = ' + (grad.exact ? '' : '≈ ') +
+        fmt(grad.values[qi * sh.cols + kj], grad.exact ? 4 : 2) : '') + '.' }));
+    s.append(pic, facts);
+  }
+  // For the browser test: a map's values as the page holds them, and its colour scale's top.
+  window.qkvMaps = att ? { values: (gi, l, h, q) => Array.from(mapOf(att.groups[gi].layers[l], h, q, att.groups[gi]).values),
+    shape: (gi) => { const sh = shape(att.groups[gi]); return { rows: sh.rows, cols: sh.cols, seen: Array.from(sh.seen) }; } } : null;
+  const renderers = { heads: () => renderHeads(), model: () => renderModel(), matrix: () => renderMatrix(), neurons: () => renderNeurons() };
 
   // ---- the graph: dagre lays out what is expanded; modules open by clicking ----
   const graphView = (function () {
@@ -411,7 +634,7 @@
     defs.append(marker);
     const port = svg('g', { class: 'viewport' });
     pic.append(defs, port);
-    let box = { x: 0, y: 0, w: 100, h: 100 };
+    let box = { x: 0, y: 0, w: 100, h: 100 }, clusters = {};
     const root = nodes.length - 1;
     function draw() {
       const g = new dagre.graphlib.Graph({ compound: true });
@@ -445,15 +668,20 @@
         if (a !== b && !g.hasEdge(a, b)) g.setEdge(a, b);
       }));
       dagre.layout(g);
+      hideTip();  // the tooltip of a module just opened or closed named what is no longer there
       port.replaceChildren();
+      clusters = {};
       for (const id of g.nodes()) {
         const v = g.node(id);
         if (!v.cluster) continue;
-        const c = svg('g', { class: 'cluster' });
+        clusters[v.cluster] = { x: v.x - v.width / 2, y: v.y - v.height / 2, w: v.width, h: v.height };
+        const c = svg('g', { class: 'cluster', 'data-scope': v.cluster });
         c.append(svg('rect', { x: v.x - v.width / 2, y: v.y - v.height / 2, width: v.width, height: v.height, rx: 6 }),
           svg('text', { x: v.x - v.width / 2 + 6, y: v.y - v.height / 2 + 12, text: v.cluster + ' ▾', fill: '#555' }));
         c.style.cursor = 'pointer';
         c.addEventListener('click', (ev) => { if (ev.target === c.firstChild) { expanded.delete(v.cluster); draw(); fit(); } });
+        c.addEventListener('mousemove', (ev) => { if (ev.target === c.firstChild) showTip(ev, 'module ' + v.cluster + ', open: click its frame to close it'); else hideTip(); });
+        c.addEventListener('mouseleave', hideTip);
         port.append(c);
       }
       for (const e of g.edges()) {
@@ -469,7 +697,7 @@
           gEl = svg('g', { class: 'module collapsed', 'data-scope': v.module });
           shape = svg('rect', { x: x, y: y, width: v.width, height: v.height, rx: 8 });
           tipText = 'module ' + v.module + ': ' + childCount[v.module] + ' nodes. Click to open it.';
-          gEl.addEventListener('click', () => { expanded.add(v.module); draw(); fit(); });
+          gEl.addEventListener('click', () => { expanded.add(v.module); draw(); focus(v.module); });
         } else {
           const n = nodes[v.node];
           gEl = svg('g', { class: 'node', 'data-node': v.node });
@@ -496,6 +724,17 @@
       pic.setAttribute('viewBox', box.x + ' ' + box.y + ' ' + box.w + ' ' + box.h);
       pic.setAttribute('preserveAspectRatio', 'xMidYMid meet');
     }
+    // After a module opens: the view on that module alone, so its text keeps its size (refitting the whole
+    // graph shrank the text to about 7 px once three modules were open). "fit to window" shows all.
+    function focus(module) {
+      const c = clusters[module];
+      if (!c) return fit();
+      const rect = pic.getBoundingClientRect(), pad = 20;
+      fit();
+      // No larger than the graph's own scale at 1.5x, so a small module is not blown up either.
+      const w = Math.max(c.w + 2 * pad, rect.width / 1.5), h = Math.max(c.h + 2 * pad, Number(pic.getAttribute('height')) / 1.5);
+      pic.setAttribute('viewBox', (c.x + c.w / 2 - w / 2) + ' ' + (c.y + c.h / 2 - h / 2) + ' ' + w + ' ' + h);
+    }
     // Wheel zooms around the pointer; dragging pans.
     pic.addEventListener('wheel', (ev) => {
       ev.preventDefault();
@@ -521,7 +760,11 @@
     const reset = el('button', { text: 'fit to window' });
     reset.addEventListener('click', fit);
     const notes = el('div', { class: 'note' });
-    for (const p of data.graph.no_grad) notes.append(el('p', {}, el('b', { text: p.name + ' has no gradient path. ' }), p.why));
+    // One note per reason, naming every parameter it holds for (a Seq2Seq's six key biases once gave six copies).
+    const reasons = new Map();
+    for (const p of data.graph.no_grad) reasons.set(p.why, [...(reasons.get(p.why) || []), p.name]);
+    for (const [why, names] of reasons) notes.append(el('p', { class: 'no-grad' }, el('b', { text: names.join(', ') +
+      (names.length === 1 ? ' has' : ' have') + ' no gradient path. ' }), why));
     s.append(el('p', { class: 'note', text: 'The autograd graph of this prompt\'s forward and backward, as qkv\'s engine ' +
       'recorded it: ' + nodes.length + ' nodes. Modules start closed; click one to open it. Wheel to zoom, drag to pan.' }),
     el('div', { class: 'controls' }, legend, reset), pic, notes);
@@ -548,15 +791,12 @@
     if (data.curves_note) s.append(el('p', { class: 'note', text: data.curves_note }));
     const box = el('div', { class: 'charts' });
     s.append(box);
-    // Chart specs: [title, key, [[series label, run, column, colour, dash]...]]. A run keeps its colour on every
+    // Chart specs: [title, key, [series...]] (a series: {label, run, column, colour, dash}). A run keeps its colour on every
     // chart (a series' colour once followed its place on each chart, so one colour meant different runs); on the
     // per-layer charts a layer keeps its colour and each run its dash.
     const names = new Set();
     for (const r of runs) for (const c of Object.keys(r.columns)) names.add(c);
     const runColour = (r) => PALETTE[runs.indexOf(r) % PALETTE.length];
-    // Layers take colours of their own (darker tones), so none reads as a run's colour from the other charts.
-    const LAYERS = ['#393b79', '#637939', '#8c6d31', '#843c39', '#7b4173', '#3182bd', '#31a354', '#756bb1', '#636363',
-      '#e6550d', '#9c9ede', '#bd9e39'];
     const DASHES = [null, [8, 3], [2, 3], [8, 3, 2, 3], [14, 4]];
     const runDash = (r) => DASHES[runs.indexOf(r) % DASHES.length];
     // Layer groups in reading order (the page's columns come sorted by name): blocks.2 before blocks.10, the
@@ -569,10 +809,19 @@
     const specs = [], used = new Set();
     const has = (r, c) => Object.prototype.hasOwnProperty.call(r.columns, c);  // a column may be named "constructor"
     const label = (r, c) => (runs.length > 1 ? 'run ' + (runs.indexOf(r) + 1) + ' (' + r.name + '): ' : '') + c;
-    const byRun = (c) => runs.filter((r) => has(r, c)).map((r) => [label(r, c), r, c, runColour(r), null]);
+    // A series: {label, run, column, colour, dash}.
+    const byRun = (c) => runs.filter((r) => has(r, c)).map((r) => ({ label: label(r, c), run: r, column: c, colour: runColour(r), dash: null }));
     for (const [c, title] of order) if (names.has(c)) {
       specs.push([title, c, byRun(c)]);
       used.add(c);
+    }
+    // Held-out loss against training loss, per run: the curve that shows overfitting.
+    if (names.has('eval_loss') && names.has('loss')) {
+      const series = [];
+      for (const r of runs) if (has(r, 'eval_loss') && has(r, 'loss'))
+        series.push({ label: label(r, 'loss'), run: r, column: 'loss', colour: runColour(r), dash: [6, 3] },
+          { label: label(r, 'eval_loss'), run: r, column: 'eval_loss', colour: runColour(r), dash: null });
+      specs.push(['training (dashed) against held-out loss', 'loss-vs-eval', series]);
     }
     for (const [prefix, title] of [['grad_norm.', 'gradient norm per layer (one axis, layers overlaid)'],
       ['update_ratio.', 'update ratio |Δw|/|w| per layer (one axis, layers overlaid)']]) {
@@ -580,7 +829,7 @@
       if (!cols.length) continue;
       const series = [];
       for (const r of runs) cols.forEach((c, k) => {
-        if (has(r, c)) series.push([label(r, c.slice(prefix.length)), r, c, LAYERS[k % LAYERS.length], runDash(r)]);
+        if (has(r, c)) series.push({ label: label(r, c.slice(prefix.length)), run: r, column: c, colour: PALETTE[k % PALETTE.length], dash: runDash(r) });
       });
       specs.push([title, prefix, series]);
       cols.forEach((c) => used.add(c));
@@ -592,66 +841,114 @@
       first = Math.min(first, c.steps[0]);
       last = Math.max(last, c.steps[c.steps.length - 1]);
     }
-    // Built when first shown: dygraphs sizes a chart from its visible box.
+    // Smoothing is for dense series (a value every step or few): evaluations, a point every few hundred steps,
+    // are drawn as they are (a rolling mean once averaged two evaluations 250 steps apart), as points on a line.
+    const SPARSE = 20;
+    const dense = (x) => !x.column.startsWith('eval_') && x.run.columns[x.column].steps.length >= SPARSE;
+    function trailingMean(values, k) {
+      const out = new Array(values.length);
+      let sum = 0, n = 0;
+      for (let i = 0; i < values.length; ++i) {
+        if (values[i] !== null && Number.isFinite(values[i])) sum += values[i], n += 1;
+        const j = i - k;
+        if (j >= 0 && values[j] !== null && Number.isFinite(values[j])) sum -= values[j], n -= 1;
+        out[i] = values[i] === null ? null : n ? sum / n : null;
+      }
+      return out;
+    }
+    const faint = (hex) => { const n = parseInt(hex.slice(1), 16); return 'rgba(' + (n >> 16) + ',' + ((n >> 8) & 255) + ',' + (n & 255) + ',0.25)'; };
+    // Rows [step, value of each drawn line or null] and the lines' options; with smoothing k > 1, a dense
+    // series is drawn smoothed, over its raw values kept faint underneath (as TensorBoard does).
+    function chartData(series, k) {
+      const lines = [];
+      for (const x of series) {
+        const col = x.run.columns[x.column];
+        if (k > 1 && dense(x)) lines.push({ name: x.label + ' (raw)', steps: col.steps, values: col.values, colour: faint(x.colour), raw: true, dash: x.dash },
+          { name: x.label, steps: col.steps, values: trailingMean(col.values, k), colour: x.colour, dash: x.dash });
+        else lines.push({ name: x.label, steps: col.steps, values: col.values, colour: x.colour, dash: x.dash, points: !dense(x) });
+      }
+      const steps = new Map();
+      lines.forEach((line, n) => line.steps.forEach((st, i) => {
+        if (!steps.has(st)) steps.set(st, new Array(lines.length).fill(null));
+        steps.get(st)[n] = line.values[i];
+      }));
+      const rows = [...steps.keys()].sort((a, b) => a - b).map((st) => [st, ...steps.get(st)]);
+      const options = {};
+      for (const line of lines) {
+        const o = {};
+        if (line.dash) o.strokePattern = line.dash;
+        if (line.points) o.drawPoints = true, o.pointSize = 3;
+        if (line.raw) o.strokeWidth = 1, o.highlightCircleSize = 0;
+        options[line.name] = o;
+      }
+      return { file: rows, labels: ['step', ...lines.map((l) => l.name)], colors: lines.map((l) => l.colour), series: options };
+    }
+    // On a log scale, the axis spans every run's positive values (dygraphs' own range once left a run's
+    // held-out line off the axis); values <= 0 have no place on it and are left out.
+    function logRange(rows) {
+      let lo = Infinity, hi = 0;
+      for (const row of rows) for (let i = 1; i < row.length; ++i) if (row[i] > 0) lo = Math.min(lo, row[i]), hi = Math.max(hi, row[i]);
+      return hi > 0 ? [lo / 1.25, hi * 1.25] : null;
+    }
+    const built = [];  // [chart, series]
     function build() {
       for (const [title, key, series] of specs) {
-        // Rows [step, value of each series or null], over every step any series has.
-        const steps = new Map();
-        series.forEach(([, r, c], k) => {
-          const col = r.columns[c];
-          col.steps.forEach((st, i) => {
-            if (!steps.has(st)) steps.set(st, new Array(series.length).fill(null));
-            steps.get(st)[k] = col.values[i];
-          });
-        });
-        const rows = [...steps.keys()].sort((a, b) => a - b).map((st) => [st, ...steps.get(st)]);
         const div = el('div', { class: 'chart', 'data-name': key });
-        const thinned = series.map(([l, r, c]) => r.columns[c]).filter((col) => col.every > 1);
+        const thinned = series.map((x) => x.run.columns[x.column]).filter((col) => col.every > 1);
         const note = thinned.length ? 'every ' + ordinal(thinned[0].every) + ' of ' + thinned[0].points + ' points drawn' : '';
         // A legend always shown (dygraphs' own appears only on hover): each series' colour and dash, and its name.
-        const key_ = el('div', { class: 'chart-legend' }, ...series.map(([l, , , colour, dash]) => {
+        const key_ = el('div', { class: 'chart-legend' }, ...series.map((x) => {
           const swatch = svg('svg', { width: 22, height: 6, class: 'swatch' });
-          swatch.append(svg('line', { x1: 0, y1: 3, x2: 22, y2: 3, stroke: colour, 'stroke-width': 2,
-            'stroke-dasharray': dash ? dash.join(' ') : 'none' }));
-          return el('span', {}, swatch, l);
+          swatch.append(svg('line', { x1: 0, y1: 3, x2: 22, y2: 3, stroke: x.colour, 'stroke-width': 2,
+            'stroke-dasharray': x.dash ? x.dash.join(' ') : 'none' }));
+          return el('span', {}, swatch, x.label);
         }));
         box.append(el('div', { class: 'chart-box' }, el('h3', { text: title }), div, key_,
           el('div', { class: 'chart-note', text: note })));
-        const perSeries = {};
-        series.forEach(([l, , , , dash]) => { if (dash) perSeries[l] = { strokePattern: dash }; });
-        charts.push(new Dygraph(div, rows, {
-          labels: ['step', ...series.map((x) => x[0])], connectSeparatedPoints: true, drawPoints: rows.length <= 200,
-          strokeWidth: 1.5, legend: 'follow', labelsSeparateLines: true, xlabel: 'step', highlightCircleSize: 3,
-          colors: series.map((x) => x[3]), series: perSeries, dateWindow: first < last ? [first, last] : null,
+        const d = chartData(series, Number(smooth.value));
+        const chart = new Dygraph(div, d.file, {
+          labels: d.labels, connectSeparatedPoints: true, strokeWidth: 1.5, legend: 'follow', labelsSeparateLines: true,
+          xlabel: 'step', highlightCircleSize: 3, colors: d.colors, series: d.series, dateWindow: first < last ? [first, last] : null,
           axes: { y: { valueFormatter: (v) => fmt(v, 4), axisLabelFormatter: (v) => String(Number(Number(v).toPrecision(3))), axisLabelWidth: 64 },
             x: { valueFormatter: (v) => 'step ' + v } },
-        }));
+        });
+        charts.push(chart);
+        built.push([chart, series]);
+      }
+    }
+    function redraw() {
+      const k = Number(smooth.value);
+      for (const [chart, series] of built) {
+        const d = chartData(series, k);
+        chart.updateOptions({ file: d.file, labels: d.labels, colors: d.colors, series: d.series, logscale: logscale.checked,
+          valueRange: logscale.checked ? logRange(d.file) : null });
       }
     }
     smooth.addEventListener('input', () => {
       const k = Number(smooth.value);
-      smoothText.textContent = k === 1 ? 'none' : k + ' points';
-      for (const c of charts) c.updateOptions({ rollPeriod: k });
+      smoothText.textContent = k === 1 ? 'none' : k + ' points (dense series only; the raw line stays, faint)';
+      redraw();
     });
-    logscale.addEventListener('change', () => { for (const c of charts) c.updateOptions({ logscale: logscale.checked }); });
+    logscale.addEventListener('change', redraw);
     window.qkvCharts = charts;
     return { resize() { if (!charts.length) build(); for (const c of charts) c.resize(); } };
   })();
 
-  if (att) renderAttention();
-  // The model view fits its heads to the window's width: drawn again when that width changes.
+  // The attention views are drawn when first shown (a 12 x 12 model's 144 maps cost the first view seconds).
+  // The model and matrix views fit the window's width: drawn again when that width changes.
   let drawnWidth = document.documentElement.clientWidth, resizing = 0;
   window.addEventListener('resize', () => {
     clearTimeout(resizing);
     resizing = setTimeout(() => {
       if (!att || document.documentElement.clientWidth === drawnWidth) return;
       drawnWidth = document.documentElement.clientWidth;
-      renderModel();
-      highlight(state.hl);
+      delete drawn.model, delete drawn.matrix, delete drawn.neurons;
+      if (renderers[state.view] && !drawn[state.view]) { renderers[state.view](); drawn[state.view] = true; highlight(state.hl); }
     }, 200);
   });
   // The first view, or the one the address names (page.html#graph).
   const asked = location.hash.slice(1);
   if (views.length) show(sections[asked] ? asked : views[0][0]);
+  window.qkvReadyAt = performance.now();  // ms from the start of navigation to the first view drawn
   window.qkvReady = true;
 })();

@@ -231,6 +231,18 @@ class Browser:
             self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y,
                       button="left", buttons=buttons, clickCount=1)
 
+    def key(self, key, code, key_code):
+        """Press and release one key (e.g. "Escape", "Escape", 27)."""
+        for kind in ("keyDown", "keyUp"):
+            self.send("Input.dispatchKeyEvent", type=kind, key=key, code=code,
+                      windowsVirtualKeyCode=key_code)
+
+    def click_at(self, x, y):
+        self.mouse_move(x, y)
+        for kind, buttons in (("mousePressed", 1), ("mouseReleased", 0)):
+            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y,
+                      button="left", buttons=buttons, clickCount=1)
+
     def set_range(self, selector, value):
         """Set an <input type=range> and fire 'input' and 'change'."""
         ok = self.eval("""(el => { if (!el) return false; el.value = %s;

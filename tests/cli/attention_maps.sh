@@ -21,7 +21,7 @@ for prompt in "<&>\"' a</svg>" "héllo ✓ 日本" $'raw \x01\x1b\xff\xfe\xef\xb
     n=$((n + 1))
   done
   [ $n -eq 3 ] || fail "prompt $i: $n SVG files, expected 2 heads + the mean"
-  [ "$(page_data maps$i/index.html "len(d['attention']['groups'][0]['layers'][0]['weights'])")" = 2 ] \
+  [ "$(page_data maps$i/index.html "len(d['attention']['groups'][0]['layers'][0]['maps'])")" = 2 ] \
     || fail "prompt $i: index.html does not hold the layer's 2 heads"
   grep -q "<title>query 0 " maps$i/layer0_head0.svg || fail "prompt $i: no hover titles"
 done

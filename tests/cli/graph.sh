@@ -9,8 +9,9 @@ qkv=$1 dot_bin=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$(dirname "$0")/lib.sh"
 
-# The op names in a DOT file's boxes (the first line of each label), counted: "linear 4" per line, sorted.
-dot_ops() { sed -n 's/^ *n[0-9]* \[shape=box.*label="\([a-z_0-9]*\)\\n.*/\1/p' "$1" | sort | uniq -c | awk '{print $2, $1}'; }
+# The engine's op names in a DOT file's boxes (the first line of each label: the op, or the page's name for it
+# with the op in brackets, "causal mask (masked_fill)"), counted: "linear 4" per line, sorted.
+dot_ops() { sed -n 's/^ *n[0-9]* \[shape=box.*label="\([^"\\]*\)\\n.*/\1/p' "$1" | sed 's/.*(\([a-z_0-9]*\))$/\1/' | sort | uniq -c | awk '{print $2, $1}'; }
 # The engine's own count, from the command's "the engine recorded N ops: a 1, b 2" line.
 engine_ops() { sed -n 's/^the engine recorded [0-9]* ops: //p' "$1" | tr ',' '\n' | sed 's/^ *//' | sort; }
 
@@ -31,6 +32,7 @@ check_graph() {  # name, then qkv graph's arguments
 check_graph mha --model mha
 grep -q 'label="q_proj"' mha.dot || fail "mha: no q_proj cluster"
 grep -q 'label="softmax\\n\[1, 2, 4, 4\]' mha.dot || fail "mha: no softmax box with its shape"
+grep -q 'label="causal mask (masked_fill)' mha.dot && grep -q 'label="scale (mul_scalar)' mha.dot || fail "mha: the ops not named as the page names them"
 check_graph gpt --model gpt
 for block in blocks.0 blocks.1 blocks.0.attn blocks.1.mlp; do
   grep -q "label=\"$block\"" gpt.dot || fail "gpt: no cluster $block"
