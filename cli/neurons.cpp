@@ -4,7 +4,6 @@
 // data makes the map's own weights and gradients.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "neurons.h"
 #include "page.h"
@@ -16,13 +15,6 @@ namespace {
 // q, k and their gradients cost 16 bytes a token and dimension: heads get them, most important first, up to
 // this many bytes (always one head).
 constexpr size_t kNeuronBudget = size_t{3} << 17;
-
-std::string float32_base64(const std::vector<double>& values) {
-  std::vector<float> f(values.begin(), values.end());
-  std::vector<uint8_t> bytes(f.size() * sizeof(float));
-  if (!f.empty()) std::memcpy(bytes.data(), f.data(), bytes.size());
-  return base64(bytes);
-}
 
 // Head h of a [1, heads, n, d] tensor, row-major [n, d].
 std::vector<double> head_rows(const Tensor& t, int64_t h) {

@@ -43,7 +43,7 @@ void check_page_size(const std::vector<AttentionMap>& maps);
 /// maps come from a Study whose backward has run, dL/dP and each head's
 /// importance. Each head's visible cells (row-major, masked ones left out)
 /// are one byte each that colours them (weight_codes, gradient_codes, as
-/// base64) and, for the most important heads while 1 MiB lasts, float32
+/// base64) and, for the most important heads while 384 KiB lasts, float32
 /// values for the hover. `window` > 0: self-attention sees only that band.
 nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t window, bool with_gradients);
 
@@ -53,6 +53,8 @@ std::vector<std::pair<size_t, int64_t>> heads_by_importance(const std::vector<At
 
 /// Bytes as base64 (RFC 4648, padded), as the page's atob() reads them.
 std::string base64(const std::vector<uint8_t>& bytes);
+/// Values as float32 bytes in base64, as the page's Float32Array reads them.
+std::string float32_base64(const std::vector<double>& values);
 /// Weights in [0, top] as bytes: code c < 255 stands for top·(c/254)², 255 for not finite.
 std::vector<uint8_t> weight_codes(const std::vector<double>& values, double top);
 /// Gradients in [−top, top] as bytes: c < 255 stands for sign(c − 127)·top·((c − 127)/127)², 255 for not finite.

@@ -31,14 +31,6 @@ Group group_of(const AttentionMap& m) {
   return {"self-attention", "in", "in"};
 }
 
-// Float32 of the values, as the page reads them back (Float32Array: little-endian, as x86-64 and ARM64 are).
-std::string float32_base64(const std::vector<double>& values) {
-  std::vector<float> f(values.begin(), values.end());
-  std::vector<uint8_t> bytes(f.size() * sizeof(float));
-  if (!f.empty()) std::memcpy(bytes.data(), f.data(), bytes.size());
-  return base64(bytes);
-}
-
 double largest_finite(const std::vector<double>& v) {
   double top = 0;
   for (double x : v)
@@ -56,10 +48,10 @@ std::vector<double> visible_cells(const std::vector<double>& all, int64_t head, 
   return out;
 }
 
-// Float32 values cost 4 bytes a cell (5.3 as base64): maps get them, most important first, up to this many
-// bytes; the neuron view's q, k and their gradients, up to the second. A 12 x 12 model on 128 tokens makes
-// a page of about 4.5 MB (docs/commands.md).
-constexpr size_t kExactBudget = size_t{1} << 19;
+// Float32 values cost 4 bytes a visible cell (5.3 as base64): maps get them, most important first, up to
+// this many bytes (the neuron view has a budget of its own, cli/neurons.cpp). A 12 x 12 model on 128
+// tokens makes a page of about 4.6 MB (docs/commands.md).
+constexpr size_t kExactBudget = size_t{3} << 17;
 
 }  // namespace
 
@@ -103,6 +95,14 @@ std::string base64(const std::vector<uint8_t>& bytes) {
     out += i + 2 < bytes.size() ? digits[n & 63] : '=';
   }
   return out;
+}
+
+// Little-endian, as x86-64 and ARM64 are, which is what the page's Float32Array reads.
+std::string float32_base64(const std::vector<double>& values) {
+  std::vector<float> f(values.begin(), values.end());
+  std::vector<uint8_t> bytes(f.size() * sizeof(float));
+  if (!f.empty()) std::memcpy(bytes.data(), f.data(), bytes.size());
+  return base64(bytes);
 }
 
 // Code c < 255 stands for top·(c/254)² (steps finer near 0, where most weights lie); 255: not finite.
@@ -204,10 +204,17 @@ nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t win
   const int64_t heads = maps.empty() ? 0 : maps.front().weights.size(-3);
   // Which heads get float32 values: by importance (with gradients) or in order, while the budget lasts.
   const std::vector<std::pair<size_t, int64_t>> order = heads_by_importance(maps, with_gradients);
+  std::vector<std::vector<bool>> hidden_of;  // each map's masked cells
+  std::vector<size_t> visible;               // and how many it shows
+  for (const AttentionMap& m : maps) {
+    hidden_of.push_back(masked_cells(m, window));
+    const auto& h = hidden_of.back();
+    visible.push_back(static_cast<size_t>(m.weights.numel() / heads) - std::count(h.begin(), h.end(), true));
+  }
   std::map<std::pair<size_t, int64_t>, bool> exact;
   size_t spent = 0;
   for (const auto& a : order) {
-    const size_t cost = static_cast<size_t>(maps[a.first].weights.numel() / heads) * 4 * (with_gradients ? 2 : 1);
+    const size_t cost = visible[a.first] * 4 * (with_gradients ? 2 : 1);
     if (spent + cost > kExactBudget) break;  // the rest keep their order: less important than these
     exact[a] = true, spent += cost;
   }
@@ -220,7 +227,7 @@ nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t win
   for (size_t k = 0; k < maps.size(); ++k) {
     const AttentionMap& m = maps[k];
     const Group g = group_of(m);
-    const std::vector<bool> hidden = masked_cells(m, window);
+    const std::vector<bool>& hidden = hidden_of[k];
     if (!index.count(g.name)) index[g.name] = groups.size(), groups.push_back(group_json(m, g, hidden));
     const int64_t cells = m.weights.numel() / heads;
     const std::vector<double> p = m.weights.to_vector();

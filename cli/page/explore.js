@@ -178,16 +178,21 @@
     return t >= 0 ? [255, c, c] : [c, c, 255];
   }
   const colour = (v, top, signed) => 'rgb(' + rgb(v, top, signed).map(Math.round).join(',') + ')';
-  const MASKED_LIGHT = [236, 236, 236], MASKED_DARK = [200, 200, 200];
-  // A map drawn one pixel a cell (masked cells hatched in grey); CSS scales the canvas.
-  function mapCanvas(layer, h, quantity) {
+  const HATCH_LINE = [187, 187, 187], HATCH_GROUND = [240, 240, 240];
+  // A map drawn k pixels a cell (at most its on-screen size; CSS scales the rest), masked cells hatched
+  // with diagonal lines as in the matrix view.
+  function mapCanvas(layer, h, quantity, side) {
     const sh = shape(group()), m = mapOf(layer, h, quantity), top = scaleFor(layer, h, quantity), signed = quantity === 'grad';
-    const c = el('canvas', { width: sh.cols, height: sh.rows }), ctx = c.getContext('2d'), img = ctx.createImageData(sh.cols, sh.rows);
+    const k = Math.max(1, Math.floor(side / Math.max(sh.rows, sh.cols))), w = sh.cols * k, ht = sh.rows * k;
+    const c = el('canvas', { width: w, height: ht }), ctx = c.getContext('2d'), img = ctx.createImageData(w, ht);
     for (let i = 0; i < sh.rows; ++i) {
       const t = top(i);
       for (let j = 0; j < sh.cols; ++j) {
-        const k = i * sh.cols + j, p = sh.masked[k] ? ((i + j) % 2 ? MASKED_LIGHT : MASKED_DARK) : rgb(m.values[k], t, signed);
-        img.data[4 * k] = p[0], img.data[4 * k + 1] = p[1], img.data[4 * k + 2] = p[2], img.data[4 * k + 3] = 255;
+        const cell = i * sh.cols + j, p = sh.masked[cell] ? null : rgb(m.values[cell], t, signed);
+        for (let y = i * k; y < (i + 1) * k; ++y) for (let x = j * k; x < (j + 1) * k; ++x) {
+          const q = p || ((x + y) % 6 < 2 ? HATCH_LINE : HATCH_GROUND), at = 4 * (y * w + x);
+          img.data[at] = q[0], img.data[at + 1] = q[1], img.data[at + 2] = q[2], img.data[at + 3] = 255;
+        }
       }
     }
     ctx.putImageData(img, 0, 0);
@@ -338,10 +343,10 @@
     g.layers.forEach((layer, l) => {
       grid.append(el('div', { class: 'rowhead', text: layer.name }));
       for (let h = 0; h < att.heads; ++h) {
-        const c = mapCanvas(layer, h, state.quantity);
+        const c = mapCanvas(layer, h, state.quantity, side);
         c.style.width = wide + 'px', c.style.height = tall + 'px';
         // Drawn larger than its cells: sharp squares; smaller: the browser averages them.
-        c.style.imageRendering = side >= Math.max(sh.rows, sh.cols) ? 'pixelated' : 'auto';
+        c.style.imageRendering = c.width <= wide ? 'pixelated' : 'auto';
         const cell = el('div', { class: 'cell', 'data-layer': l, 'data-head': h }, c, layer.importance
           ? el('div', { text: (side < 150 ? '' : 'importance ') + fmt(layer.importance[h], 3), title: 'importance' })
           : null);

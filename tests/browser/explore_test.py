@@ -130,9 +130,10 @@ def check_hover(b):
     report(left == 0, "moving the mouse away clears hl (%d .tok.hl left)" % left)
 
 
-def check_tabs(b, views, shots, stem):
+def check_tabs(b, views, shots, stem, light=False):
     """Each tab shows only its view. The model's zoom and the graph's layout
-    are checked right after their tab's screenshot (the graph's first view)."""
+    are checked right after their tab's screenshot (the graph's first view),
+    unless `light` (the screenshots alone)."""
     for view in views:
         try:
             target = "#view-" + view
@@ -144,9 +145,9 @@ def check_tabs(b, views, shots, stem):
             b.screenshot(os.path.join(shots, name))
             report(on and not others, "tab %s shows %s only (displayed: %s; screenshot %s)"
                    % (view, target, ([target] if on else []) + others, name))
-            if view == "model":
+            if view == "model" and not light:
                 check_zoom(b, os.path.join(shots, stem + "-model-zoom.png"))
-            if view == "graph":
+            if view == "graph" and not light:
                 check_graph(b)
         except Missing as e:
             report(False, "%s view: %s" % (view, e))
@@ -469,7 +470,7 @@ def run_checks(b, page, shots, max_mb, light):
     report(not b.errors, "page loads without console errors" + errors_text(b))
     stem = os.path.splitext(os.path.basename(page))[0]
     views = BASE_VIEWS + (["neurons"] if count(b, "#view-neurons") else []) + (["curves"] if count(b, "#view-curves") else [])
-    checks = [("tabs", check_tabs, (views, shots, stem)), ("heads first", check_heads_first, ()),
+    checks = [("tabs", check_tabs, (views, shots, stem, light)), ("heads first", check_heads_first, ()),
               ("model fill", check_model_fill, ())]
     if not light:
         checks += [("head toggle", check_head_toggle, ()), ("hover", check_hover, ()), ("curves", check_curves, ()),
@@ -489,7 +490,7 @@ def main():
     ap.add_argument("--shots", required=True, metavar="DIR", help="where the screenshots go")
     ap.add_argument("--max-mb", type=float, default=0, help="fail a page larger than this")
     ap.add_argument("--light", action="append", default=[], metavar="PAGE",
-                    help="also check PAGE, with the tabs, zoom and graph, its size and its first view only")
+                    help="also check PAGE, its size, first view, tabs (screenshots), model view and head view only")
     args = ap.parse_intermixed_args()
     os.makedirs(args.shots, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # clean up chromium

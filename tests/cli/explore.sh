@@ -60,7 +60,7 @@ if [ -z "$sanitized" ]; then
     for prompt in "${prompts[@]}"; do
       page=$name-${#prompt}.html
       bounded "$qkv" explore --checkpoint "$name.safetensors" --prompt "$prompt" --out "$page" >out.txt 2>&1 || { cat out.txt; fail "explore $page"; }
-      # Every check on the largest page; the tabs, zoom, graph and size on the others.
+      # Every check on the largest page; the others' size, tabs (screenshots), model and head views.
       [ "$page" = m12x12-128.html ] && sizes+=("$page") || sizes+=(--light "$page")
     done
   done
