@@ -470,6 +470,8 @@ def run_checks(b, page, shots, max_mb, light):
     report(not b.errors, "page loads without console errors" + errors_text(b))
     stem = os.path.splitext(os.path.basename(page))[0]
     views = BASE_VIEWS + (["neurons"] if count(b, "#view-neurons") else []) + (["curves"] if count(b, "#view-curves") else [])
+    if light:  # the attention views are what changes with the model's shape and the prompt's length
+        views = ["heads", "model", "matrix"]
     checks = [("tabs", check_tabs, (views, shots, stem, light)), ("heads first", check_heads_first, ()),
               ("model fill", check_model_fill, ())]
     if not light:
@@ -490,7 +492,7 @@ def main():
     ap.add_argument("--shots", required=True, metavar="DIR", help="where the screenshots go")
     ap.add_argument("--max-mb", type=float, default=0, help="fail a page larger than this")
     ap.add_argument("--light", action="append", default=[], metavar="PAGE",
-                    help="also check PAGE, its size, first view, tabs (screenshots), model view and head view only")
+                    help="also check PAGE: its size, first view, attention tabs (screenshots), model view and head view only")
     args = ap.parse_intermixed_args()
     os.makedirs(args.shots, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # clean up chromium

@@ -23,7 +23,7 @@ sizes=()
 for shape in "2 4 64" "6 8 64" "12 12 192"; do
   read -r layers heads dim <<<"$shape"
   name=m${layers}x$heads
-  "$qkv" train --task text --layers "$layers" --heads "$heads" --dim "$dim" --context 256 --steps 2 --batch 2 --threads 1 \
+  "$qkv" train --task text --layers "$layers" --heads "$heads" --dim "$dim" --context 256 --steps 1 --batch 2 --threads 1 \
     --save "$name.safetensors" >"$name.txt" 2>&1 || { cat "$name.txt"; fail "training $name"; }
   for prompt in "${prompts[@]}"; do
     page=$name-${#prompt}.html
