@@ -18,7 +18,7 @@ caller=$PWD  # train's arguments (--data notes.txt, --save x) name files from wh
 cd "$(dirname "$(readlink -f "$0")")"
 root=$PWD
 
-PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev graphviz libjs-dygraphs python3-xstatic-dagre)
+PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libpcre2-dev pkgconf graphviz libjs-dygraphs python3-xstatic-dagre)
 # Only the suite needs these: a real browser for the pages' tests (tests/browser/), and Python to drive it.
 TEST_PACKAGES=(chromium python3 libxml2-utils qemu-user)
 JOBS="${QKV_JOBS:-$(nproc)}"

@@ -1,0 +1,73 @@
+// GPT-2's byte-level BPE tokenizer, read from a Hugging Face folder
+// (vocab.json and merges.txt, or tokenizer.json): text is cut into pieces by
+// GPT-2's pattern (PCRE2, with Unicode's letter and number classes), each
+// piece's bytes become the vocabulary's one-byte tokens, and the merges are
+// applied lowest rank first. Encoding and decoding are exact inverses on any
+// bytes, invalid UTF-8 included.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace qkv::cli {
+
+class BpeTokenizer {
+ public:
+  /// A folder holding vocab.json and merges.txt, or tokenizer.json (model
+  /// type "BPE", byte-level). Every file is untrusted: a regular file of
+  /// bounded size, inside the folder (a link is followed only to a file in
+  /// it), and one-line errors name it.
+  static BpeTokenizer load(const std::string& folder);
+  /// From the contents of vocab.json and merges.txt; errors name `where`.
+  static BpeTokenizer from_vocab_and_merges(std::string_view vocab_json, std::string_view merges,
+                                            const std::string& where);
+  /// From the contents of a tokenizer.json; errors name `where`.
+  static BpeTokenizer from_tokenizer_json(std::string_view json, const std::string& where);
+
+  /// The ids of `text`. With `special`, a special token's text (e.g.
+  /// "<|endoftext|>") is that token; otherwise it is ordinary text.
+  std::vector<int64_t> encode(std::string_view text, bool special = false) const;
+  /// The bytes of the ids, in order; throws on an id outside the vocabulary.
+  std::string decode(const std::vector<int64_t>& ids) const;
+  /// Ids lie in [0, vocab_size()).
+  int64_t vocab_size() const { return static_cast<int64_t>(bytes_of_.size()); }
+  /// The bytes of one token.
+  const std::string& token_bytes(int64_t id) const;
+  /// The special tokens (added tokens of a tokenizer.json, "<|endoftext|>" of a GPT-2 vocabulary): text, id.
+  const std::vector<std::pair<std::string, int64_t>>& specials() const { return specials_; }
+
+  BpeTokenizer(BpeTokenizer&&) noexcept;
+  BpeTokenizer& operator=(BpeTokenizer&&) noexcept;
+  ~BpeTokenizer();
+
+ private:
+  BpeTokenizer();
+  struct Pattern;
+  void add_token(const std::string& bytes, int64_t id, const std::string& where);
+  void add_merge(std::string_view line, int64_t rank, const std::string& where);
+  void finish(const std::string& where);
+  void encode_piece(std::string_view piece, std::vector<int64_t>& out) const;
+  void encode_ordinary(std::string_view text, std::vector<int64_t>& out) const;
+
+  std::vector<std::string> bytes_of_;               // id -> its bytes ("" for an id the vocabulary skips)
+  std::unordered_map<std::string, int64_t> id_of_;  // bytes -> id
+  // (left id, right id) -> (rank, merged id): the merge of a pair, the lowest rank first.
+  std::unordered_map<uint64_t, std::pair<int64_t, int64_t>> merges_;
+  int64_t byte_id_[256];
+  std::vector<std::pair<std::string, int64_t>> specials_;
+  std::unique_ptr<Pattern> pattern_;
+  mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;  // piece -> ids (bounded)
+};
+
+/// GPT-2's map from bytes to the printable characters its vocabulary spells
+/// them with (bytes_to_unicode in GPT-2's encoder.py): the character's code point.
+int byte_to_char(uint8_t byte);
+/// A token as GPT-2's vocabulary spells it (UTF-8), from its bytes.
+std::string byte_level_text(std::string_view bytes);
+
+}  // namespace qkv::cli
