@@ -65,7 +65,8 @@ bool token_from_text(std::string_view text, std::string& bytes) {
     const auto c = static_cast<uint8_t>(text[i]);
     int cp = -1, n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : 0;
     if (n == 1) cp = c;
-    if (n == 2 && i + 1 < text.size()) cp = ((c & 0x1F) << 6) | (static_cast<uint8_t>(text[i + 1]) & 0x3F);
+    if (n == 2 && i + 1 < text.size() && (static_cast<uint8_t>(text[i + 1]) & 0xC0) == 0x80)
+      cp = ((c & 0x1F) << 6) | (static_cast<uint8_t>(text[i + 1]) & 0x3F);
     auto it = n ? inverse.find(cp) : inverse.end();
     if (it == inverse.end()) return false;
     bytes += static_cast<char>(it->second);

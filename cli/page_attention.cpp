@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "nn/attention.h"
 #include "page.h"
@@ -211,12 +212,12 @@ nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t win
     const auto& h = hidden_of.back();
     visible.push_back(static_cast<size_t>(m.weights.numel() / heads) - std::count(h.begin(), h.end(), true));
   }
-  std::map<std::pair<size_t, int64_t>, bool> exact;
+  std::set<std::pair<size_t, int64_t>> exact;  // the (map, head)s sent as float32 too
   size_t spent = 0;
   for (const auto& a : order) {
     const size_t cost = visible[a.first] * 4 * (with_gradients ? 2 : 1);
     if (spent + cost > kExactBudget) break;  // the rest keep their order: less important than these
-    exact[a] = true, spent += cost;
+    exact.insert(a), spent += cost;
   }
   std::vector<std::vector<double>> gates(maps.size());
   if (with_gradients)

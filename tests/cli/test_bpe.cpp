@@ -130,6 +130,8 @@ TEST_CASE("bpe: hostile folders give one-line errors naming the file", "[bpe]") 
   };
   both(vocab, merges + "\nĠzzzzqq Ġxxqqq\n");
   expect("a merge naming unknown tokens", "merges.txt");
+  both(vocab, merges + "\n\xc4\x41 b\n");
+  expect("a merge whose bytes are not UTF-8", "merges.txt");
   both("{\"a\": 0}", "");
   expect("a vocabulary without the 256 bytes", "no token for byte");
   both(std::string(100000, '[') + std::string(100000, ']'), merges);
