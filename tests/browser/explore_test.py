@@ -190,9 +190,14 @@ def check_zoom(b, png):
           const dx = +cols[i].getAttribute('x') - +cols[i - 1].getAttribute('x'), fs = +cols[i].getAttribute('font-size');
           if (dx * Math.sin(Math.PI / 3) < 0.85 * fs) bad += 1;
         }
-        return [bad, rows.length, cols.length, t.length ? Math.min(...t.map(e => +e.getAttribute('font-size'))) : 0]; })()""")
+        const g = JSON.parse($('#qkv-data').textContent).attention.groups[0];
+        return [bad, rows.length, cols.length, t.length ? Math.min(...t.map(e => +e.getAttribute('font-size'))) : 0,
+                g.rows.length, g.cols.length]; })()""")
     report(overlaps[0] == 0 and overlaps[3] >= 9, "zoom labels: %d overlaps among %d row and %d column labels, smallest font %g px"
-           % tuple(overlaps))
+           % tuple(overlaps[:4]))
+    # Every token labelled (labelling every 2nd character read "A i e w s b g…").
+    report(overlaps[1] == overlaps[4] and overlaps[2] == overlaps[5], "zoom: all %d query and %d key tokens labelled"
+           % tuple(overlaps[4:]))
     b.key("Escape", "Escape", 27)
     b.settle()
     report(not js(b, "shown($('#zoom'))"), "Esc closes #zoom")
