@@ -16,35 +16,40 @@ namespace {
 // this many bytes (always one head).
 constexpr size_t kNeuronBudget = size_t{3} << 17;
 
-// Head h of a [1, heads, n, d] tensor, row-major [n, d].
-std::vector<double> head_rows(const Tensor& t, int64_t h) {
-  const int64_t n = t.size(-2), d = t.size(-1);
-  std::vector<double> all = t.to_vector();
-  return std::vector<double>(all.begin() + h * n * d, all.begin() + (h + 1) * n * d);
-}
-
-std::vector<double> grad_rows(const Tensor& t, int64_t h) {
-  return t.grad().defined() ? head_rows(t.grad(), h) : std::vector<double>(t.size(-2) * t.size(-1), 0.0);
-}
+// One attention call's q and k ([1, heads, n, d]) and their gradients (zeros without a backward), read once.
+struct CallVectors {
+  std::vector<double> q, k, dq, dk;
+  int64_t nq, nk, d;
+  explicit CallVectors(const ScoreInputs& in)
+      : q(in.q.to_vector()), k(in.k.to_vector()), nq(in.q.size(-2)), nk(in.k.size(-2)), d(in.q.size(-1)) {
+    dq = in.q.grad().defined() ? in.q.grad().to_vector() : std::vector<double>(q.size(), 0.0);
+    dk = in.k.grad().defined() ? in.k.grad().to_vector() : std::vector<double>(k.size(), 0.0);
+  }
+  // Head h's rows of one of them, row-major [n, d].
+  std::vector<double> head(const std::vector<double>& all, int64_t n, int64_t h) const {
+    return std::vector<double>(all.begin() + h * n * d, all.begin() + (h + 1) * n * d);
+  }
+};
 
 }  // namespace
 
 nlohmann::json neuron_json(const Study& s) {
   nlohmann::json heads = nlohmann::json::array();
   size_t spent = 0;
-  for (const auto& [k, h] : heads_by_importance(s.maps, true)) {
+  for (const auto& [k, h] : heads_by_importance(s.maps, head_gates(s.maps))) {
     const ScoreInputs& in = s.inputs.at(k);
     const size_t cost = static_cast<size_t>(in.q.size(-2) + in.k.size(-2)) * in.q.size(-1) * 8;
     if (!heads.empty() && spent + cost > kNeuronBudget) break;
     spent += cost;
+    const CallVectors v(in);
     heads.push_back({{"map", k},
                      {"head", h},
                      {"d", in.q.size(-1)},
                      {"scale", in.scale},
-                     {"q", float32_base64(head_rows(in.q, h))},
-                     {"k", float32_base64(head_rows(in.k, h))},
-                     {"dq", float32_base64(grad_rows(in.q, h))},
-                     {"dk", float32_base64(grad_rows(in.k, h))}});
+                     {"q", float32_base64(v.head(v.q, v.nq, h))},
+                     {"k", float32_base64(v.head(v.k, v.nk, h))},
+                     {"dq", float32_base64(v.head(v.dq, v.nq, h))},
+                     {"dk", float32_base64(v.head(v.dk, v.nk, h))}});
   }
   return {{"heads", heads}, {"heads_in_all", s.maps.size() * (s.maps.empty() ? 0 : s.maps[0].weights.size(-3))}};
 }
@@ -58,9 +63,10 @@ NeuronCheck check_neurons(const Study& s, const std::vector<std::vector<bool>>& 
     const ScoreInputs& in = s.inputs[m];
     const int64_t heads = p.size(-3), nq = p.size(-2), nk = p.size(-1), d = in.q.size(-1);
     const std::vector<double> P = p.to_vector(), G = p.grad().to_vector();
+    const CallVectors call(in);
     for (int64_t h = 0; h < heads; ++h) {
-      const std::vector<double> q = head_rows(in.q, h), k = head_rows(in.k, h), dq = grad_rows(in.q, h),
-                                dk = grad_rows(in.k, h);
+      const std::vector<double> q = call.head(call.q, nq, h), k = call.head(call.k, nk, h),
+                                dq = call.head(call.dq, nq, h), dk = call.head(call.dk, nk, h);
       std::vector<double> my_dq(nq * d, 0.0), my_dk(nk * d, 0.0);
       for (int64_t i = 0; i < nq; ++i) {
         std::vector<double> score(nk), row(nk);

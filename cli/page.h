@@ -47,9 +47,14 @@ void check_page_size(const std::vector<AttentionMap>& maps);
 /// values for the hover. `window` > 0: self-attention sees only that band.
 nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t window, bool with_gradients);
 
-/// Every (map index, head), the most important first (|Σ P ⊙ dL/dP|, which
-/// needs the maps' gradients), else in order.
-std::vector<std::pair<size_t, int64_t>> heads_by_importance(const std::vector<AttentionMap>& maps, bool with_gradients);
+/// Each map's Σ P ⊙ dL/dP per head (nn::head_gate_gradient); throws unless
+/// the maps' backward has run.
+std::vector<std::vector<double>> head_gates(const std::vector<AttentionMap>& maps);
+
+/// Every (map index, head), the most important first (|gate|, from
+/// head_gates), or in order when `gates` is empty.
+std::vector<std::pair<size_t, int64_t>> heads_by_importance(const std::vector<AttentionMap>& maps,
+                                                            const std::vector<std::vector<double>>& gates);
 
 /// Bytes as base64 (RFC 4648, padded), as the page's atob() reads them.
 std::string base64(const std::vector<uint8_t>& bytes);

@@ -56,23 +56,27 @@ constexpr size_t kExactBudget = size_t{3} << 17;
 
 }  // namespace
 
+std::vector<std::vector<double>> head_gates(const std::vector<AttentionMap>& maps) {
+  std::vector<std::vector<double>> gates;
+  for (const AttentionMap& m : maps) {
+    Tensor grad = m.weights.grad();
+    QKV_CHECK(grad.defined(), "the page's maps: ", m.name, " has no gradient (run backward() on the study's loss)");
+    gates.push_back(nn::head_gate_gradient(m.weights, grad));
+  }
+  return gates;
+}
+
 // Every (map, head), the most important first (|Σ P ⊙ dL/dP|), else in order.
 std::vector<std::pair<size_t, int64_t>> heads_by_importance(const std::vector<AttentionMap>& maps,
-                                                            bool with_gradients) {
+                                                            const std::vector<std::vector<double>>& gates) {
   const int64_t heads = maps.empty() ? 0 : maps.front().weights.size(-3);
   std::vector<std::pair<size_t, int64_t>> order;
   std::vector<double> importance;
-  for (size_t k = 0; k < maps.size(); ++k) {
-    std::vector<double> gate(heads, 0.0);
-    if (with_gradients) {
-      Tensor grad = maps[k].weights.grad();
-      QKV_CHECK(grad.defined(), "attention_json: ", maps[k].name,
-                " has no gradient (run backward() on the study's loss)");
-      gate = nn::head_gate_gradient(maps[k].weights, grad);
+  for (size_t k = 0; k < maps.size(); ++k)
+    for (int64_t h = 0; h < heads; ++h) {
+      const double gate = gates.empty() ? 0.0 : gates[k][h];
+      order.emplace_back(k, h), importance.push_back(std::isfinite(gate) ? std::fabs(gate) : 0.0);
     }
-    for (int64_t h = 0; h < heads; ++h)
-      order.emplace_back(k, h), importance.push_back(std::isfinite(gate[h]) ? std::fabs(gate[h]) : 0.0);
-  }
   std::vector<size_t> index(order.size());
   std::iota(index.begin(), index.end(), size_t{0});
   std::stable_sort(index.begin(), index.end(), [&](size_t a, size_t b) { return importance[a] > importance[b]; });
@@ -80,8 +84,6 @@ std::vector<std::pair<size_t, int64_t>> heads_by_importance(const std::vector<At
   for (size_t i : index) sorted.push_back(order[i]);
   return sorted;
 }
-
-namespace {}  // namespace
 
 std::string base64(const std::vector<uint8_t>& bytes) {
   static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -204,7 +206,9 @@ nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t win
   check_page_size(maps);
   const int64_t heads = maps.empty() ? 0 : maps.front().weights.size(-3);
   // Which heads get float32 values: by importance (with gradients) or in order, while the budget lasts.
-  const std::vector<std::pair<size_t, int64_t>> order = heads_by_importance(maps, with_gradients);
+  // Σ P ⊙ dL/dP per head (nn::head_gate_gradient): removing the head changes L by −that.
+  const std::vector<std::vector<double>> gates = with_gradients ? head_gates(maps) : std::vector<std::vector<double>>{};
+  const std::vector<std::pair<size_t, int64_t>> order = heads_by_importance(maps, gates);
   std::vector<std::vector<bool>> hidden_of;  // each map's masked cells
   std::vector<size_t> visible;               // and how many it shows
   for (const AttentionMap& m : maps) {
@@ -219,9 +223,6 @@ nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t win
     if (spent + cost > kExactBudget) break;  // the rest keep their order: less important than these
     exact.insert(a), spent += cost;
   }
-  std::vector<std::vector<double>> gates(maps.size());
-  if (with_gradients)
-    for (size_t k = 0; k < maps.size(); ++k) gates[k] = nn::head_gate_gradient(maps[k].weights, maps[k].weights.grad());
 
   nlohmann::json groups = nlohmann::json::array();
   std::map<std::string, size_t> index;  // group name -> its place in `groups`

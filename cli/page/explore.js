@@ -158,11 +158,16 @@
     if (!(all > 0)) all = any;
     return kind === 'row' ? (i) => top[i] : () => all;
   }
+  // The largest over every map of the group, found once per group and quantity (each map asked for it).
   function sharedTop(quantity) {
-    let top = 0;
-    const sh = shape(group());
-    for (const layer of group().layers) for (let h = 0; h < att.heads; ++h) top = Math.max(top, scaleOf(mapOf(layer, h, quantity).values, sh, 'map')(0));
-    return top;
+    const g = group(), key = '_shared_' + quantity;
+    if (g[key] === undefined) {
+      let top = 0;
+      const sh = shape(g);
+      for (const layer of g.layers) for (let h = 0; h < att.heads; ++h) top = Math.max(top, scaleOf(mapOf(layer, h, quantity).values, sh, 'map')(0));
+      g[key] = top;
+    }
+    return g[key];
   }
   function scaleFor(layer, h, quantity) {
     const sh = shape(group());

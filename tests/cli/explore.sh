@@ -80,17 +80,8 @@ if [ -n "$sanitized" ]; then
   ok "the browser part runs in the Release pass (its pages are these)"
   exit 0
 fi
-# Without chromium: a failure in CI (which ./qkv.sh test equips; any CI
-# other than empty, false or 0 counts), a skip elsewhere (ctest exit 77: the
-# device machine has no package registry), once everything above has passed.
-if [ -z "$chromium" ]; then
-  case "${CI:-}" in
-    "" | false | 0) ;;
-    *) fail "no chromium: install Debian's chromium (./qkv.sh test does) for the browser test" ;;
-  esac
-  echo "skipped: the browser part needs Debian's chromium (./qkv.sh test installs it; in CI it must run)"
-  exit 77
-fi
+# Without chromium: a failure in CI, a skip elsewhere, once everything above has passed.
+need_chromium "$chromium"
 CHROMIUM=$chromium python3 "$here/../browser/explore_test.py" reverse.html text.html seq2seq.html --shots "$shots" \
   >browser.txt 2>&1 || { cat browser.txt; fail "the browser test"; }
 grep "^size:" browser.txt | sed 's/^/  /'

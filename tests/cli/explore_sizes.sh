@@ -39,15 +39,7 @@ refused "explore of a prompt too long for a page" "$qkv" explore --checkpoint m1
 grep -q "this prompt gives 199 tokens, and the longest that fits this model gives 170: give a shorter prompt" err.txt \
   || { cat err.txt; fail "the refusal does not name the longest prompt that fits (170 tokens: 144 x 170² <= 2^22 < 144 x 171²)"; }
 ok "explore: pages of 2 x 4, 6 x 8 and 12 x 12 models on 10-, 65- and 128-byte prompts; a longer one is refused naming 170"
-# Without chromium: a failure in CI, a skip elsewhere (as explore.sh).
-if [ -z "$chromium" ]; then
-  case "${CI:-}" in
-    "" | false | 0) ;;
-    *) fail "no chromium: install Debian's chromium (./qkv.sh test does) for the browser test" ;;
-  esac
-  echo "skipped: the browser part needs Debian's chromium (./qkv.sh test installs it; in CI it must run)"
-  exit 77
-fi
+need_chromium "$chromium"
 CHROMIUM=$chromium python3 "$here/../browser/explore_test.py" "${sizes[@]}" --shots "$shots" --max-mb 5 >browser.txt 2>&1 \
   || { cat browser.txt; fail "the browser test of the page sizes"; }
 grep "^size:" browser.txt | sed 's/^/  /'

@@ -5,6 +5,7 @@
 #   wait_exit PID S           wait up to S seconds until process PID is gone; 1 if it still runs
 #   bounded CMD...            run CMD within $limit seconds (and, unless $sanitized, 1 GB of address space)
 #   refused LABEL CMD...      CMD must fail, in time, with a one-line error on stderr (no raw escape byte)
+#   need_chromium CHROMIUM    go on if CHROMIUM is set; else fail in CI, or skip (exit 77)
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok: $*"; }
 wait_for() {
@@ -58,3 +59,15 @@ refused() {
 }
 # What a qkv page holds (its JSON): page_data PAGE EXPRESSION (tests/cli/page_data.py).
 page_data() { python3 "$(dirname "${BASH_SOURCE[0]}")/page_data.py" "$@"; }
+# need_chromium CHROMIUM: return if the browser test can run; without chromium,
+# a failure in CI (which ./qkv.sh test equips; any CI other than empty, false or
+# 0 counts), else a skip (ctest exit 77: the device machine has no package registry).
+need_chromium() {
+  [ -n "$1" ] && return 0
+  case "${CI:-}" in
+    "" | false | 0) ;;
+    *) fail "no chromium: install Debian's chromium (./qkv.sh test does) for the browser test" ;;
+  esac
+  echo "skipped: the browser part needs Debian's chromium (./qkv.sh test installs it; in CI it must run)"
+  exit 77
+}
