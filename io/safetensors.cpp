@@ -51,6 +51,36 @@ bool dtype_from_name(const std::string& name, DType& out) {
   return false;
 }
 
+// A dtype a file may hold: qkv's own, or a 16-bit float (Hugging Face's
+// float16 and bfloat16 checkpoints) read into float32. `bytes` is an
+// element's size in the file.
+bool stored_dtype(const std::string& name, DType& out, uint64_t& bytes) {
+  if (name == "F16" || name == "BF16") return out = DType::Float32, bytes = 2, true;
+  if (!dtype_from_name(name, out)) return false;
+  bytes = element_size(out);
+  return true;
+}
+
+// IEEE binary16 -> float32, exactly (every half is a float): subnormals, infinities and NaNs included.
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // inf or NaN (its payload kept)
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);  // rebias 15 -> 127
+  } else if (mantissa == 0) {
+    bits = sign;  // ±0
+  } else {        // subnormal: mantissa · 2^-24, normal as a float
+    int shift = std::countl_zero(static_cast<uint32_t>(mantissa)) - 21;  // moves the leading 1 to bit 10
+    bits = sign | (static_cast<uint32_t>(113 - shift) << 23) | ((mantissa << shift) & 0x3ffu) << 13;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+// bfloat16 is float32's top half.
+float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
 std::string quoted(const std::string& name, const std::string& path) {
   try {
     return nlohmann::json(name).dump();
@@ -253,9 +283,11 @@ Span check_tensor_entry(const std::string& name, const nlohmann::json& entry, ui
     throw fail(cat("tensor '", shown, "' lacks dtype, shape or data_offsets"));
   const nlohmann::json &dtype = entry["dtype"], &shape = entry["shape"], &offsets = entry["data_offsets"];
   DType dt;
-  if (!dtype.is_string() || !dtype_from_name(dtype.get<std::string>(), dt))
+  uint64_t element_bytes;
+  if (!dtype.is_string() || !stored_dtype(dtype.get<std::string>(), dt, element_bytes))
     throw fail(cat("tensor '", shown, "' has unsupported dtype ",
-                   dtype.is_string() ? printable(dtype.get<std::string>()) : "?", " (qkv reads F32, F64, I64, BOOL)"));
+                   dtype.is_string() ? printable(dtype.get<std::string>()) : "?",
+                   " (qkv reads F32, F64, I64, BOOL, F16, BF16)"));
   if (!shape.is_array() || shape.size() > 8)
     throw fail(cat("tensor '", shown, "' has a shape that is not a list of at most 8 sizes"));
   Shape dims;
@@ -275,9 +307,9 @@ Span check_tensor_entry(const std::string& name, const nlohmann::json& entry, ui
   if (end > data_size)
     throw fail(
         cat("tensor '", shown, "' data_offsets [", begin, ", ", end, ") run past the data (", data_size, " bytes)"));
-  if (end - begin != count * element_size(dt))
-    throw fail(cat("tensor '", shown, "' holds ", end - begin, " bytes but ", safetensors_dtype(dt), " ",
-                   shape_str(dims), " needs ", count * element_size(dt)));
+  if (end - begin != count * element_bytes)
+    throw fail(cat("tensor '", shown, "' holds ", end - begin, " bytes but ", dtype.get<std::string>(), " ",
+                   shape_str(dims), " needs ", count * element_bytes));
   return {begin, end, 0};
 }
 
@@ -303,8 +335,20 @@ Tensor read_tensor(const RegularFile& input, int64_t data_at, const Span& s, con
   Shape dims;
   for (const auto& d : entry["shape"]) dims.push_back(d.get<int64_t>());
   DType dt;
-  dtype_from_name(entry["dtype"].get<std::string>(), dt);
+  uint64_t element_bytes;
+  const std::string stored = entry["dtype"].get<std::string>();
+  stored_dtype(stored, dt, element_bytes);
   Tensor t = Tensor::empty(dims, dt);
+  if (element_bytes == 2) {  // a 16-bit float, widened into the float32 tensor
+    std::vector<uint16_t> halves(t.numel());
+    if (input.read_at(data_at + static_cast<int64_t>(s.begin), reinterpret_cast<char*>(halves.data()),
+                      s.end - s.begin) != s.end - s.begin)
+      throw fail("shrank while being read");
+    float* out = t.data<float>();
+    for (size_t i = 0; i < halves.size(); ++i)
+      out[i] = stored == "F16" ? half_to_float(halves[i]) : bfloat16_to_float(halves[i]);
+    return t;
+  }
   char* bytes = static_cast<char*>(t.raw_data());
   if (input.read_at(data_at + static_cast<int64_t>(s.begin), bytes, s.end - s.begin) != s.end - s.begin)
     throw fail("shrank while being read");
@@ -340,7 +384,7 @@ TensorFile load_safetensors(const std::string& path) {
     file.tensors.emplace_back(name, Tensor());  // allocated once the spans are known to tile the data
   }
   check_spans_tile(spans, file.tensors, data_size, fail);
-  // The spans tile the data without overlap: the tensors take at most the file's size.
+  // The spans tile the data without overlap: the tensors take at most twice the file's size (16-bit floats widen).
   NamedTensors ordered;
   for (const Span& s : spans) {
     const std::string& name = file.tensors[s.index].first;

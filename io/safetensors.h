@@ -48,7 +48,8 @@ void check_writable_target(const std::string& path, bool probe = true);
 /// (nlohmann-json; repeated keys refused), then each tensor's bytes straight
 /// into its storage, allocated only after every entry is validated (time and
 /// memory linear in the file's size);
-/// dtypes (F32, F64, I64, BOOL), shapes, offsets (in range, matching the
+/// dtypes (F32, F64, I64, BOOL; F16 and BF16, as Hugging Face's
+/// checkpoints hold them, are read into float32 exactly), shapes, offsets (in range, matching the
 /// shape, not overlapping, covering the data with no holes). Any problem
 /// throws qkv::Error naming the file and the problem.
 TensorFile load_safetensors(const std::string& path);

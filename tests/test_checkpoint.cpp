@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -137,8 +138,10 @@ TEST_CASE("corrupt files are rejected with a clear error", "[checkpoint][errors]
   expect(raw_file("{" + tensor, good_data), "bad header: JSON");
   expect(raw_file("[1]", ""), "not a JSON object");
   expect(raw_file("{" + tensor + "}", good_data.substr(0, 8)), "run past the data (8 bytes)");
-  expect(raw_file(R"({"t":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0')),
-         "unsupported dtype F16");
+  expect(raw_file(R"({"t":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", std::string(2, '\0')),
+         "unsupported dtype F8_E4M3");
+  expect(raw_file(R"({"t":{"dtype":"F16","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
+         "holds 8 bytes but F16 [3] needs 6");
   expect(raw_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", good_data),
          "holds 16 bytes but F32 [3] needs 12");
   expect(raw_file(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", good_data), "bad size in its shape");
@@ -154,6 +157,38 @@ TEST_CASE("corrupt files are rejected with a clear error", "[checkpoint][errors]
          "not 0 or 1");
   expect(raw_file(R"({"__metadata__":{"k":1}})", ""), "is not a string");
   CHECK_THROWS_WITH(load_safetensors(scratch("no-such-file")), Contains("cannot open"));
+}
+
+TEST_CASE("float16 and bfloat16 tensors are read into float32 exactly", "[checkpoint]") {
+  // Every 16-bit pattern of each format against its value computed another way: from its fields, in double.
+  std::string halves, bfloats;
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    halves += std::string{static_cast<char>(bits & 0xff), static_cast<char>(bits >> 8)};
+    bfloats += std::string{static_cast<char>(bits & 0xff), static_cast<char>(bits >> 8)};
+  }
+  std::string path = scratch("halves.safetensors");
+  write_file(path, raw_file(R"({"h":{"dtype":"F16","shape":[65536],"data_offsets":[0,131072]},)"
+                            R"("b":{"dtype":"BF16","shape":[256,256],"data_offsets":[131072,262144]}})",
+                            halves + bfloats));
+  TensorFile file = load_safetensors(path);
+  Tensor h = file.get("h"), b = file.get("b");
+  REQUIRE(h.dtype() == DType::Float32);
+  REQUIRE(b.shape() == Shape{256, 256});
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    const int sign = bits >> 15 ? -1 : 1, exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+    const float got = h.data<float>()[bits];
+    if (exponent == 0x1f) {
+      if (mantissa ? !std::isnan(got) : got != sign * INFINITY) FAIL("F16 bits " << bits << ": " << got);
+    } else {
+      const double value = exponent ? sign * std::ldexp(1.0 + mantissa / 1024.0, exponent - 15)
+                                    : sign * std::ldexp(mantissa / 1024.0, -14);
+      if (got != value || std::signbit(got) != (sign < 0)) FAIL("F16 bits " << bits << ": " << got << " != " << value);
+    }
+    uint32_t wide;
+    const float bf = b.data<float>()[bits];
+    std::memcpy(&wide, &bf, 4);
+    if (wide != bits << 16) FAIL("BF16 bits " << bits);
+  }
 }
 
 TEST_CASE("loading into a model checks names, shapes and dtypes", "[checkpoint][errors]") {
