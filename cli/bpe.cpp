@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
+#include "io/folder.h"
 #include "io/safetensors.h"
 
 namespace qkv::cli {
@@ -89,14 +90,7 @@ nlohmann::json parse_json(std::string_view text, const std::string& where) {
 
 // A file of the folder: regular, bounded, and (if a link) resolving inside the folder.
 std::string folder_file(const std::filesystem::path& folder, const char* name, const char* what) {
-  const std::filesystem::path path = folder / name;
-  std::error_code ec;
-  const auto inside = std::filesystem::weakly_canonical(folder, ec),
-             target = std::filesystem::weakly_canonical(path, ec);
-  const auto rel = target.lexically_relative(inside);
-  QKV_CHECK(!ec && !rel.empty() && *rel.begin() != "..", printable(path.string()),
-            ": a link out of the folder (qkv reads a tokenizer folder's own files)");
-  return io::read_regular_file(path.string(), kMaxFileBytes, what);
+  return io::read_regular_file(io::file_in_folder(folder.string(), name, "tokenizer folder"), kMaxFileBytes, what);
 }
 
 }  // namespace
@@ -253,9 +247,7 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(std::string_view text, const std:
 
 BpeTokenizer BpeTokenizer::load(const std::string& folder) {
   const std::filesystem::path dir(folder);
-  struct stat st {};
-  QKV_CHECK(::stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode), printable(folder),
-            ": not a folder (a tokenizer is a folder with vocab.json and merges.txt, or tokenizer.json)");
+  io::check_folder(folder, "a tokenizer is a folder with vocab.json and merges.txt, or tokenizer.json");
   auto exists = [&](const char* name) { return std::filesystem::exists(dir / name); };
   if (exists("vocab.json") && exists("merges.txt"))
     return from_vocab_and_merges(folder_file(dir, "vocab.json", "vocab file"),

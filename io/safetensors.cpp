@@ -361,37 +361,76 @@ Tensor read_tensor(const RegularFile& input, int64_t data_at, const Span& s, con
 
 }  // namespace
 
-TensorFile load_safetensors(const std::string& path) {
-  const FileError fail{printable(path)};
-  // The header first, then the tensors it describes: a 5 GB file that is no checkpoint is refused by its first
-  // bytes, and nothing is read or allocated on the header's say-so before all of it is validated.
-  const RegularFile input(path, INT64_MAX, "checkpoint file");  // its size on disk: the user's own file
-  uint64_t length;
-  const nlohmann::json header = read_header(input, fail, length);
-  const uint64_t data_size = static_cast<uint64_t>(input.size) - 8 - length;
-  const int64_t data_at = static_cast<int64_t>(8 + length);
+namespace {
 
-  TensorFile file;
-  std::vector<Span> spans;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      read_metadata(entry, fail, file.metadata);
-      continue;
+// A file whose header has been read and validated in full: every entry's
+// dtype, shape and span, the spans tiling the data.
+struct CheckedFile {
+  const FileError fail;
+  const RegularFile input;
+  nlohmann::json header;
+  int64_t data_at = 0;
+  TensorFile listing;       // names (in the header's order), no tensors yet; the metadata
+  std::vector<Span> spans;  // sorted by where they begin
+
+  explicit CheckedFile(const std::string& path)
+      : fail{printable(path)}, input(path, INT64_MAX, "checkpoint file") {  // its size on disk: the user's own file
+    // The header first, then the tensors it describes: a 5 GB file that is no checkpoint is refused by its
+    // first bytes, and nothing is read or allocated on the header's say-so before all of it is validated.
+    uint64_t length;
+    header = read_header(input, fail, length);
+    const uint64_t data_size = static_cast<uint64_t>(input.size) - 8 - length;
+    data_at = static_cast<int64_t>(8 + length);
+    for (const auto& [name, entry] : header.items()) {
+      if (name == "__metadata__") {
+        read_metadata(entry, fail, listing.metadata);
+        continue;
+      }
+      Span span = check_tensor_entry(name, entry, data_size, fail);
+      span.index = listing.tensors.size();
+      spans.push_back(span);
+      listing.tensors.emplace_back(name, Tensor());
     }
-    Span span = check_tensor_entry(name, entry, data_size, fail);
-    span.index = file.tensors.size();
-    spans.push_back(span);
-    file.tensors.emplace_back(name, Tensor());  // allocated once the spans are known to tile the data
+    check_spans_tile(spans, listing.tensors, data_size, fail);
   }
-  check_spans_tile(spans, file.tensors, data_size, fail);
+};
+
+}  // namespace
+
+std::vector<TensorEntry> read_safetensors_header(const std::string& path,
+                                                 std::map<std::string, std::string>* metadata) {
+  CheckedFile file(path);
+  if (metadata) *metadata = file.listing.metadata;
+  std::vector<TensorEntry> entries;
+  for (const Span& s : file.spans) {
+    const std::string& name = file.listing.tensors[s.index].first;
+    const nlohmann::json& entry = file.header[name];
+    TensorEntry e{name, entry["dtype"].get<std::string>(), {}};
+    for (const auto& d : entry["shape"]) e.shape.push_back(d.get<int64_t>());
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+void for_each_safetensor(const std::string& path,
+                         const std::function<void(const std::string& name, const Tensor& tensor)>& each) {
+  CheckedFile file(path);
+  for (const Span& s : file.spans) {  // one tensor held at a time
+    const std::string& name = file.listing.tensors[s.index].first;
+    each(name, read_tensor(file.input, file.data_at, s, name, file.header[name], file.fail));
+  }
+}
+
+TensorFile load_safetensors(const std::string& path) {
+  CheckedFile file(path);
   // The spans tile the data without overlap: the tensors take at most twice the file's size (16-bit floats widen).
-  NamedTensors ordered;
-  for (const Span& s : spans) {
-    const std::string& name = file.tensors[s.index].first;
-    ordered.emplace_back(name, read_tensor(input, data_at, s, name, header[name], fail));
+  TensorFile loaded;
+  loaded.metadata = file.listing.metadata;
+  for (const Span& s : file.spans) {
+    const std::string& name = file.listing.tensors[s.index].first;
+    loaded.tensors.emplace_back(name, read_tensor(file.input, file.data_at, s, name, file.header[name], file.fail));
   }
-  file.tensors = std::move(ordered);  // in the order of their data, as written
-  return file;
+  return loaded;  // in the order of their data, as written
 }
 
 }  // namespace qkv::io

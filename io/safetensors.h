@@ -54,6 +54,26 @@ void check_writable_target(const std::string& path, bool probe = true);
 /// throws qkv::Error naming the file and the problem.
 TensorFile load_safetensors(const std::string& path);
 
+/// A tensor as a file's header describes it: its name, its dtype as the
+/// file spells it ("F32", "BF16"), its shape.
+struct TensorEntry {
+  std::string name;
+  std::string dtype;
+  Shape shape;
+};
+/// The header of a safetensors file, validated exactly as load_safetensors
+/// validates it, with no tensor read: the entries in the order of their data,
+/// and the metadata into `metadata` when given. What a loader checks against
+/// a model before it reads (or allocates for) any of the data.
+std::vector<TensorEntry> read_safetensors_header(const std::string& path,
+                                                 std::map<std::string, std::string>* metadata = nullptr);
+/// load_safetensors one tensor at a time: each is read (float32 for F16 and
+/// BF16) and handed to `each`, in the order of their data, and dropped after,
+/// so a loader that converts as it goes never holds the whole file beside
+/// the model. The header is validated in full before the first call.
+void for_each_safetensor(const std::string& path,
+                         const std::function<void(const std::string& name, const Tensor& tensor)>& each);
+
 namespace detail {
 /// Test hook: called after the temporary file is written and before it is
 /// renamed; a test throws from it to play a crash in between.

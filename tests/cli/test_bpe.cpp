@@ -156,6 +156,22 @@ TEST_CASE("bpe: hostile folders give one-line errors naming the file", "[bpe]") 
   std::filesystem::create_symlink(outside / "vocab.json", dir / "vocab.json");
   expect("a link out of the folder", "link out of the folder");
   std::filesystem::remove_all(outside);
+  {  // A hub cache's snapshot links into its model's blobs: read. A link elsewhere in the cache is not.
+    const auto hub = fresh_folder("hub"), snapshot = hub / "models--gpt2" / "snapshots" / "e7da7f2";
+    std::filesystem::create_directories(snapshot);
+    std::filesystem::create_directories(hub / "models--gpt2" / "blobs");
+    write(hub / "models--gpt2" / "blobs" / "10c66461", vocab);
+    write(hub / "models--gpt2" / "merges-elsewhere", merges);
+    std::filesystem::create_symlink("../../blobs/10c66461", snapshot / "vocab.json");
+    std::filesystem::create_symlink("../../merges-elsewhere", snapshot / "merges.txt");
+    CHECK_THROWS_WITH(BpeTokenizer::load(snapshot.string()), Contains("merges.txt") && Contains("link out"));
+    std::filesystem::remove(hub / "models--gpt2" / "merges-elsewhere");
+    write(hub / "models--gpt2" / "blobs" / "5f2c", merges);
+    std::filesystem::remove(snapshot / "merges.txt");
+    std::filesystem::create_symlink("../../blobs/5f2c", snapshot / "merges.txt");
+    CHECK(BpeTokenizer::load(snapshot.string()).vocab_size() == 50257);
+    std::filesystem::remove_all(hub);
+  }
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   expect("an empty folder", "holds neither");

@@ -1,0 +1,326 @@
+#include "nn/gpt2_files.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "io/folder.h"
+#include "io/output.h"
+#include "io/strict_json.h"
+#include "nn/checkpoint.h"
+#include "nn/model_kinds.h"
+
+namespace qkv::nn {
+
+namespace {
+
+constexpr const char* kFolderIs = "GPT-2 folder";
+constexpr const char* kExpected = "a GPT-2 folder holds config.json and model.safetensors";
+constexpr int64_t kMaxConfigBytes = 1 << 20;  // GPT-2's config.json is under 1 KB
+
+// A config.json read and parsed: strict JSON, an object; errors name the file.
+nlohmann::json read_config(const std::string& folder, std::string& shown) {
+  io::check_folder(folder, kExpected);
+  const std::string path = io::file_in_folder(folder, "config.json", kFolderIs);
+  shown = printable(path);
+  QKV_CHECK(std::filesystem::exists(path), shown, ": missing (", kExpected, ")");
+  nlohmann::json config;
+  try {
+    config = io::detail::parse_strict_json(io::read_regular_file(path, kMaxConfigBytes, "config file"));
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    throw Error(what.find(shown) == std::string::npos ? cat(shown, ": not JSON (", what, ")") : what);
+  }
+  QKV_CHECK(config.is_object(), shown, ": not a JSON object");
+  return config;
+}
+
+// A size field: a JSON integer in [1, max]; `also` is a field older files use instead ("n_ctx").
+int64_t size_field(const nlohmann::json& config, const std::string& shown, const char* name, int64_t max,
+                   const char* also = nullptr) {
+  const char* key = config.contains(name) || !also ? name : also;
+  QKV_CHECK(config.contains(key), shown, ": no ", name);
+  const nlohmann::json& v = config[key];
+  QKV_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= max, shown, ": ", key, " is ",
+            printable(v.dump()), "; qkv reads an integer from 1 to ", max);
+  return v.get<int64_t>();
+}
+
+// A field GPT-2 may hold that must say what qkv's GPT computes, where given.
+void require(const nlohmann::json& config, const std::string& shown, const char* name,
+             const std::function<bool(const nlohmann::json&)>& ok, const char* what_qkv_computes) {
+  if (!config.contains(name) || config[name].is_null()) return;
+  QKV_CHECK(ok(config[name]), shown, ": ", name, " is ", printable(config[name].dump()), "; qkv's GPT computes ",
+            what_qkv_computes);
+}
+
+// One tensor of the file and the parameters it becomes. A Conv1D weight
+// [in, parts·out] gives each part's [out, in] (its columns, transposed); its
+// bias [parts·out] each part's slice. Anything else is copied as it is.
+struct Rule {
+  std::string file;                 // the name in the file, without "transformer."
+  std::vector<std::string> params;  // qkv's names, one per part
+  bool conv1d;
+};
+
+std::vector<Rule> rules(int64_t layers) {
+  std::vector<Rule> all = {{"wte.weight", {"tok_emb.weight"}, false}, {"wpe.weight", {"pos_emb.weight"}, false}};
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string h = cat("h.", i, "."), b = cat("blocks.", i, ".");
+    for (const char* p : {"weight", "bias"}) {
+      all.push_back({h + "ln_1." + p, {b + "ln1." + p}, false});
+      all.push_back(
+          {h + "attn.c_attn." + p, {b + "attn.q_proj." + p, b + "attn.k_proj." + p, b + "attn.v_proj." + p}, true});
+      all.push_back({h + "attn.c_proj." + p, {b + "attn.out_proj." + p}, true});
+      all.push_back({h + "ln_2." + p, {b + "ln2." + p}, false});
+      all.push_back({h + "mlp.c_fc." + p, {b + "mlp.fc1." + p}, true});
+      all.push_back({h + "mlp.c_proj." + p, {b + "mlp.fc2." + p}, true});
+    }
+  }
+  for (const char* p : {"weight", "bias"}) all.push_back({cat("ln_f.", p), {cat("ln_f.", p)}, false});
+  return all;
+}
+
+// The file tensor's shape a rule expects, from the parameters' shapes.
+Shape file_shape(const Rule& rule, const std::map<std::string, Tensor>& params) {
+  Shape s = params.at(rule.params[0]).shape();
+  const int64_t parts = static_cast<int64_t>(rule.params.size());
+  if (!rule.conv1d) return s;
+  if (s.size() == 1) return {parts * s[0]};
+  return {s[1], parts * s[0]};  // [in, parts·out]
+}
+
+// GPT-2's buffers: the causal mask (attn.bias, the name of a layer's c_attn.bias is longer) and masked_bias.
+bool is_buffer(const std::string& bare) {
+  const auto ends = [&](const std::string& tail) {
+    return bare.size() > tail.size() && bare.compare(bare.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return bare.rfind("h.", 0) == 0 && (ends(".attn.bias") || ends(".attn.masked_bias"));
+}
+
+// The file's name without the state_dict's "transformer." prefix; sets `prefixed` for the first name seen.
+struct Naming {
+  int style = -1;  // -1 unknown, 0 bare, 1 "transformer."
+  std::string bare(const std::string& name, const std::string& shown) {
+    if (name == "lm_head.weight") return name;
+    const bool prefixed = name.rfind("transformer.", 0) == 0;
+    QKV_CHECK(style < 0 || style == static_cast<int>(prefixed), shown, ": tensor '", printable(name),
+              "' mixes the hub's bare names with GPT2LMHeadModel's \"transformer.\" names");
+    style = prefixed;
+    return prefixed ? name.substr(12) : name;
+  }
+};
+
+// Moves part k of `parts` between a file's layout and a parameter's: a copy, a bias's slice, or a Conv1D weight's
+// columns transposed (param[r][c] = file[c][k·out + r]). `to_param` says which way.
+template <class T>
+void move_part(T* file, T* param, const Shape& param_shape, bool conv1d, int64_t k, int64_t parts, bool to_param) {
+  if (!conv1d || param_shape.size() == 1) {
+    int64_t n = 1;
+    for (int64_t d : param_shape) n *= d;
+    if (to_param) std::copy(file + k * n, file + (k + 1) * n, param);
+    else std::copy(param, param + n, file + k * n);
+    return;
+  }
+  const int64_t out = param_shape[0], in = param_shape[1], row = parts * out;
+  for (int64_t c = 0; c < in; ++c)
+    for (int64_t r = 0; r < out; ++r) {
+      T& f = file[c * row + k * out + r];
+      T& p = param[r * in + c];
+      if (to_param) p = f;
+      else f = p;
+    }
+}
+
+template <class T> T* as(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
+
+// Copies a file's tensor (any float dtype, on the CPU) into the rule's parameters, in their dtype.
+void fill(const Rule& rule, const Tensor& file_tensor, std::map<std::string, Tensor>& params) {
+  const int64_t parts = static_cast<int64_t>(rule.params.size());
+  const DType dtype = params.at(rule.params[0]).dtype();
+  const Tensor t = file_tensor.to(dtype);
+  for (int64_t k = 0; k < parts; ++k) {
+    Tensor& p = params.at(rule.params[k]);
+    Tensor value = Tensor::empty(p.shape(), dtype);
+    if (dtype == DType::Float64) move_part(as<double>(t), as<double>(value), p.shape(), rule.conv1d, k, parts, true);
+    else move_part(as<float>(t), as<float>(value), p.shape(), rule.conv1d, k, parts, true);
+    p.assign_(value.to(p.device()));
+  }
+}
+
+// The file layout of one rule from its parameters' tensors (the inverse of fill), in their dtype, on the CPU.
+Tensor gather(const Rule& rule, const std::vector<Tensor>& parts_in) {
+  const int64_t parts = static_cast<int64_t>(parts_in.size());
+  const DType dtype = parts_in[0].dtype();
+  const Shape& s = parts_in[0].shape();
+  Tensor out = Tensor::empty(!rule.conv1d ? s : s.size() == 1 ? Shape{parts * s[0]} : Shape{s[1], parts * s[0]}, dtype);
+  for (int64_t k = 0; k < parts; ++k) {
+    const Tensor host = parts_in[k].to(Device::cpu()).to(dtype);
+    if (dtype == DType::Float64) move_part(as<double>(out), as<double>(host), s, rule.conv1d, k, parts, false);
+    else move_part(as<float>(out), as<float>(host), s, rule.conv1d, k, parts, false);
+  }
+  return out;
+}
+
+// Every tensor of the header checked against the model's: one naming style, known names, the shapes the
+// config gives, float dtypes; each rule's tensor present. Nothing of the data is read yet.
+void check_header(const std::vector<io::TensorEntry>& entries, const std::vector<Rule>& all,
+                  const std::map<std::string, Tensor>& params, const std::string& shown) {
+  std::map<std::string, const Rule*> by_file;
+  for (const Rule& r : all) by_file[r.file] = &r;
+  Naming naming;
+  std::set<std::string> seen;
+  for (const io::TensorEntry& e : entries) {
+    const std::string bare = naming.bare(e.name, shown), name = printable(e.name);
+    if (is_buffer(bare)) continue;
+    const bool head = bare == "lm_head.weight";
+    QKV_CHECK(head || by_file.count(bare), shown, ": tensor '", name,
+              "' is not GPT-2's (qkv reads wte, wpe, h.N.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, "
+              "mlp.c_proj}, ln_f and the tied lm_head; a layer past the config's n_layer is refused)");
+    QKV_CHECK(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16" || e.dtype == "F64", shown, ": tensor '", name,
+              "' is ", printable(e.dtype), "; GPT-2's weights are floats");
+    const Shape want = file_shape(head ? *by_file.at("wte.weight") : *by_file.at(bare), params);
+    QKV_CHECK(e.shape == want, shown, ": tensor '", name, "' is ", shape_str(e.shape), "; config.json makes it ",
+              shape_str(want));
+    seen.insert(bare);
+  }
+  const char* prefix = naming.style == 1 ? "transformer." : "";
+  for (const Rule& r : all)
+    QKV_CHECK(seen.count(r.file), shown, ": no tensor '", prefix, r.file, "' (config.json's model needs it)");
+}
+
+}  // namespace
+
+GPTConfig read_gpt2_config(const std::string& folder) {
+  std::string shown;
+  const nlohmann::json c = read_config(folder, shown);
+  require(c, shown, "model_type", [](const auto& v) { return v == "gpt2"; }, "GPT-2 (model_type \"gpt2\")");
+  GPTConfig g;
+  g.vocab = size_field(c, shown, "vocab_size", kMaxVocab);
+  g.context = size_field(c, shown, "n_positions", kMaxContext, "n_ctx");
+  g.width = size_field(c, shown, "n_embd", kMaxWidth);
+  g.layers = size_field(c, shown, "n_layer", kMaxLayers);
+  g.heads = size_field(c, shown, "n_head", kMaxWidth);
+  QKV_CHECK(g.width % g.heads == 0, shown, ": n_embd ", g.width, " is not divisible by n_head ", g.heads);
+  const int64_t inner = 4 * g.width;
+  require(c, shown, "n_inner", [&](const auto& v) { return v.is_number_integer() && v.template get<int64_t>() == inner; },
+          "an MLP of 4·n_embd (n_inner null)");
+  require(c, shown, "activation_function",
+          [](const auto& v) { return v == "gelu_new" || v == "gelu_pytorch_tanh"; },
+          "GELU's tanh form (gelu_new)");
+  require(c, shown, "layer_norm_epsilon",
+          [](const auto& v) { return v.is_number() && std::fabs(v.template get<double>() - 1e-5) < 1e-12; },
+          "LayerNorm with eps 1e-5");
+  require(c, shown, "scale_attn_weights", [](const auto& v) { return v == true; }, "scores scaled by 1/sqrt(d)");
+  require(c, shown, "scale_attn_by_inverse_layer_idx", [](const auto& v) { return v == false; },
+          "the same scale in every layer");
+  require(c, shown, "add_cross_attention", [](const auto& v) { return v == false; }, "no cross-attention");
+  require(c, shown, "tie_word_embeddings", [](const auto& v) { return v == true; }, "a head tied to wte");
+  return g;
+}
+
+bool is_gpt2_folder(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+         std::filesystem::exists(std::filesystem::path(path) / "config.json");
+}
+
+std::string gpt2_weights_file(const std::string& folder) {
+  const std::string path = io::file_in_folder(folder, "model.safetensors", kFolderIs);
+  if (std::filesystem::exists(path)) return path;
+  for (const char* other : {"pytorch_model.bin", "model.bin", "tf_model.h5", "flax_model.msgpack"})
+    QKV_CHECK(!std::filesystem::exists(std::filesystem::path(folder) / other), printable(folder), ": holds ", other,
+              " but no model.safetensors; qkv reads safetensors only (",
+              std::string(other) == "pytorch_model.bin" ? "a pickle can run code when it is loaded; " : "",
+              "fetch the folder's model.safetensors)");
+  throw Error(cat(printable(folder), ": no model.safetensors (", kExpected, ")"));
+}
+
+std::unique_ptr<GPT> load_gpt2(const std::string& folder, const GPTConfig& config) {
+  const std::string path = gpt2_weights_file(folder), shown = printable(path);
+  const std::vector<io::TensorEntry> entries = io::read_safetensors_header(path);
+  auto model = std::make_unique<GPT>(config);
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : model->named_parameters()) params[name] = p;
+  const std::vector<Rule> all = rules(config.layers);
+  check_header(entries, all, params, shown);
+  std::map<std::string, const Rule*> by_file;
+  for (const Rule& r : all) by_file[r.file] = &r;
+  Naming naming;
+  Tensor head;
+  io::for_each_safetensor(path, [&](const std::string& name, const Tensor& t) {
+    const std::string bare = naming.bare(name, shown);
+    if (is_buffer(bare)) return;
+    if (int64_t at = first_non_finite(t); at >= 0)
+      throw NonFiniteParameter(
+          cat(shown, ": tensor '", printable(name), "' holds ", t.to_vector()[at], " at element ", at));
+    if (bare == "lm_head.weight") head = t;  // compared with wte once both are read
+    else fill(*by_file.at(bare), t, params);
+  });
+  if (head.defined())
+    QKV_CHECK(std::memcmp(head.to(DType::Float32).raw_data(), model->tok_emb->weight.raw_data(),
+                          static_cast<size_t>(head.numel()) * sizeof(float)) == 0,
+              shown,
+              ": lm_head.weight differs from wte.weight; qkv's GPT ties its head to the token embedding");
+  model->eval();
+  return model;
+}
+
+io::NamedTensors gpt2_tensors(const GPT& model,
+                              const std::function<Tensor(const std::string& name, const Tensor& parameter)>& of,
+                              bool bare) {
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : model.named_parameters()) params[name] = p;
+  io::NamedTensors out;
+  for (const Rule& r : rules(model.config().layers)) {
+    std::vector<Tensor> parts;
+    for (const std::string& p : r.params) {
+      Tensor t = of(p, params.at(p));
+      if (!t.defined()) t = Tensor::zeros(params.at(p).shape(), params.at(p).dtype());  // a gradient that reached nothing
+      QKV_CHECK(t.shape() == params.at(p).shape(), "gpt2_tensors: no ", p, " of shape ",
+                shape_str(params.at(p).shape()));
+      parts.push_back(t);
+    }
+    out.emplace_back((bare ? "" : "transformer.") + r.file, gather(r, parts));
+  }
+  return out;
+}
+
+std::string gpt2_config_json(const GPTConfig& config) {
+  nlohmann::ordered_json c;
+  c["architectures"] = {"GPT2LMHeadModel"};
+  c["model_type"] = "gpt2";
+  c["vocab_size"] = config.vocab;
+  c["n_positions"] = config.context;
+  c["n_ctx"] = config.context;
+  c["n_embd"] = config.width;
+  c["n_layer"] = config.layers;
+  c["n_head"] = config.heads;
+  c["n_inner"] = nullptr;
+  c["activation_function"] = "gelu_new";
+  c["layer_norm_epsilon"] = 1e-5;
+  c["resid_pdrop"] = c["embd_pdrop"] = c["attn_pdrop"] = config.dropout;
+  c["scale_attn_weights"] = true;
+  c["scale_attn_by_inverse_layer_idx"] = false;
+  c["reorder_and_upcast_attn"] = false;
+  c["tie_word_embeddings"] = true;
+  c["bos_token_id"] = c["eos_token_id"] = config.vocab - 1;  // GPT-2's <|endoftext|> is its last token
+  c["initializer_range"] = 0.02;
+  return c.dump(2) + "\n";
+}
+
+void save_gpt2(const std::string& folder, const GPT& model) {
+  std::filesystem::create_directories(folder);
+  io::NamedTensors tensors =
+      gpt2_tensors(model, [](const std::string&, const Tensor& p) { return p.to(Device::cpu()).to(DType::Float32); });
+  io::save_safetensors((std::filesystem::path(folder) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  io::write_file((std::filesystem::path(folder) / "config.json").string(), gpt2_config_json(model.config()));
+}
+
+}  // namespace qkv::nn
