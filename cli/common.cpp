@@ -12,6 +12,8 @@
 #include <filesystem>
 
 #include "bounds.h"
+#include "gpt2_folder.h"
+#include "nn/gpt2_files.h"
 #include "distributed/dist.h"
 #include "io/metadata.h"
 #include "io/safetensors.h"
@@ -167,6 +169,10 @@ std::string required(const cxxopts::ParseResult& args, const char* name) {
 
 // A checkpoint's model, parameters loaded (optimizer state ignored).
 std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::string, std::string>* metadata) {
+  if (nn::is_gpt2_folder(path)) {  // a Hugging Face GPT-2 folder: no qkv metadata
+    if (metadata) metadata->clear();
+    return load_gpt2_folder(path);
+  }
   io::TensorFile file = io::load_safetensors(path);
   if (metadata) *metadata = file.metadata;
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);

@@ -86,19 +86,17 @@ std::vector<std::vector<int64_t>> answer(Runner& runner, const std::vector<std::
   return answers;
 }
 
-std::string continue_text(Runner& runner, const std::string& prompt, int64_t max_new, double temperature, int64_t top_k,
-                          Generator& gen) {
+std::vector<int64_t> continue_text(Runner& runner, std::vector<int64_t> ids, int64_t max_new, double temperature,
+                                   int64_t top_k, Generator& gen) {
   NoGradGuard no_grad;
   runner.module().eval();
   TextDriver& driver = runner.driver_as<TextDriver>();
-  std::vector<int64_t> ids;
-  for (char c : prompt) ids.push_back(static_cast<unsigned char>(c));
   QKV_CHECK(!ids.empty(), "empty prompt");
-  std::string out;
+  const size_t prompt_length = ids.size();
   const int64_t context = runner.spec().context;
   // With the cache each token costs one row of attention while the text fits
   // the context; past it, positions shift, so each token recomputes the last
-  // `context` bytes (as without a cache).
+  // `context` tokens (as without a cache).
   std::unique_ptr<nn::KVCache> cache = runner.cache_for(1, static_cast<int64_t>(ids.size()) + max_new);
   for (int64_t i = 0; i < max_new; ++i) {
     int64_t n = static_cast<int64_t>(ids.size());
@@ -116,9 +114,8 @@ std::string continue_text(Runner& runner, const std::string& prompt, int64_t max
     }
     int64_t next = pick(runner, row(logits, 0, T - 1), temperature, top_k, &gen);
     ids.push_back(next);
-    out += static_cast<char>(next);
   }
-  return out;
+  return std::vector<int64_t>(ids.begin() + static_cast<std::ptrdiff_t>(prompt_length), ids.end());
 }
 
 }  // namespace qkv::cli::decoding

@@ -1,5 +1,5 @@
 // Decoding a model's answers: a sequence task's answer token by token, and
-// text continued byte by byte, greedy or sampled, with a key/value cache
+// text continued token by token (bytes or BPE ids), greedy or sampled, with a key/value cache
 // where the kind keeps one.
 #pragma once
 
@@ -21,8 +21,8 @@ int64_t pick(const Runner& runner, const std::vector<double>& logits, double tem
 std::vector<std::vector<int64_t>> answer(Runner& runner, const std::vector<std::vector<int64_t>>& inputs,
                                          double temperature = 0, int64_t top_k = 0, Generator* gen = nullptr);
 
-/// Continues a byte prompt by max_new bytes (text).
-std::string continue_text(Runner& runner, const std::string& prompt, int64_t max_new, double temperature, int64_t top_k,
-                          Generator& gen);
+/// Continues a text model's prompt (its tokens: bytes, or a BPE model's ids) by max_new tokens: the new ones.
+std::vector<int64_t> continue_text(Runner& runner, std::vector<int64_t> ids, int64_t max_new, double temperature,
+                                   int64_t top_k, Generator& gen);
 
 }  // namespace qkv::cli::decoding

@@ -259,6 +259,7 @@ int explore(int argc, char** argv) {
   std::string path = required(args, "checkpoint"), prompt = required(args, "prompt");
   std::string stem =
       path.size() > 12 && path.substr(path.size() - 12) == ".safetensors" ? path.substr(0, path.size() - 12) : path;
+  while (stem.size() > 1 && stem.back() == '/') stem.pop_back();  // a GPT-2 folder "gpt2/": its page is gpt2.html
   // A second page of one checkpoint (another prompt) gets a name of its own, as a second run's checkpoint does.
   std::string out = args.count("out") ? args["out"].as<std::string>() : fresh_name(stem, ".html", "--out");
   std::vector<std::string> inputs =

@@ -9,6 +9,7 @@
 #include "common.h"
 #include "io/output.h"
 #include "io/safetensors.h"
+#include "nn/gpt2_files.h"
 
 namespace qkv::cli {
 
@@ -27,9 +28,11 @@ int grads(int argc, char** argv) {
                            "Loss and every parameter's gradient on one input: a table of norms (per head for "
                            "attention) and a safetensors file to compare with another framework.");
   options.custom_help("CHECKPOINT --prompt TEXT --out FILE [OPTION...]");
-  options.add_options()("checkpoint", "(required; or give it first) checkpoint file (any model kind)",
+  options.add_options()("checkpoint", "(required; or give it first) checkpoint file (any model kind) or GPT-2 folder",
                         cxxopts::value<std::string>(), "FILE")(
-      "prompt", "(required) text models: the text (up to context + 1 bytes); task models: an input, answered correctly",
+      "prompt",
+      "(required) text models: the text (up to context + 1 bytes, or tokens of a GPT-2 folder's model); task models: "
+      "an input, answered correctly",
       cxxopts::value<std::string>(),
       "TEXT")("out", "(required) output safetensors file (loss and grad.<name>)", cxxopts::value<std::string>(),
               "FILE")("force", "replace an existing --out");
@@ -49,12 +52,18 @@ int grads(int argc, char** argv) {
   }
   loss.backward();
   io::NamedTensors tensors{{"loss", loss.detach()}};
+  // A GPT-2 folder's gradients go under its own names and layouts, to compare with PyTorch's directly.
+  const bool gpt2 = nn::is_gpt2_folder(path);
+  if (gpt2)
+    for (auto& [name, g] : nn::gpt2_tensors(dynamic_cast<const nn::GPT&>(runner->module()),
+                                            [](const std::string&, const Tensor& p) { return p.grad(); }))
+      tensors.emplace_back("grad." + name, g);
   std::printf("%s: %.6f\n\n%-36s %-12s %12s  %s\n", what.c_str(), loss.item(), "parameter", "shape", "grad norm",
               "per head (attention projections)");
   const int64_t heads = spec.heads, d = spec.width / spec.heads;
   for (const auto& [name, p] : runner->module().named_parameters()) {
     Tensor g = p.grad().defined() ? p.grad() : Tensor::zeros(p.shape(), p.dtype());
-    tensors.emplace_back("grad." + name, g);
+    if (!gpt2) tensors.emplace_back("grad." + name, g);
     std::vector<double> values = g.to_vector();
     std::string per_head;
     bool attention =
@@ -75,8 +84,9 @@ int grads(int argc, char** argv) {
   }
   io::save_safetensors(out, tensors, {{"qkv.checkpoint", printable(path)}, {"qkv.input", printable(text)}},
                        existing_for(args));
-  std::printf("\nwrote loss and %zu gradients to %s (compare them with cli/compare_grads.py)\n", tensors.size() - 1,
-              printable(out).c_str());
+  std::printf("\nwrote loss and %zu gradients to %s%s (compare them with cli/compare_grads.py)\n",
+              tensors.size() - 1, printable(out).c_str(),
+              gpt2 ? " under GPT-2's names and layouts (transformer.h.N.attn.c_attn.weight, [in, out])" : "");
   return 0;
 }
 

@@ -11,6 +11,8 @@
 #include "bounds.h"
 #include "commands.h"
 #include "common.h"
+#include "gpt2_folder.h"
+#include "nn/gpt2_files.h"
 #include "io/metadata.h"
 #include "kinds.h"
 #include "model_spec.h"
@@ -61,6 +63,10 @@ int info(int argc, char** argv) {
   QKV_CHECK(args.count("checkpoint") && !args["checkpoint"].as<std::string>().empty(),
             "give the checkpoint file: qkv info FILE (or qkv info --system: this machine)");
   std::string path = args["checkpoint"].as<std::string>();
+  if (nn::is_gpt2_folder(path)) {
+    print_gpt2_folder_info(path);
+    return 0;
+  }
   io::TensorFile file = io::load_safetensors(path);
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
   spec.check_tensors(file, path);                                  // the model is described, never built

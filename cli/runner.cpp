@@ -43,6 +43,13 @@ Runner::Runner(ModelSpec spec, Generator* init, bool read_data, const std::funct
   driver_ = kind_.drive(kind_.model().build(spec_, init));
 }
 
+Runner::Runner(ModelSpec spec, std::unique_ptr<nn::Module> model, bool read_data)
+    : spec_(std::move(spec)), kind_(kind_row(spec_.model)), task_(resolve_spec(spec_, read_data)) {
+  QKV_CHECK(model->num_parameters() == spec_.parameter_count(), "Runner: a model of ", model->num_parameters(),
+            " parameters for a spec of ", spec_.parameter_count());
+  driver_ = kind_.drive(std::move(model));
+}
+
 void Runner::use_data(const std::string& path) { task_->use_data(path, spec_); }
 
 bool Runner::uses_cache() const {
@@ -81,7 +88,7 @@ Tensor Runner::with_entropy(const Tensor& loss, const std::vector<Tensor>& weigh
   return add(loss, mul(entropy, entropy_weight_));
 }
 
-Tensor Runner::text_loss(const std::string& text, int64_t batch, Generator& gen, int64_t first, int64_t count) {
+Tensor Runner::text_loss(const TextTokens& text, int64_t batch, Generator& gen, int64_t first, int64_t count) {
   if (count < 0) count = batch - first;
   QKV_CHECK(first >= 0 && count > 0 && first + count <= batch, "text_loss: windows [", first, ", ", first + count,
             ") of ", batch);
@@ -91,8 +98,8 @@ Tensor Runner::text_loss(const std::string& text, int64_t batch, Generator& gen,
     int64_t start = span > 0 ? static_cast<int64_t>(gen.below(span + 1)) : 0;
     if (b < first || b >= first + count) continue;
     for (int64_t t = 0; t < T; ++t) {
-      x[(b - first) * T + t] = static_cast<unsigned char>(text[start + t]);
-      y[(b - first) * T + t] = static_cast<unsigned char>(text[start + t + 1]);
+      x[(b - first) * T + t] = text[start + t];
+      y[(b - first) * T + t] = text[start + t + 1];
     }
   }
   std::vector<Tensor> weights;

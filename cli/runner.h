@@ -13,6 +13,7 @@
 #include "kinds.h"
 #include "model_spec.h"
 #include "task.h"
+#include "text_tokens.h"
 
 namespace qkv::cli {
 
@@ -32,6 +33,9 @@ class Runner {
   /// built: a run it refuses builds no model.
   explicit Runner(ModelSpec spec, Generator* init = nullptr, bool read_data = true,
                   const std::function<void(const ModelSpec&)>& check = {});
+  /// Drives `model`, built and loaded already (a GPT-2 folder's), which the
+  /// spec describes; the task is resolved as above.
+  Runner(ModelSpec spec, std::unique_ptr<nn::Module> model, bool read_data);
   /// Loads the data a text or digits model trains or evaluates on ("" for the bundled file).
   void use_data(const std::string& path);
   const ModelSpec& spec() const { return spec_; }
@@ -53,10 +57,10 @@ class Runner {
 
   /// Mean cross-entropy of a batch of examples (answer tokens only, padding ignored).
   Tensor loss(const std::vector<Example>& batch);
-  /// Mean next-byte cross-entropy over random windows of `text`. `batch`
+  /// Mean next-token cross-entropy over random windows of `text` (bytes or BPE ids). `batch`
   /// windows are drawn from `gen`; the loss covers windows [first, first +
   /// count) of them (count < 0: to the end), one rank's slice.
-  Tensor text_loss(const std::string& text, int64_t batch, Generator& gen, int64_t first = 0, int64_t count = -1);
+  Tensor text_loss(const TextTokens& text, int64_t batch, Generator& gen, int64_t first = 0, int64_t count = -1);
   /// The positions an example's loss averages over (a rank's share of a batch counts them).
   int64_t loss_positions(const Example& e) const { return driver_->loss_positions(e); }
 

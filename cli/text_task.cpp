@@ -13,8 +13,45 @@
 
 namespace qkv::cli {
 
-std::unique_ptr<Task> make_text_task(const TaskRow& row, const ModelSpec&, bool) {
-  return std::make_unique<TextTask>(row);  // resolve() reads the text, once the context is known
+std::unique_ptr<Task> make_text_task(const TaskRow& row, const ModelSpec& spec, bool) {
+  return std::make_unique<TextTask>(row, spec.tokenizer);  // resolve() reads the text, once the context is known
+}
+
+TextTask::TextTask(const TaskRow& row, const std::string& tokenizer) : Task(row) {
+  if (!tokenizer.empty()) bpe_ = std::make_shared<const BpeTokenizer>(BpeTokenizer::load(tokenizer));
+}
+
+namespace {
+
+// A BPE model's text as int32 ids, encoded a megabyte at a time: each chunk ends just after a line break that
+// a non-space follows, where GPT-2's pattern always ends a piece, so the ids are those of the whole text.
+std::vector<int32_t> encode_in_chunks(const BpeTokenizer& bpe, const std::string& text) {
+  std::vector<int32_t> ids;
+  auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; };
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = std::min(text.size(), begin + (size_t{1} << 20));
+    while (end < text.size() && !(text[end - 1] == '\n' && !is_space(text[end]))) ++end;
+    for (int64_t id : bpe.encode(std::string_view(text).substr(begin, end - begin)))
+      ids.push_back(static_cast<int32_t>(id));
+    begin = end;
+  }
+  return ids;
+}
+
+}  // namespace
+
+std::vector<int64_t> TextTask::encode(const std::string& text) const {
+  if (bpe_) return bpe_->encode(text);
+  std::vector<int64_t> ids;
+  for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  return ids;
+}
+
+std::string TextTask::decode(const std::vector<int64_t>& ids) const {
+  if (bpe_) return bpe_->decode(ids);
+  std::string text;
+  for (int64_t id : ids) text += static_cast<char>(id);
+  return text;
 }
 
 std::string default_text_path() { return data_dir() + "/text.txt"; }
@@ -31,14 +68,15 @@ void TextTask::use_data(const std::string& path, const ModelSpec& spec) {
   std::string text = io::read_regular_file(path_, kMaxTextBytes, "--data file");  // it keeps the whole text in memory
   QKV_CHECK(text.size() >= 64, "--data file '", printable(path_), "' holds ", text.size(),
             text.size() == 1 ? " byte" : " bytes", "; a text model's data needs at least 64");
-  size_t at = text.size() * 9 / 10;
-  train_ = text.substr(0, at);
-  held_out_ = text.substr(at);
-  QKV_CHECK(static_cast<int64_t>(held_out_.size()) > spec.context, "--data file '", printable(path_),
-            "' is too short for a context of ", spec.context, ": its held-out tenth has ", held_out_.size(), " bytes");
+  const TextTokens tokens = bpe_ ? TextTokens(encode_in_chunks(*bpe_, text)) : TextTokens(std::move(text));
+  const int64_t at = tokens.size() * 9 / 10;
+  train_ = tokens.slice(0, at);
+  held_out_ = tokens.slice(at, tokens.size());
+  QKV_CHECK(held_out_.size() > spec.context, "--data file '", printable(path_), "' is too short for a context of ",
+            spec.context, ": its held-out tenth has ", held_out_.size(), " ", unit(), "s");
 }
 
-const std::string& TextTask::split(bool train) const {
+const TextTokens& TextTask::split(bool train) const {
   QKV_CHECK(!path_.empty(), "this text model has no text loaded (--data FILE)");
   return train ? train_ : held_out_;
 }
@@ -83,7 +121,7 @@ train::Evaluation TextTask::evaluate(Runner& runner, Generator& held_out, double
   e.metric = held_out_loss(runner, 64, held_out, {});
   e.higher_is_better = false;
   char text[64];
-  std::snprintf(text, sizeof text, "held-out loss %.3f (%.3f bits/byte)", e.metric, e.metric / std::log(2.0));
+  std::snprintf(text, sizeof text, "held-out loss %.3f (%.3f bits/%s)", e.metric, e.metric / std::log(2.0), unit());
   e.text = text;
   return e;
 }
@@ -95,48 +133,60 @@ void TextTask::print_eval(Runner& runner, const std::string& path, int64_t count
   if (runner.device().is_cpu())
     check_fits_in_memory(
         forward_bytes(runner.spec(), at_once),
-        cat(printable(path), ": its loss on ", at_once, " windows of ", runner.spec().context, " bytes at a time"),
+        cat(printable(path), ": its loss on ", at_once, " windows of ", runner.spec().context, " ", unit(),
+            "s at a time"),
         "evaluate it on a machine with more memory");
   double loss = held_out_loss(runner, count, gen, progress);
-  std::printf("%s: held-out loss %.4f nats/byte = %.4f bits/byte over %lld window%s of %lld bytes\n",
-              printable(path).c_str(), loss, loss / std::log(2.0), static_cast<long long>(count), count == 1 ? "" : "s",
-              static_cast<long long>(runner.spec().context));
+  std::printf("%s: held-out loss %.4f nats/%s = %.4f bits/%s over %lld window%s of %lld %ss", printable(path).c_str(),
+              loss, unit(), loss / std::log(2.0), unit(), static_cast<long long>(count), count == 1 ? "" : "s",
+              static_cast<long long>(runner.spec().context), unit());
+  if (bpe_) std::printf(" (perplexity %.2f)", std::exp(loss));  // the token model's usual figure
+  std::printf("\n");
 }
 
-// Next-byte prediction: the bytes, and each one's successor.
+// Next-token prediction: the tokens, and each one's successor.
 Example TextTask::prompt_example(const std::string& text, std::string* what) const {
-  QKV_CHECK(text.size() >= 2, "the text needs at least 2 bytes (one prediction)");
-  int64_t T = std::min<int64_t>(static_cast<int64_t>(text.size()) - 1, context_);
+  const std::vector<int64_t> ids = encode(text);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  QKV_CHECK(n >= 2, "the text needs at least 2 ", unit(), "s (one prediction)", bpe_ ? cat("; it has ", n) : "");
+  int64_t T = std::min<int64_t>(n - 1, context_);
   Example e;
-  for (int64_t t = 0; t < T; ++t) {
-    e.input.push_back(static_cast<unsigned char>(text[t]));
-    e.answer.push_back(static_cast<unsigned char>(text[t + 1]));
-  }
+  e.input.assign(ids.begin(), ids.begin() + T);
+  e.answer.assign(ids.begin() + 1, ids.begin() + T + 1);
   // A longer text is cut to the context, and says so (it once was, silently).
   if (what)
-    *what = cat("mean next-byte cross-entropy over ", T, " predictions",
-                T + 1 < static_cast<int64_t>(text.size())
-                    ? cat(" (the first ", T + 1, " of its ", text.size(), " bytes: the model's context is ", T, ")")
-                    : std::string());
+    *what = cat("mean next-", unit(), " cross-entropy over ", T, " predictions",
+                T + 1 < n ? cat(" (the first ", T + 1, " of its ", n, " ", unit(), "s: the model's context is ", T, ")")
+                          : std::string());
   return e;
 }
 
-std::vector<int64_t> TextTask::prompt_tokens(const std::string& text) const {
-  std::vector<int64_t> ids;
-  for (char c : text) ids.push_back(static_cast<unsigned char>(c));
-  return ids;
-}
+std::vector<int64_t> TextTask::prompt_tokens(const std::string& text) const { return encode(text); }
 
 // A few words of the held-out text from a random word's start, its line breaks and other control bytes as spaces.
 std::string TextTask::example_prompt(Generator& gen) const {
-  const std::string& text = split(false);
-  size_t at = static_cast<size_t>(gen.below(text.size()));
-  while (at > 0 && text[at - 1] != ' ' && text[at - 1] != '\n') --at;
-  std::string words = text.substr(at, 24);
+  const TextTokens& held_out = split(false);
+  // The text to pick from: a byte model's held-out bytes, or some 64 held-out tokens of a BPE model's.
+  TextTokens decoded;
+  const TextTokens& bytes = bpe_ ? decoded : held_out;
+  if (bpe_) {
+    const int64_t at = static_cast<int64_t>(gen.below(static_cast<uint64_t>(std::max<int64_t>(1, held_out.size() - 64))));
+    std::vector<int64_t> ids;
+    for (int64_t i = at; i < std::min(held_out.size(), at + 64); ++i) ids.push_back(held_out[i]);
+    decoded = TextTokens(decode(ids));
+  }
+  auto text = [&](int64_t from) {  // up to 24 bytes from `from`
+    std::string out;
+    for (int64_t i = from; i < std::min(bytes.size(), from + 24); ++i) out += static_cast<char>(bytes[i]);
+    return out;
+  };
+  int64_t at = static_cast<int64_t>(gen.below(static_cast<uint64_t>(bytes.size())));
+  while (at > 0 && bytes[at - 1] != ' ' && bytes[at - 1] != '\n') --at;
+  std::string words = text(at);
   for (char& c : words)
     if (static_cast<unsigned char>(c) < 32) c = ' ';
   while (!words.empty() && words.back() == ' ') words.pop_back();
-  return words.size() >= 2 ? words : text.substr(0, 24);
+  return words.size() >= 2 ? words : text(0);
 }
 
 Tensor TextTask::example_loss(Runner& runner, const Example& e) const {
@@ -150,18 +200,22 @@ void TextTask::print_sample(Runner& runner, const std::string& prompt, const Sam
   // To a terminal, control bytes other than newlines and tabs are shown
   // escaped (\x1b): a prompt or a sample must not move the cursor or set
   // the window's title. Into a pipe or a file the bytes stay as they are.
-  std::string out = prompt + decoding::continue_text(runner, prompt, options.max_new, options.temperature,
-                                                     options.top_k, *options.gen);
+  std::string out = prompt + decode(decoding::continue_text(runner, encode(prompt), options.max_new,
+                                                            options.temperature, options.top_k, *options.gen));
   if (isatty(fileno(stdout))) out = escape_control_bytes(out, /*keep_lines=*/true);
   out += "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
 std::string TextTask::title(const ModelSpec& spec) const {
+  if (bpe_ && spec.data.empty()) return "text (GPT-2 tokens)";
   return "text " + (spec.data.empty() ? std::string("(bundled)") : printable(spec.data));
 }
 
 std::string TextTask::describe(const ModelSpec& spec) const {
+  if (bpe_)
+    return cat("text in ", bpe_->vocab_size(), " BPE tokens, the tokenizer of '", printable(spec.tokenizer), "'",
+               spec.data.empty() ? "" : cat(", trained on '", printable(spec.data), "'"));
   return cat("text, trained on ", spec.data.empty() ? "the bundled text" : ("'" + printable(spec.data) + "'"));
 }
 

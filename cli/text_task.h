@@ -1,10 +1,14 @@
-// Byte-level text (vocabulary 256): the first 90% trains, the rest is held
-// out; a model predicts each next byte.
+// Text, each token predicting the next: bytes (vocabulary 256), or the ids
+// of a BPE tokenizer (a GPT-2 folder's). The first 90% trains, the rest is
+// held out.
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "bpe.h"
 #include "task.h"
+#include "text_tokens.h"
 
 namespace qkv::cli {
 
@@ -13,8 +17,9 @@ inline constexpr int64_t kMaxTextBytes = int64_t{1} << 30;
 
 class TextTask : public Task {
  public:
-  using Task::Task;
-  int64_t vocab() const override { return 256; }
+  /// A byte model's text, or with `tokenizer` (a folder, bpe.h) a BPE model's.
+  TextTask(const TaskRow& row, const std::string& tokenizer);
+  int64_t vocab() const override { return bpe_ ? bpe_->vocab_size() : 256; }
   void resolve(ModelSpec& spec, const KindRow& kind, bool read_data) override;
   /// Reads the text (`path`, or the bundled one for ""): at least 64 bytes,
   /// and a held-out tenth longer than the model's context.
@@ -23,7 +28,7 @@ class TextTask : public Task {
   train::StepLoss step_loss(Runner& runner, int64_t batch, Generator& data, const dist::Slice& mine) const override;
   std::function<Tensor()> fixed_batch_loss(Runner& runner, int64_t size, Generator gen) const override;
   train::Evaluation evaluate(Runner& runner, Generator& held_out, double target) const override;
-  const char* metric_name() const override { return "loss (nats/byte)"; }
+  const char* metric_name() const override { return bpe_ ? "loss (nats/token)" : "loss (nats/byte)"; }
   void print_eval(Runner& runner, const std::string& path, int64_t count, Generator& gen,
                   const Progress& progress) const override;
 
@@ -32,16 +37,26 @@ class TextTask : public Task {
   Tensor example_loss(Runner& runner, const Example& e) const override;
   std::string example_prompt(Generator& gen) const override;
   void print_sample(Runner& runner, const std::string& prompt, const SampleOptions& options) const override;
-  std::string token_text(int64_t id) const override { return std::string(1, static_cast<char>(id)); }
+  std::string token_text(int64_t id) const override {
+    return bpe_ ? bpe_->token_bytes(id) : std::string(1, static_cast<char>(id));
+  }
   std::string title(const ModelSpec& spec) const override;
   std::string describe(const ModelSpec& spec) const override;
 
  private:
   /// The text of one split, once read.
-  const std::string& split(bool train) const;
-  /// Held-out loss in nats per byte over `windows` windows.
+  const TextTokens& split(bool train) const;
+  /// Held-out loss in nats per token over `windows` windows.
   double held_out_loss(Runner& runner, int64_t windows, Generator& gen, const Progress& progress) const;
-  std::string path_, train_, held_out_;
+  /// "byte" or "token": what the model predicts.
+  const char* unit() const { return bpe_ ? "token" : "byte"; }
+  /// The tokens of `text`.
+  std::vector<int64_t> encode(const std::string& text) const;
+  /// The text of `ids`.
+  std::string decode(const std::vector<int64_t>& ids) const;
+  std::shared_ptr<const BpeTokenizer> bpe_;  // null for a byte model
+  std::string path_;
+  TextTokens train_, held_out_;
   int64_t context_ = 0;  // the model's, once resolved
 };
 

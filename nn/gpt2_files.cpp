@@ -29,7 +29,8 @@ nlohmann::json read_config(const std::string& folder, std::string& shown) {
   io::check_folder(folder, kExpected);
   const std::string path = io::file_in_folder(folder, "config.json", kFolderIs);
   shown = printable(path);
-  QKV_CHECK(std::filesystem::exists(path), shown, ": missing (", kExpected, ")");
+  QKV_CHECK(std::filesystem::exists(path), printable(folder),
+            " is a folder, not a checkpoint file, and holds no config.json (", kExpected, ")");
   nlohmann::json config;
   try {
     config = io::detail::parse_strict_json(io::read_regular_file(path, kMaxConfigBytes, "config file"));
@@ -227,8 +228,7 @@ GPTConfig read_gpt2_config(const std::string& folder) {
 
 bool is_gpt2_folder(const std::string& path) {
   struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-         std::filesystem::exists(std::filesystem::path(path) / "config.json");
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 std::string gpt2_weights_file(const std::string& folder) {

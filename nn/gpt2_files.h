@@ -23,8 +23,9 @@ namespace qkv::nn {
 /// untied head, another LayerNorm eps). One-line errors name the file and field.
 GPTConfig read_gpt2_config(const std::string& folder);
 
-/// Whether `path` is a folder that holds config.json: what the program reads
-/// as a GPT-2 folder rather than as one of its own checkpoint files.
+/// Whether `path` is a folder (after links): what the program reads as a
+/// GPT-2 folder rather than as one of its own checkpoint files (a file);
+/// what the folder holds is checked as it is read.
 bool is_gpt2_folder(const std::string& path);
 
 /// The folder's weights file, checked to exist: model.safetensors. A folder

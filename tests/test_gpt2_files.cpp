@@ -299,7 +299,7 @@ TEST_CASE("a hostile GPT-2 folder is refused in one line naming the file and the
     fs::create_symlink(outside / "model.safetensors", dir / "model.safetensors");
     expect(dir, {"model.safetensors", "link out of the folder"});
   }
-  CHECK_THROWS_WITH(read_gpt2_config(fresh("empty").string()), Contains("config.json") && Contains("missing"));
+  CHECK_THROWS_WITH(read_gpt2_config(fresh("empty").string()), Contains("config.json") && Contains("is a folder, not a checkpoint file"));
   CHECK_THROWS_WITH(read_gpt2_config((fresh("file") / "x").string()), Contains("not a folder"));
   (void)config;
 }
