@@ -245,18 +245,27 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(std::string_view text, const std:
   return t;
 }
 
-BpeTokenizer BpeTokenizer::load(const std::string& folder) {
+std::map<std::string, std::string> BpeTokenizer::read_folder(const std::string& folder) {
   const std::filesystem::path dir(folder);
   io::check_folder(folder, "a tokenizer is a folder with vocab.json and merges.txt, or tokenizer.json");
   auto exists = [&](const char* name) { return std::filesystem::exists(dir / name); };
   if (exists("vocab.json") && exists("merges.txt"))
-    return from_vocab_and_merges(folder_file(dir, "vocab.json", "vocab file"),
-                                 folder_file(dir, "merges.txt", "merges file"), printable(folder));
+    return {{"vocab.json", folder_file(dir, "vocab.json", "vocab file")},
+            {"merges.txt", folder_file(dir, "merges.txt", "merges file")}};
   QKV_CHECK(exists("tokenizer.json"), printable(folder),
             ": holds neither vocab.json and merges.txt nor tokenizer.json");
-  return from_tokenizer_json(folder_file(dir, "tokenizer.json", "tokenizer file"),
-                             printable((dir / "tokenizer.json").string()));
+  return {{"tokenizer.json", folder_file(dir, "tokenizer.json", "tokenizer file")}};
 }
+
+BpeTokenizer BpeTokenizer::from_files(const std::map<std::string, std::string>& files, const std::string& where) {
+  if (files.count("vocab.json") && files.count("merges.txt"))
+    return from_vocab_and_merges(files.at("vocab.json"), files.at("merges.txt"), where);
+  QKV_CHECK(files.size() == 1 && files.count("tokenizer.json"), where,
+            ": a tokenizer is vocab.json and merges.txt, or tokenizer.json");
+  return from_tokenizer_json(files.at("tokenizer.json"), where + "/tokenizer.json");
+}
+
+BpeTokenizer BpeTokenizer::load(const std::string& folder) { return from_files(read_folder(folder), printable(folder)); }
 
 const std::string& BpeTokenizer::token_bytes(int64_t id) const {
   QKV_CHECK(id >= 0 && id < vocab_size() && !bytes_of_[id].empty(), "token id ", id, " is not in the vocabulary (",

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +24,12 @@ class BpeTokenizer {
   /// bounded size, inside the folder (a link is followed only to a file in
   /// it), and one-line errors name it.
   static BpeTokenizer load(const std::string& folder);
+  /// The tokenizer files of a folder, as load() reads and checks them:
+  /// {"vocab.json", "merges.txt"} or {"tokenizer.json"}, name to contents.
+  /// What a checkpoint carries, so that it needs no folder.
+  static std::map<std::string, std::string> read_folder(const std::string& folder);
+  /// From files read_folder() gave (or a checkpoint carried); errors name `where`.
+  static BpeTokenizer from_files(const std::map<std::string, std::string>& files, const std::string& where);
   /// From the contents of vocab.json and merges.txt; errors name `where`.
   static BpeTokenizer from_vocab_and_merges(std::string_view vocab_json, std::string_view merges,
                                             const std::string& where);

@@ -17,6 +17,7 @@ int graph(int argc, char** argv);      // graph.cpp: the autograd graph of one f
 int explore(int argc, char** argv);    // explore.cpp: one page to study a trained model on a prompt
 int info(int argc, char** argv);       // info.cpp: what a checkpoint holds, or (--system) this machine
 int plot(int argc, char** argv);       // plot.cpp: --log files as HTML charts
+int export_model(int argc, char** argv);  // export.cpp: a checkpoint's model as a Hugging Face GPT-2 folder
 int tokenize(int argc, char** argv);   // tokenize.cpp: a BPE tokenizer folder's ids for a text, or the text of ids
 int bench(int argc, char** argv);      // bench.cpp: tokens/s of training steps on the CPU or a device
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "bounds.h"
+#include "bpe.h"
 #include "nn/gpt2_files.h"
 
 namespace qkv::cli {
@@ -20,6 +21,7 @@ ModelSpec gpt2_folder_spec(const std::string& folder) {
   spec.heads = config.heads;
   spec.layers = config.layers;
   spec.tokenizer = folder;  // the user named it: its files are read, with the folder's rules (io/folder.h)
+  spec.tokenizer_files = BpeTokenizer::read_folder(folder);
   spec.source = folder;
   return spec;
 }

@@ -7,6 +7,10 @@
 
 namespace qkv::cli {
 
+namespace {
+const std::string kTokenizerKey = "qkv.tokenizer.";  // + a tokenizer file's name: its contents
+}
+
 Error bad_description(const std::string& file, const std::string& what) {
   return Error(what.compare(0, file.size(), file) == 0
                    ? what
@@ -16,7 +20,12 @@ Error bad_description(const std::string& file, const std::string& what) {
 std::map<std::string, std::string> ModelSpec::metadata() const {
   std::map<std::string, std::string> task_fields{
       {"name", task}, {"max_len", std::to_string(max_len)}, {"digits", std::to_string(digits)}, {"data", data}};
-  return {{"qkv.model", model}, {"qkv.config", io::json_object(fields())}, {"qkv.task", io::json_object(task_fields)}};
+  std::map<std::string, std::string> out{
+      {"qkv.model", model}, {"qkv.config", io::json_object(fields())}, {"qkv.task", io::json_object(task_fields)}};
+  // A BPE model carries its tokenizer's files (about 1.5 MB for GPT-2's): it samples and evaluates without a folder.
+  if (!tokenizer_files.empty()) out["qkv.tokenizer"] = tokenizer;
+  for (const auto& [name, text] : tokenizer_files) out[kTokenizerKey + name] = text;
+  return out;
 }
 
 ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
@@ -52,6 +61,17 @@ ModelSpec ModelSpec::from_metadata(const std::map<std::string, std::string>& met
     s.max_len = integer("max_len", kMaxInputLength);
     s.digits = integer("digits", kMaxDigits);
     s.data = field("data");  // where it trained: shown, never opened (qkv reads only files the user names)
+    for (const auto& [key, text] : meta)
+      if (key.rfind(kTokenizerKey, 0) == 0) {
+        const std::string name = key.substr(kTokenizerKey.size());
+        QKV_CHECK(name == "vocab.json" || name == "merges.txt" || name == "tokenizer.json", file,
+                  ": unknown tokenizer file '", printable(name), "' in its metadata");
+        s.tokenizer_files[name] = text;
+      }
+    if (!s.tokenizer_files.empty()) {
+      QKV_CHECK(s.task == "text", file, ": a tokenizer in its metadata, for ", with_article(s.task), " model");
+      s.tokenizer = meta.count("qkv.tokenizer") ? meta.at("qkv.tokenizer") : "";  // shown, never opened
+    }
     s.source = path;
   } catch (const Error& e) {
     throw bad_description(file, e.what());

@@ -18,7 +18,8 @@ struct ModelSpec : nn::ModelShape {
   int64_t max_len = 8, digits = 3;  // sequence tasks, brackets and sessions (max_len)
   std::string data;                 // text and digits: the --data file, "" for the bundled one
   std::string source;               // the checkpoint it was read from ("" from flags): errors name it
-  std::string tokenizer;            // text: the folder of its BPE tokenizer (a GPT-2 folder), "" for bytes
+  std::string tokenizer;            // text: where its BPE tokenizer came from (a folder; shown), "" for bytes
+  std::map<std::string, std::string> tokenizer_files;  // and that tokenizer's files, name to contents (bpe.h)
   int64_t example_tokens = 0;       // positions one example feeds (the Runner sets it: the task's, or the context)
   std::map<std::string, std::string> metadata() const;
   /// Parses and bounds a checkpoint's description (one-line errors naming `path`).

@@ -42,6 +42,7 @@ const Command kCommands[] = {
     {"graph", qkv::cli::graph, "draw the autograd graph of one forward and backward (Graphviz DOT and SVG)"},
     {"info", qkv::cli::info, "what a checkpoint holds: model, task, training settings, step (--system: this machine)"},
     {"plot", qkv::cli::plot, "a --log file as an HTML page of charts"},
+    {"export", qkv::cli::export_model, "a gpt checkpoint as a Hugging Face GPT-2 folder (--format hf)"},
     {"tokenize", qkv::cli::tokenize,
      "token ids of a text with a GPT-2-style BPE tokenizer folder, or (--decode) the text of ids"},
     {"bench", qkv::cli::bench, "time full training steps of a standard configuration"},

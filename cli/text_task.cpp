@@ -14,11 +14,13 @@
 namespace qkv::cli {
 
 std::unique_ptr<Task> make_text_task(const TaskRow& row, const ModelSpec& spec, bool) {
-  return std::make_unique<TextTask>(row, spec.tokenizer);  // resolve() reads the text, once the context is known
+  return std::make_unique<TextTask>(row, spec);  // resolve() reads the text, once the context is known
 }
 
-TextTask::TextTask(const TaskRow& row, const std::string& tokenizer) : Task(row) {
-  if (!tokenizer.empty()) bpe_ = std::make_shared<const BpeTokenizer>(BpeTokenizer::load(tokenizer));
+TextTask::TextTask(const TaskRow& row, const ModelSpec& spec) : Task(row) {
+  if (!spec.tokenizer_files.empty())
+    bpe_ = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_files(
+        spec.tokenizer_files, printable(spec.source.empty() ? spec.tokenizer : spec.source)));
 }
 
 namespace {

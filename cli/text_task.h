@@ -17,8 +17,8 @@ inline constexpr int64_t kMaxTextBytes = int64_t{1} << 30;
 
 class TextTask : public Task {
  public:
-  /// A byte model's text, or with `tokenizer` (a folder, bpe.h) a BPE model's.
-  TextTask(const TaskRow& row, const std::string& tokenizer);
+  /// A byte model's text, or a BPE model's: one whose spec carries its tokenizer's files (bpe.h).
+  TextTask(const TaskRow& row, const ModelSpec& spec);
   int64_t vocab() const override { return bpe_ ? bpe_->vocab_size() : 256; }
   void resolve(ModelSpec& spec, const KindRow& kind, bool read_data) override;
   /// Reads the text (`path`, or the bundled one for ""): at least 64 bytes,

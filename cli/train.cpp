@@ -27,6 +27,7 @@
 #include "distributed/dist.h"
 #include "io/metadata.h"
 #include "io/output.h"
+#include "nn/gpt2_files.h"
 #include "optim/optim.h"
 #include "runner.h"
 #include "train/trainer.h"
@@ -296,6 +297,7 @@ int train(int argc, char** argv) {
   manual_seed(run.seed);
   // Checked before the model is built: after, a refused --dim 4096 had spent 8 s initialising 800 MB of weights.
   Runner runner(run.spec, nullptr, true, [&](const ModelSpec& spec) { check_training_fits(spec, mine, run); });
+  if (!run.init.empty()) nn::load_gpt2_into(dynamic_cast<nn::GPT&>(runner.module()), run.init);  // a fine-tune
   runner.to(device);  // before the optimizer: its state is made where the parameters are
   runner.set_attention_entropy(run.entropy_weight);
   runner.set_checkpoint_activations(run.checkpoint_activations);

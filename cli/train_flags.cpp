@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "bounds.h"
+#include "bpe.h"
 #include "common.h"
+#include "gpt2_folder.h"
 #include "io/metadata.h"
 #include "kinds.h"
 #include "train_flags.h"
@@ -94,7 +96,27 @@ std::string max_len_help() {
 }
 
 // A new run's model and task from the flags; flags the task does not use are mistakes.
+// A fine-tune's model: the folder's, on the text task, with only --data and --dropout of the model's flags.
+ModelSpec spec_from_folder(const cxxopts::ParseResult& args) {
+  const std::string folder = args["init"].as<std::string>();
+  for (const char* flag : {"model", "max-len", "patch", "pooling", "digits", "layers", "heads", "dim", "attention",
+                           "context", "tokenizer"})
+    QKV_CHECK(!args.count(flag), "--", flag, " cannot go with --init: the GPT-2 folder gives the model and its tokens");
+  QKV_CHECK(!args.count("task") || args["task"].as<std::string>() == "text",
+            "--init fine-tunes on --task text (a GPT-2 reads text)");
+  ModelSpec spec = gpt2_folder_spec(folder);
+  spec.source = "";  // a new run's model, described by the flags' folder: its errors name the flags
+  spec.data = args.count("data") ? args["data"].as<std::string>() : "";
+  QKV_CHECK(!args.count("data") || !spec.data.empty(), "--data needs a file name");
+  spec.dropout = args.count("dropout") ? args["dropout"].as<double>() : 0;
+  QKV_CHECK(spec.dropout == 0 || (spec.dropout >= 1e-6 && spec.dropout < 1),
+            "--dropout must be 0 or in [1e-6, 1), got ", spec.dropout);
+  spec.check_sizes();
+  return spec;
+}
+
 ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
+  if (args.count("init")) return spec_from_folder(args);
   ModelSpec spec;
   auto str = [&](const char* name, const char* fallback) {
     return args.count(name) ? args[name].as<std::string>() : std::string(fallback);
@@ -136,6 +158,11 @@ ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
   QKV_CHECK(spec.dropout == 0 || (spec.dropout >= 1e-6 && spec.dropout < 1),
             "--dropout must be 0 or in [1e-6, 1), got ", spec.dropout);
   spec.attention = attention_flag(str("attention", "full")).str();
+  if (args.count("tokenizer")) {  // BPE text: the vocabulary is the tokenizer's
+    QKV_CHECK(task.family == TaskFamily::Text, "--tokenizer is for --task text");
+    spec.tokenizer = args["tokenizer"].as<std::string>();
+    spec.tokenizer_files = BpeTokenizer::read_folder(spec.tokenizer);
+  }
   spec.check_sizes();  // the bounds loading applies: training never writes what loading refuses
   return spec;
 }
@@ -302,7 +329,13 @@ cxxopts::Options train_options() {
       "context", cat("context length, in ", range(1, kMaxContext), " (default: what the task needs; 64 for text)"),
       cxxopts::value<int64_t>(),
       "N")("dropout", cat("dropout probability (", defaults_text(&TaskDefaults::dropout), ")"),
-           cxxopts::value<double>(), "P");
+           cxxopts::value<double>(), "P")(
+      "init",
+      "fine-tune a GPT-2 folder (config.json, model.safetensors and its tokenizer): its model, weights and "
+      "tokens, on --data (text)",
+      cxxopts::value<std::string>(), "DIR")(
+      "tokenizer", "text: read it in the BPE tokens of a tokenizer folder (vocab.json and merges.txt, or tokenizer.json)",
+      cxxopts::value<std::string>(), "DIR");
   options.add_options("training (fixed by the checkpoint on --resume)")(
       "batch",
       cat("examples per step, in ", range(1, kMaxBatch), " (", defaults_text(&TaskDefaults::batch),
@@ -353,6 +386,7 @@ cxxopts::Options train_options() {
 Run resolve(const cxxopts::ParseResult& args) {
   Run run;
   run.resuming = args.count("resume") > 0;
+  run.init = args.count("init") ? args["init"].as<std::string>() : "";
   const bool resuming = run.resuming;
   run.resume = resuming ? args["resume"].as<std::string>() : "";
   const std::string& resume = run.resume;
@@ -369,6 +403,7 @@ Run resolve(const cxxopts::ParseResult& args) {
 
   // Training settings: the flag, else the checkpoint's, else the default.
   Settings settings(args, saved, resume, run.settings);
+  if (!run.init.empty()) run.settings["init"] = run.init;  // shown by info; --resume starts from the checkpoint
   auto int_setting = [&](const char* name, int64_t fallback) { return settings.integer(name, fallback); };
   auto real_setting = [&](const char* name, double fallback) { return settings.real(name, fallback); };
   auto source = [&](const char* name) { return settings.source(name); };

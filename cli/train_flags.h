@@ -20,6 +20,7 @@ inline const std::vector<std::string> kOptimizers{"adamw", "adam", "sgd"}, kSche
 struct Run {
   bool resuming = false;
   std::string resume;         // the checkpoint resumed ("" for a new run)
+  std::string init;           // a new run's GPT-2 folder, whose weights it starts from ("" for none)
   io::TensorFile resumed;     // its contents, read once
   int64_t resumed_step = -1;  // the step it saved
   ModelSpec spec;

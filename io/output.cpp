@@ -409,11 +409,15 @@ OutputFolder::~OutputFolder() {
   std::filesystem::remove_all(temporary_, ec);
 }
 
-void OutputFolder::write(const std::string& name, std::string_view bytes) {
+std::string OutputFolder::path_for(const std::string& name) const {
   QKV_CHECK(!committed_, "OutputFolder: write after commit");
   QKV_CHECK(name.find('/') == std::string::npos && name != "." && name != ".." && ends_with_any(name, suffixes_),
             "OutputFolder: bad file name '", printable(name), "'");
-  std::string file = temporary_ + "/" + name;
+  return temporary_ + "/" + name;
+}
+
+void OutputFolder::write(const std::string& name, std::string_view bytes) {
+  const std::string file = path_for(name);
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   QKV_CHECK(fd >= 0, "cannot write ", shown(path_ + "/" + name), ": ", std::strerror(errno));
   try {

@@ -121,6 +121,9 @@ class OutputFolder {
   ~OutputFolder();
   /// Writes one file; `name` is a plain file name with one of the suffixes.
   void write(const std::string& name, std::string_view bytes);
+  /// Where file `name` (checked as write() checks it) goes in the temporary
+  /// folder, for a writer that makes the file itself (save_safetensors).
+  std::string path_for(const std::string& name) const;
   void commit();
   const std::string& path() const { return path_; }
 

@@ -243,9 +243,23 @@ std::string gpt2_weights_file(const std::string& folder) {
 }
 
 std::unique_ptr<GPT> load_gpt2(const std::string& folder, const GPTConfig& config) {
+  auto model = std::make_unique<GPT>(config);
+  load_gpt2_into(*model, folder);
+  model->eval();
+  return model;
+}
+
+void load_gpt2_into(GPT& gpt, const std::string& folder) {
+  const GPTConfig folder_config = read_gpt2_config(folder), &config = gpt.config();
+  QKV_CHECK(folder_config.vocab == config.vocab && folder_config.context == config.context &&
+                folder_config.width == config.width && folder_config.heads == config.heads &&
+                folder_config.layers == config.layers,
+            printable(folder), ": its config.json describes another model (vocab ", folder_config.vocab, ", context ",
+            folder_config.context, ", width ", folder_config.width, ", ", folder_config.heads, " heads, ",
+            folder_config.layers, " layers)");
   const std::string path = gpt2_weights_file(folder), shown = printable(path);
   const std::vector<io::TensorEntry> entries = io::read_safetensors_header(path);
-  auto model = std::make_unique<GPT>(config);
+  GPT* model = &gpt;
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model->named_parameters()) params[name] = p;
   const std::vector<Rule> all = rules(config.layers);
@@ -264,12 +278,11 @@ std::unique_ptr<GPT> load_gpt2(const std::string& folder, const GPTConfig& confi
     else fill(*by_file.at(bare), t, params);
   });
   if (head.defined())
-    QKV_CHECK(std::memcmp(head.to(DType::Float32).raw_data(), model->tok_emb->weight.raw_data(),
-                          static_cast<size_t>(head.numel()) * sizeof(float)) == 0,
+    QKV_CHECK(std::memcmp(head.to(model->tok_emb->weight.dtype()).raw_data(),
+                          model->tok_emb->weight.to(Device::cpu()).raw_data(),
+                          static_cast<size_t>(head.numel()) * element_size(model->tok_emb->weight.dtype())) == 0,
               shown,
               ": lm_head.weight differs from wte.weight; qkv's GPT ties its head to the token embedding");
-  model->eval();
-  return model;
 }
 
 io::NamedTensors gpt2_tensors(const GPT& model,

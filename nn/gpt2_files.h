@@ -42,6 +42,9 @@ std::string gpt2_weights_file(const std::string& folder);
 /// infinity throws NonFiniteParameter naming the tensor) and lm_head.weight,
 /// where present, equal to wte.weight.
 std::unique_ptr<GPT> load_gpt2(const std::string& folder, const GPTConfig& config);
+/// The same into a GPT built already (a fine-tune's, which a program built
+/// and sized first), whose sizes must be the folder's config.json's.
+void load_gpt2_into(GPT& model, const std::string& folder);
 
 /// A GPT's tensors under GPT-2's names and in its layouts (the
 /// state_dict naming, without the tied lm_head.weight): `of` gives, for each

@@ -5,9 +5,11 @@
 # info, sample (PyTorch's greedy continuation), grads (PyTorch's loss and
 # gradients under GPT-2's own names), eval, attention, graph, gradcheck and
 # explore; and hostile folders refused in one line.
-# usage: gpt2.sh QKV COMPARE_GRADS_PY WORKDIR [sanitized]
+# Then a fine-tune of it (train --init) that lowers the held-out loss and
+# resumes bit for bit, and export --format hf read back the same.
+# usage: gpt2.sh QKV COMPARE_GRADS_PY COMPARE_CHECKPOINTS WORKDIR [sanitized]
 set -u
-qkv=$1 compare=$2 work=$3 sanitized=${4:-}
+qkv=$1 compare=$2 compare_checkpoints=$3 work=$4 sanitized=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
 gpt2=$here/../fixtures/gpt2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
@@ -57,6 +59,35 @@ bounded "$qkv" gradcheck --checkpoint "$gpt2" >gradcheck.txt || { tail -3 gradch
 grep -q "all ok" gradcheck.txt || fail "gradcheck's verdict"
 bounded "$qkv" explore "$gpt2" --prompt "The quick brown fox" --out page.html >/dev/null || fail "explore"
 ok "eval, attention, graph, gradcheck and explore read the folder"
+
+# A fine-tune on the bundled text: the held-out loss falls; 10 + 10 resumed steps are 20 steps, bit for bit.
+tune=(--batch 8 --eval-every 10 --threads 1 --schedule constant --warmup 0 --lr 3e-3)
+bounded "$qkv" train --init "$gpt2" "${tune[@]}" --steps 20 --save tuned.safetensors >tune.txt 2>&1 \
+  || { cat tune.txt; fail "train --init"; }
+bounded "$qkv" train --init "$gpt2" "${tune[@]}" --steps 10 --save half.safetensors >/dev/null 2>&1 || fail "the first half"
+bounded "$qkv" train --resume half.safetensors --steps 20 >/dev/null 2>&1 || fail "resume"
+"$compare_checkpoints" tuned.safetensors half.safetensors 0 >/dev/null || fail "10 + 10 resumed steps differ from 20"
+before=$("$qkv" eval "$gpt2" --examples 64 | sed -E 's/.*loss ([0-9.]+) nats.*/\1/')
+after=$("$qkv" eval tuned.safetensors --examples 64 | sed -E 's/.*loss ([0-9.]+) nats.*/\1/')
+awk -v a="$after" -v b="$before" 'BEGIN { exit !(a < b - 0.5) }' || fail "fine-tuning: held-out loss $before -> $after"
+# The checkpoint carries its tokenizer: it samples with no folder.
+bounded "$qkv" sample tuned.safetensors --prompt "The quick brown fox" --max-new 4 >/dev/null || fail "sample the fine-tune"
+ok "train --init: held-out loss $before -> $after nats/token in 20 steps; resumed bit for bit; samples on its own"
+
+# export --format hf: the same model read back (its loss, to the last digit), and export of that the same bytes.
+bounded "$qkv" export tuned.safetensors --format hf --out tuned-hf >/dev/null || fail "export"
+[ "$(ls tuned-hf | tr '\n' ' ')" = "config.json merges.txt model.safetensors vocab.json " ] || fail "export's files"
+bounded "$qkv" export tuned-hf --format hf --out again >/dev/null || fail "export of an export"
+cmp -s tuned-hf/model.safetensors again/model.safetensors || fail "export, import and export changed the weights"
+prompt="The quick brown fox jumps over the lazy dog. It is 2026 and"
+[ "$("$qkv" grads tuned.safetensors --prompt "$prompt" --out a.safetensors | head -1)" = \
+  "$("$qkv" grads tuned-hf --prompt "$prompt" --out b.safetensors | head -1)" ] || fail "the exported model's loss differs"
+refused "an unknown --format" "$qkv" export tuned.safetensors --format onnx --out x
+"$qkv" train --task reverse --model seq2seq --dim 8 --heads 2 --layers 1 --steps 1 --save s2s.safetensors >/dev/null 2>&1 \
+  || fail "a seq2seq to export"
+refused "a model GPT-2 cannot be" "$qkv" export s2s.safetensors --format hf --out x
+[ ! -e x ] || fail "a refused export left its folder"
+ok "export --format hf: the fine-tune as a GPT-2 folder, read back with the same loss; exported again, the same bytes"
 
 # Hostile folders: each a one-line error.
 mkdir empty bin_only
