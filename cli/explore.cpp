@@ -98,10 +98,11 @@ nlohmann::json projections_json(const std::vector<std::pair<std::string, Tensor>
   return out;
 }
 
-// --check: dL/dP and Σ P ⊙ dL/dP as the page computes them (Runner::study,
-// the engine's backward), in float64, against central differences of the
-// loss through nn::AttentionWeightsEdit (P + h·e for one entry; P scaled by
-// 1 ± h for one head). At most `per_map` entries of each map, drawn at
+// --check: dL/dP, Σ P ⊙ dL/dP and token attribution as the page computes
+// them (Runner::study, the engine's backward), in float64, against central
+// differences of the loss through nn::AttentionWeightsEdit (P + h·e for one
+// entry; P scaled by 1 ± h for one head) and nn::EmbeddingEdit (a token's
+// embedding scaled by 1 ± h). At most `per_map` entries of each map, drawn at
 // random. A trained model's gradients are small, so the tolerance scales
 // with each map's largest value (atol 1e-5 of it, rtol 1e-5), and the check
 // passes only when a tenth of the values or more exceed 1% of that largest
@@ -162,6 +163,18 @@ bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
       compare(gate[head], (loss_with(gated(1 + h)) - loss_with(gated(1 - h))) / (2 * h), gate_scale, worst_gate);
     }
   }
+  // Token attribution: dL/de_t · e_t against d/dα L(α·e_t), by central differences, every token (at most per_map).
+  double worst_attribution = 0;
+  int64_t tokens_checked = 0;
+  if (s.embedding.defined()) {
+    const std::vector<double> attribution = token_attribution(s);
+    const double scale = largest(attribution);
+    for (int64_t t = 0; t < std::min<int64_t>(static_cast<int64_t>(attribution.size()), per_map); ++t, ++tokens_checked)
+      compare(attribution[t],
+              (loss_with_token_scaled(runner, prompt, t, 1 + h) - loss_with_token_scaled(runner, prompt, t, 1 - h)) /
+                  (2 * h),
+              scale, worst_attribution);
+  }
   // The neuron view's numbers make the maps beside them: P from q and k, dL/dq and dL/dk from dL/dP.
   std::vector<std::vector<bool>> hidden;
   for (const AttentionMap& m : s.maps) hidden.push_back(masked_cells(m, attention_window(runner.spec())));
@@ -174,14 +187,15 @@ bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
       static_cast<long long>(neurons.heads), neurons_ok ? "all ok" : "FAILED", neurons.worst_p, neurons.worst_grad);
   const bool ok = entries > 0 && failed == 0 && significant * 10 >= entries;
   std::printf(
-      "check: %lld values (dL/dP entries and head gates of %zu maps, %lld of them above 1%% of their map's "
-      "largest) against central differences in float64: %s (worst error %.2g of its tolerance for dL/dP, %.2g for "
-      "the gates; atol %g of the map's largest, rtol %g)\n",
-      static_cast<long long>(entries), s.maps.size(), static_cast<long long>(significant),
+      "check: %lld values (dL/dP entries and head gates of %zu maps, and %lld tokens' attributions; %lld of them "
+      "above 1%% of their map's or list's largest) against central differences in float64: %s (worst error %.2g of "
+      "its tolerance for dL/dP, %.2g for the gates, %.2g for token attribution; atol %g of the largest, rtol %g)\n",
+      static_cast<long long>(entries), s.maps.size(), static_cast<long long>(tokens_checked),
+      static_cast<long long>(significant),
       ok       ? "all ok"
       : failed ? cat(failed, " FAILED").c_str()
                : "FAILED (too few values far from 0 to tell)",
-      worst_p, worst_gate, atol, rtol);
+      worst_p, worst_gate, worst_attribution, atol, rtol);
   return ok && neurons_ok;
 }
 
@@ -236,7 +250,7 @@ nlohmann::json page_data(const Runner& runner, const Study& s, const Graph& grap
     if (m.cls_first) figures.push_back({{"title", m.name}, {"svg", cls_views(m, spec.heads, [](auto&, auto&) {})}});
   attention["figures"] = figures;
   attention["neurons"] = neuron_json(s);
-  return {{"title", cat("qkv explore: ", page_token(path))},
+  nlohmann::json data = {{"title", cat("qkv explore: ", page_token(path))},
           {"subtitle", cat(page_token(prompt), ": ", s.what, " = ", s.loss.item())},
           {"model",
            {{"kind", spec.model},
@@ -248,6 +262,13 @@ nlohmann::json page_data(const Runner& runner, const Study& s, const Graph& grap
             {"checkpoint", page_token(path)}}},
           {"attention", attention},
           {"graph", graph_json(graph, params, runner.kind().causal)}};
+  if (s.embedding.defined() && s.embedding.grad().defined()) {
+    nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array();
+    for (const std::string& t : s.embedded) tokens.push_back(page_token(t));
+    for (double v : token_attribution(s)) values.push_back(page_number(v));
+    data["attribution"] = {{"tokens", tokens}, {"values", values}, {"loss", s.what}};
+  }
+  return data;
 }
 
 }  // namespace

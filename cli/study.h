@@ -40,7 +40,21 @@ struct Study {
   std::string what;  // what the loss measures
   std::vector<AttentionMap> maps;
   std::vector<ScoreInputs> inputs;  // one per map, in the same order
+  /// The input's token embeddings e [1, T, width] (the forward's first
+  /// embedding lookup: a GPT's prompt, a Seq2Seq's source), retaining dL/de;
+  /// undefined for a model that looks up none (a ViT reads pixels).
+  Tensor embedding;
+  std::vector<std::string> embedded;  // those T tokens, as maps label them
 };
+
+/// Token attribution: for each input token t, dL/de_t · e_t (gradient ×
+/// input over its embedding), the derivative of the loss as that token's
+/// embedding is scaled, d/dα L(α·e_t) at α = 1. Needs backward() to have run.
+std::vector<double> token_attribution(const Study& s);
+
+/// The study's loss with token t's embedding scaled by `scale` (no graph):
+/// what --check differentiates to check token_attribution.
+double loss_with_token_scaled(Runner& runner, const std::string& prompt, int64_t t, double scale);
 
 /// Every attention map of the model on a prompt (for a task model: the
 /// prompt and the model's own answer). A GPT gives one per layer; a

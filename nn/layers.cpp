@@ -44,6 +44,25 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen, double
   weight = register_parameter("weight", (Tensor::randn({num_, dim_}, DType::Float32, gen) * std).detach());
 }
 
+namespace {
+// The live EmbeddingEdit of this thread, if any, and how many calls it has seen.
+struct EmbeddingEditState {
+  std::function<Tensor(int64_t, const Tensor&)> edit;
+  int64_t calls = 0;
+};
+thread_local EmbeddingEditState* embedding_edit = nullptr;
+}  // namespace
+
+EmbeddingEdit::EmbeddingEdit(std::function<Tensor(int64_t, const Tensor&)> edit) {
+  QKV_CHECK(embedding_edit == nullptr, "EmbeddingEdit: one is already alive on this thread (edits do not nest)");
+  embedding_edit = new EmbeddingEditState{std::move(edit), 0};
+}
+
+EmbeddingEdit::~EmbeddingEdit() {
+  delete embedding_edit;
+  embedding_edit = nullptr;
+}
+
 Tensor Embedding::forward(const Tensor& ids) const {
   auto scope = this->scope();  // names this module in graph pictures
   QKV_CHECK(ids.dtype() == DType::Int64, "Embedding(", num_, ", ", dim_, "): ids must be int64, got ",
@@ -52,7 +71,11 @@ Tensor Embedding::forward(const Tensor& ids) const {
   shape.push_back(dim_);
   // index_select checks the ids in this layer's words: at once on the CPU, and
   // on a device in its kernel, raised at the next read (a copy here would wait).
-  return reshape(index_select(weight, 0, reshape(ids, {-1}), id_error_), shape);
+  Tensor rows = reshape(index_select(weight, 0, reshape(ids, {-1}), id_error_), shape);
+  if (!embedding_edit) return rows;
+  Tensor edited = embedding_edit->edit(embedding_edit->calls++, rows);
+  QKV_CHECK(edited.shape() == rows.shape(), "EmbeddingEdit: an edit must keep the shape ", shape_str(rows.shape()));
+  return edited;
 }
 
 Tensor Embedding::range(int64_t start, int64_t count) const {

@@ -5,6 +5,7 @@
 #include "autograd/ops/shape.h"
 #include "nn/module.h"
 
+#include <functional>
 #include <memory>
 
 namespace qkv::nn {
@@ -50,6 +51,20 @@ class Embedding : public Module {
  private:
   int64_t num_, dim_;
   IndexError id_error_;  // "Embedding(n, d): id ... out of range [0, n)", made once
+};
+
+/// While one is alive, every Embedding::forward on this thread returns
+/// edit(k, rows) instead of its rows (k counts the calls since the edit
+/// began, from 0). What a study keeps the input embeddings with (to read
+/// dL/de after backward, for token attribution) and intervenes with (a
+/// token's embedding scaled, for the finite-difference check). Edits do not
+/// nest. Embedding::range (positions) is not edited.
+class EmbeddingEdit {
+ public:
+  explicit EmbeddingEdit(std::function<Tensor(int64_t call, const Tensor& rows)> edit);
+  ~EmbeddingEdit();
+  EmbeddingEdit(const EmbeddingEdit&) = delete;
+  EmbeddingEdit& operator=(const EmbeddingEdit&) = delete;
 };
 
 /// A Vision Transformer's patch embedding: images [B, C, H, W] -> one token

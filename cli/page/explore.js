@@ -80,6 +80,7 @@
   const views = [];
   if (att) views.push(['heads', 'Head view'], ['model', 'Model view'], ['matrix', 'Matrix view']);
   if (neurons) views.push(['neurons', 'Neuron view']);
+  if (data.attribution) views.push(['attribution', 'Token attribution']);
   if (data.graph) views.push(['graph', 'Graph']);
   if (data.curves) views.push(['curves', 'Training curves']);
   document.body.append(tip);
@@ -105,7 +106,7 @@
     for (const b of nav.querySelectorAll('.tab')) b.classList.toggle('active', b.dataset.view === id);
     for (const [v, s] of Object.entries(sections)) s.classList.toggle('shown', v === id);
     groupBar.style.display = ['heads', 'model', 'matrix', 'neurons'].includes(id) ? 'flex' : 'none';
-    if (att && renderers[id] && !drawn[id]) { renderers[id](); drawn[id] = true; highlight(state.hl); }
+    if ((att || id === 'attribution') && renderers[id] && !drawn[id]) { renderers[id](); drawn[id] = true; highlight(state.hl); }
     if (id === 'graph') graphView.fit();
     if (id === 'curves') curvesView.resize();
   }
@@ -418,7 +419,8 @@
     const g = group(), sh = shape(g), quantity = state.quantity, m = mapOf(layer, h, quantity), signed = quantity === 'grad';
     const fs = FONT(cellSize), every = labelEvery(cellSize), longest = Math.min(14, Math.max(...[...g.rows, ...g.cols].map((t) => [...shown(t)].length)));
     const left = 12 + Math.ceil(fs * 0.62 * longest), top = 12 + Math.ceil(fs * 0.62 * longest * 0.87);
-    const w = left + sh.cols * cellSize + 6, hgt = top + sh.rows * cellSize + 6;
+    // The last key's label, rotated 60°, reaches half its length past its column: room for it on the right.
+    const w = left + sh.cols * cellSize + 6 + Math.ceil(fs * 0.62 * longest * 0.5), hgt = top + sh.rows * cellSize + 6;
     const box = el('div', { class: 'heatmap', style: 'width:' + w + 'px;height:' + hgt + 'px', 'data-layer': state.layer, 'data-head': h });
     const c = el('canvas', { width: sh.cols * cellSize, height: sh.rows * cellSize, style: 'left:' + left + 'px;top:' + top + 'px' });
     const ctx = c.getContext('2d'), scale = scaleFor(layer, h, quantity);
@@ -621,7 +623,43 @@
   // For the browser test: a map's values as the page holds them, and its colour scale's top.
   window.qkvMaps = att ? { values: (gi, l, h, q) => Array.from(mapOf(att.groups[gi].layers[l], h, q, att.groups[gi]).values),
     shape: (gi) => { const sh = shape(att.groups[gi]); return { rows: sh.rows, cols: sh.cols, seen: Array.from(sh.seen) }; } } : null;
-  const renderers = { heads: () => renderHeads(), model: () => renderModel(), matrix: () => renderMatrix(), neurons: () => renderNeurons() };
+  // ---- token attribution: dL/de_t · e_t for each input token, as coloured text and as bars ----
+  function renderAttribution() {
+    const s = sections.attribution, a = data.attribution, n = a.values.length;
+    let top = 0, sum = 0;
+    for (const v of a.values) top = Math.max(top, Math.abs(v)), sum += v;
+    const label = (i) => 'token ' + i + ' “' + shown(a.tokens[i], 24) + '”: dL/de · e = ' + fmt(a.values[i], 4);
+    const text = el('p', { id: 'attribution-text' });
+    a.tokens.forEach((t, i) => {
+      const chip = el('span', { class: 'attr-token', 'data-index': i, text: shown(t, 24) });
+      chip.style.background = colour(a.values[i], top, true);
+      chip.style.color = top > 0 && Math.abs(a.values[i]) / top > 0.55 ? '#fff' : '#111';  // legible on the darkest
+      chip.addEventListener('mousemove', (ev) => showTip(ev, label(i)));
+      chip.addEventListener('mouseleave', hideTip);
+      text.append(chip);
+    });
+    const row = 18, labelWidth = 150, barWidth = Math.max(240, Math.min(640, (document.documentElement.clientWidth || 1200) - 420));
+    const mid = labelWidth + barWidth / 2;
+    const bars = svg('svg', { id: 'attribution-bars', width: labelWidth + barWidth + 90, height: n * row + 24 });
+    bars.append(svg('line', { x1: mid, x2: mid, y1: 0, y2: n * row + 4, stroke: '#999' }));
+    a.values.forEach((v, i) => {
+      const w = top > 0 ? Math.abs(v) / top * barWidth / 2 : 0, y = 4 + i * row;
+      bars.append(svg('text', { x: labelWidth - 6, y: y + row * 0.7, 'text-anchor': 'end', 'font-size': 12, text: i + ' ' + shown(a.tokens[i], 16) }));
+      const bar = svg('rect', { class: 'attr-bar', 'data-index': i, x: v < 0 ? mid - w : mid, y: y + 2, width: Math.max(w, 0.5), height: row - 4,
+        fill: colour(v, top, true) });
+      bar.addEventListener('mousemove', (ev) => showTip(ev, label(i)));
+      bar.addEventListener('mouseleave', hideTip);
+      bars.append(bar, svg('text', { x: labelWidth + barWidth + 6, y: y + row * 0.7, 'font-size': 11, fill: '#555', text: fmt(v, 3) }));
+    });
+    s.replaceChildren(el('p', { class: 'note', text: 'Token attribution (gradient × input) of each input token t: ' +
+      'a_t = dL/de_t · e_t, where L is this prompt\'s ' + a.loss + ' and e_t the token\'s input embedding (its row of the ' +
+      'token embedding, before positions are added). a_t = d/dα L(α·e_t) at α = 1: how fast the loss changes as that ' +
+      'token\'s embedding is scaled. Red raises the loss, blue lowers it; the colours share one scale, its top the largest |a_t| (' +
+      fmt(top, 3) + '). Σ a_t = ' + fmt(sum, 4) + '. qkv explore --check compares every value with central differences of the loss.' }),
+    text, bars);
+  }
+  const renderers = { heads: () => renderHeads(), model: () => renderModel(), matrix: () => renderMatrix(), neurons: () => renderNeurons(),
+    attribution: () => renderAttribution() };
 
   // ---- the graph: dagre lays out what is expanded; modules open by clicking ----
   const graphView = (function () {

@@ -292,6 +292,24 @@ def check_neurons(b):
            " (worst difference %.2g)" % (exact, entries, worst))
 
 
+def check_attribution(b):
+    """Token attribution: a chip and a bar per input token, the largest |value| the widest bar, the page's numbers."""
+    if count(b, 'button.tab[data-view="attribution"]') == 0:
+        report(True, "no token attribution view (the model looks up no token embedding)")
+        return
+    show_tab(b, "attribution")
+    got = js(b, "[$$('#view-attribution .attr-token').filter(e => shown(e)).length,"
+                " $$('#view-attribution .attr-bar').map(e => +e.getAttribute('width')),"
+                " document.querySelector('#view-attribution .note').textContent]")
+    values = js(b, "JSON.parse(document.getElementById('qkv-data').textContent).attribution.values")
+    chips, widths, note = got
+    widest = max(range(len(widths)), key=lambda i: widths[i]) if widths else -1
+    largest = max(range(len(values)), key=lambda i: abs(values[i])) if values else -1
+    report(chips == len(values) == len(widths) > 0 and widest == largest and "dL/de" in note,
+           "token attribution: %d tokens, %d chips and %d bars, the widest for the largest |a_t| (token %d, %d), "
+           "its definition on the page" % (len(values), chips, len(widths), widest, largest))
+
+
 def check_palette(b):
     """Colours stay apart: the heads' (up to 12), and the layers' on a run's
     per-layer chart; every pair differs by 20 or more in CIELAB (ΔE76)."""
@@ -474,15 +492,17 @@ def run_checks(b, page, shots, max_mb, light):
         report(size <= max_mb * 1e6, "%s is %.2f MB, at most %g" % (os.path.basename(page), size / 1e6, max_mb))
     report(not b.errors, "page loads without console errors" + errors_text(b))
     stem = os.path.splitext(os.path.basename(page))[0]
-    views = BASE_VIEWS + (["neurons"] if count(b, "#view-neurons") else []) + (["curves"] if count(b, "#view-curves") else [])
+    attribution = ["attribution"] if count(b, "#view-attribution") else []
+    views = BASE_VIEWS + (["neurons"] if count(b, "#view-neurons") else []) + attribution + \
+        (["curves"] if count(b, "#view-curves") else [])
     if light:  # the attention views are what changes with the model's shape and the prompt's length
-        views = ["heads", "model", "matrix"]
+        views = ["heads", "model", "matrix"] + attribution
     checks = [("tabs", check_tabs, (views, shots, stem, light)), ("heads first", check_heads_first, ()),
               ("model fill", check_model_fill, ())]
     if not light:
         checks += [("head toggle", check_head_toggle, ()), ("hover", check_hover, ()), ("curves", check_curves, ()),
                    ("groups", check_groups, ()), ("palette", check_palette, ()), ("colour scale", check_colour_scale, ()),
-                   ("neurons", check_neurons, ())]
+                   ("neurons", check_neurons, ()), ("attribution", check_attribution, ())]
     for name, check, extra in checks:
         try:
             check(b, *extra)

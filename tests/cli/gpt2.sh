@@ -57,8 +57,13 @@ bounded "$qkv" attention "$gpt2" --prompt "The quick brown fox" --out maps >/dev
 bounded "$qkv" graph "$gpt2" --prompt "The quick brown fox" --out graph.dot >/dev/null 2>&1 || fail "graph"
 bounded "$qkv" gradcheck --checkpoint "$gpt2" >gradcheck.txt || { tail -3 gradcheck.txt; fail "gradcheck"; }
 grep -q "all ok" gradcheck.txt || fail "gradcheck's verdict"
-bounded "$qkv" explore "$gpt2" --prompt "The quick brown fox" --out page.html >/dev/null || fail "explore"
-ok "eval, attention, graph, gradcheck and explore read the folder"
+ok "eval, attention, graph and gradcheck read the folder"
+# Token attribution (dL/de_t · e_t) against central differences, with the page's other numbers (--check).
+bounded "$qkv" explore "$gpt2" --prompt "The quick brown fox jumps over the lazy dog" --out page.html --check >explore.txt \
+  || { cat explore.txt; fail "explore --check"; }
+grep -qE "^check: .* and 8 tokens' attributions; .*: all ok" explore.txt || { cat explore.txt; fail "token attribution's check"; }
+grep -q '"attribution":{' page.html || fail "the page holds no token attribution"
+ok "explore: token attribution of 8 tokens matches central differences (--check)"
 
 # A fine-tune on the bundled text: the held-out loss falls; 10 + 10 resumed steps are 20 steps, bit for bit.
 tune=(--batch 8 --eval-every 10 --threads 1 --schedule constant --warmup 0 --lr 3e-3)
