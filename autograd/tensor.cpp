@@ -111,7 +111,16 @@ template Tensor Tensor::from_vector(const std::vector<double>&, const Shape&);
 template Tensor Tensor::from_vector(const std::vector<int64_t>&, const Shape&);
 template Tensor Tensor::from_vector(const std::vector<bool>&, const Shape&);
 
+namespace {
+thread_local bool skip_init = false;  // a SkipInitGuard is alive on this thread
+}
+
+SkipInitGuard::SkipInitGuard() : previous_(skip_init) { skip_init = true; }
+SkipInitGuard::~SkipInitGuard() { skip_init = previous_; }
+bool SkipInitGuard::active() { return skip_init; }
+
 Tensor Tensor::randn(const Shape& shape, DType dtype, Generator* gen) {
+  if (skip_init) return zeros(shape, dtype);
   Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, dtype);
   dispatch_floating(dtype, "randn", [&](auto zero) {
@@ -124,6 +133,7 @@ Tensor Tensor::randn(const Shape& shape, DType dtype, Generator* gen) {
 
 Tensor Tensor::uniform(const Shape& shape, double low, double high, DType dtype, Generator* gen) {
   QKV_CHECK(low <= high, "uniform: low ", low, " > high ", high);
+  if (skip_init) return zeros(shape, dtype);
   Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, dtype);
   dispatch_floating(dtype, "uniform", [&](auto zero) {
@@ -385,15 +395,28 @@ std::ostream& operator<<(std::ostream& out, const Tensor& tensor) { return out <
 
 int64_t first_non_finite(const Tensor& any) {
   const Tensor t = any.device().is_cpu() ? any : any.to(Device::cpu());
-  if (t.dtype() == DType::Float32) {
-    const float* v = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(v[i])) return i;
-  } else if (t.dtype() == DType::Float64) {
-    const double* v = t.data<double>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(v[i])) return i;
-  }
+  const int64_t n = t.numel();  // once: numel() multiplies the shape out at every call
+  // Blocks of 4096 tested without an exit in the loop (the compiler vectorises it: a 124M-parameter model is
+  // checked in milliseconds); the first non-finite element is looked for only in a block that has one.
+  auto first = [n](const auto* v, auto exponent_mask) {
+    using Bits = decltype(exponent_mask);
+    constexpr int64_t kBlock = 4096;
+    for (int64_t start = 0; start < n; start += kBlock) {
+      const int64_t end = std::min(n, start + kBlock);
+      bool bad = false;
+      for (int64_t i = start; i < end; ++i) {
+        Bits bits;
+        std::memcpy(&bits, &v[i], sizeof bits);
+        bad |= (bits & exponent_mask) == exponent_mask;  // all exponent bits set: an infinity or a NaN
+      }
+      if (bad)
+        for (int64_t i = start; i < end; ++i)
+          if (!std::isfinite(v[i])) return i;
+    }
+    return int64_t{-1};
+  };
+  if (t.dtype() == DType::Float32) return first(t.data<float>(), uint32_t{0x7f800000});
+  if (t.dtype() == DType::Float64) return first(t.data<double>(), uint64_t{0x7ff0000000000000});
   return -1;
 }
 

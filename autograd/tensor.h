@@ -173,6 +173,24 @@ Tensor alias_with_shape(const Tensor& source, const Shape& shape);
 /// devices are a one-line error naming the op, as in PyTorch.
 Device common_device(const char* op, std::initializer_list<Tensor> inputs);
 
+/// While one is alive, Tensor::randn and Tensor::uniform on this thread
+/// return zeros and leave their generator as it was: a model built only to
+/// have every parameter overwritten by a file (a GPT-2 folder's 124M
+/// weights) skips drawing them, which took most of its start-up.
+class SkipInitGuard {
+ public:
+  /// Whether one is alive on this thread: an initialiser that scales its
+  /// draws (randn · 0.02) skips the scaling too.
+  static bool active();
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// The index of the first NaN or infinity in a float tensor (on any device;
 /// a device's is copied to the host), else -1: a checkpoint's weights and
 /// optimizer state, and weights before they are saved, are checked with it.

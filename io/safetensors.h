@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -67,12 +68,19 @@ struct TensorEntry {
 /// a model before it reads (or allocates for) any of the data.
 std::vector<TensorEntry> read_safetensors_header(const std::string& path,
                                                  std::map<std::string, std::string>* metadata = nullptr);
-/// load_safetensors one tensor at a time: each is read (float32 for F16 and
-/// BF16) and handed to `each`, in the order of their data, and dropped after,
-/// so a loader that converts as it goes never holds the whole file beside
-/// the model. The header is validated in full before the first call.
+/// load_safetensors one tensor at a time, as the file holds it: each
+/// entry with its bytes (little-endian values of entry.dtype), in the order
+/// of their data, read into one buffer reused from tensor to tensor (valid
+/// during the call), so a loader that converts as it copies never holds the
+/// file beside the model. The header is validated in full before the first
+/// call. The file is read, not mapped: a mapped file that another process
+/// truncates kills its reader with SIGBUS; reading costs one copy.
 void for_each_safetensor(const std::string& path,
-                         const std::function<void(const std::string& name, const Tensor& tensor)>& each);
+                         const std::function<void(const TensorEntry& entry, std::string_view bytes)>& each);
+
+/// IEEE binary16 and bfloat16 values as float32, exactly (every one is a float).
+float half_to_float(uint16_t bits);
+float bfloat16_to_float(uint16_t bits);
 
 namespace detail {
 /// Test hook: called after the temporary file is written and before it is

@@ -18,7 +18,9 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Init i
     case Init::Torch: bound = 1 / std::sqrt(static_cast<double>(in_)); break;
     case Init::XavierUniform: bound = std::sqrt(6.0 / static_cast<double>(in_ + out_)); break;
     case Init::KaimingUniform: bound = std::sqrt(6.0 / static_cast<double>(in_)); break;
-    case Init::Normal002: w = Tensor::randn({out_, in_}, DType::Float32, gen) * 0.02; break;
+    case Init::Normal002:  // (skipped draws are zeros: scaling them would only cost a pass)
+      w = SkipInitGuard::active() ? Tensor::zeros({out_, in_}) : Tensor::randn({out_, in_}, DType::Float32, gen) * 0.02;
+      break;
   }
   weight = register_parameter(
       "weight", w.defined() ? w.detach() : Tensor::uniform({out_, in_}, -bound, bound, DType::Float32, gen));
@@ -41,7 +43,10 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen, double
       dim_(dim),
       id_error_{cat("Embedding(", num_, ", ", dim_, "): id "), cat(" out of range [0, ", num_, ")")} {
   QKV_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got ", num_embeddings, " x ", dim);
-  weight = register_parameter("weight", (Tensor::randn({num_, dim_}, DType::Float32, gen) * std).detach());
+  // Skipped draws (a model about to be read from a file) are zeros: scaling them would only cost a pass.
+  weight = register_parameter("weight", SkipInitGuard::active()
+                                            ? Tensor::zeros({num_, dim_})
+                                            : (Tensor::randn({num_, dim_}, DType::Float32, gen) * std).detach());
 }
 
 namespace {

@@ -112,3 +112,14 @@ TEST_CASE("the generator is seedable and its state can be saved and restored", "
   Tensor r = Tensor::randint(2, 5, {1000}, &g);
   for (double v : r.to_vector()) CHECK((v >= 2 && v < 5));
 }
+
+TEST_CASE("SkipInitGuard makes randn and uniform zeros without advancing the generator", "[tensor]") {
+  Generator gen(7), same(7);
+  {
+    SkipInitGuard skip;
+    CHECK(Tensor::randn({3, 4}, DType::Float32, &gen).to_vector() == std::vector<double>(12, 0.0));
+    CHECK(Tensor::uniform({5}, -1, 1, DType::Float64, &gen).to_vector() == std::vector<double>(5, 0.0));
+  }
+  CHECK(gen.uniform() == same.uniform());  // untouched while the guard was alive
+  CHECK(Tensor::randn({2}, DType::Float32, &gen).to_vector() != std::vector<double>(2, 0.0));  // and drawing again after
+}
