@@ -140,6 +140,11 @@ struct BpeTokenizer::Pattern {
   }
 };
 
+void split_pieces(std::string_view text, const std::function<void(std::string_view)>& piece) {
+  const BpeTokenizer::Pattern pattern;
+  pattern.split(text, [&](size_t start, size_t length) { piece(text.substr(start, length)); });
+}
+
 BpeTokenizer::BpeTokenizer() : pattern_(std::make_unique<Pattern>()) {
   std::fill(std::begin(byte_id_), std::end(byte_id_), -1);
 }
@@ -265,7 +270,9 @@ BpeTokenizer BpeTokenizer::from_files(const std::map<std::string, std::string>& 
   return from_tokenizer_json(files.at("tokenizer.json"), where + "/tokenizer.json");
 }
 
-BpeTokenizer BpeTokenizer::load(const std::string& folder) { return from_files(read_folder(folder), printable(folder)); }
+BpeTokenizer BpeTokenizer::load(const std::string& folder) {
+  return from_files(read_folder(folder), printable(folder));
+}
 
 const std::string& BpeTokenizer::token_bytes(int64_t id) const {
   QKV_CHECK(id >= 0 && id < vocab_size() && !bytes_of_[id].empty(), "token id ", id, " is not in the vocabulary (",

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,9 +53,10 @@ class BpeTokenizer {
   BpeTokenizer& operator=(BpeTokenizer&&) noexcept;
   ~BpeTokenizer();
 
+  struct Pattern;  // GPT-2's pattern, compiled (bpe.cpp)
+
  private:
   BpeTokenizer();
-  struct Pattern;
   void add_token(const std::string& bytes, int64_t id, const std::string& where);
   void add_merge(std::string_view line, int64_t rank, const std::string& where);
   void finish(const std::string& where);
@@ -70,6 +72,24 @@ class BpeTokenizer {
   std::unique_ptr<Pattern> pattern_;
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;  // piece -> ids (bounded)
 };
+
+/// Calls `piece` for consecutive pieces covering all of `text`, as GPT-2's
+/// pattern cuts it (bytes that are not UTF-8 become pieces of their own).
+void split_pieces(std::string_view text, const std::function<void(std::string_view piece)>& piece);
+
+/// Learns GPT-2-style merges from `text` (bpe_train.cpp): its pieces,
+/// counted; the 256 bytes as the first tokens (id = byte); then, again and
+/// again, the adjacent pair of tokens that occurs most often within pieces
+/// merged into a new token, ties to the pair of smaller ids, until
+/// `vocab_size` - 1 tokens or no pair occurs twice; "<|endoftext|>" last.
+/// Pieces longer than 256 bytes (a run of spaces) are left to the byte
+/// tokens, so time stays about linear in the text plus, per merge, the
+/// pieces the pair occurs in, and memory linear in the distinct pieces.
+/// (Two merges may spell one token: the second reuses its id.) `progress`
+/// hears new tokens made of at most `vocab_size` - 257. Returns a
+/// tokenizer folder's files: vocab.json and merges.txt.
+std::map<std::string, std::string> train_bpe(std::string_view text, int64_t vocab_size,
+                                             const std::function<void(int64_t done, int64_t most)>& progress = {});
 
 /// GPT-2's map from bytes to the printable characters its vocabulary spells
 /// them with (bytes_to_unicode in GPT-2's encoder.py): the character's code point.

@@ -12,12 +12,12 @@
 #include <filesystem>
 
 #include "bounds.h"
-#include "gpt2_folder.h"
-#include "nn/gpt2_files.h"
 #include "distributed/dist.h"
+#include "gpt2_folder.h"
 #include "io/metadata.h"
 #include "io/safetensors.h"
 #include "nn/checkpoint.h"
+#include "nn/gpt2_files.h"
 
 namespace qkv::cli {
 

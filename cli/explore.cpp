@@ -107,29 +107,35 @@ nlohmann::json projections_json(const std::vector<std::pair<std::string, Tensor>
 // with each map's largest value (atol 1e-5 of it, rtol 1e-5), and the check
 // passes only when a tenth of the values or more exceed 1% of that largest
 // (so that it is not 0 = 0).
-bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
-  runner.module().to(DType::Float64);
-  Study s = study(runner, prompt);
-  s.loss.backward();
-  const double h = 1e-6, atol = 1e-5, rtol = 1e-5;
-  auto loss_with = [&](const std::function<Tensor(int64_t, const Tensor&)>& edit) {
-    NoGradGuard no_grad;
-    nn::AttentionWeightsEdit scope(edit);
-    return study(runner, prompt).loss.item();
-  };
-  double worst_p = 0, worst_gate = 0;
+// Analytic values against central differences, tallied: the tolerance scales with the largest value of their
+// map or list (`scale`: atol 1e-5 of it) and with the numeric value (rtol 1e-5).
+struct Tally {
+  static constexpr double h = 1e-6, atol = 1e-5, rtol = 1e-5;
   int64_t entries = 0, failed = 0, significant = 0;
-  auto largest = [](const std::vector<double>& v) {
-    double top = 0;
-    for (double x : v) top = std::max(top, std::fabs(x));
-    return top;
-  };
-  auto compare = [&](double analytic, double numeric, double scale, double& worst) {
+  void compare(double analytic, double numeric, double scale, double& worst) {
     double err = std::fabs(analytic - numeric), tolerance = atol * scale + rtol * std::fabs(numeric) + 1e-12;
     worst = std::max(worst, err / tolerance);
     ++entries;
     if (err > tolerance) ++failed;
     if (std::fabs(numeric) > 0.01 * scale) ++significant;
+  }
+};
+
+double largest(const std::vector<double>& v) {
+  double top = 0;
+  for (double x : v) top = std::max(top, std::fabs(x));
+  return top;
+}
+
+// Up to `per_map` dL/dP entries of each map (drawn at random) and every head's gate, through
+// nn::AttentionWeightsEdit; the worst errors into worst_p and worst_gate.
+void check_maps(Runner& runner, const std::string& prompt, const Study& s, int64_t per_map, Tally& tally,
+                double& worst_p, double& worst_gate) {
+  const double h = Tally::h;
+  auto loss_with = [&](const std::function<Tensor(int64_t, const Tensor&)>& edit) {
+    NoGradGuard no_grad;
+    nn::AttentionWeightsEdit scope(edit);
+    return study(runner, prompt).loss.item();
   };
   Generator pick(1);
   for (size_t k = 0; k < s.maps.size(); ++k) {
@@ -147,7 +153,7 @@ bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
           return add(w, Tensor::from_vector(e, w.shape()).to(w.dtype()));
         };
       };
-      compare(grad[i], (loss_with(nudge(h)) - loss_with(nudge(-h))) / (2 * h), scale, worst_p);
+      tally.compare(grad[i], (loss_with(nudge(h)) - loss_with(nudge(-h))) / (2 * h), scale, worst_p);
     }
     std::vector<double> gate = nn::head_gate_gradient(p, p.grad());
     const double gate_scale = largest(gate);
@@ -160,21 +166,35 @@ bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
           return mul(w, Tensor::from_vector(g, {1, heads, 1, 1}).to(w.dtype()));
         };
       };
-      compare(gate[head], (loss_with(gated(1 + h)) - loss_with(gated(1 - h))) / (2 * h), gate_scale, worst_gate);
+      tally.compare(gate[head], (loss_with(gated(1 + h)) - loss_with(gated(1 - h))) / (2 * h), gate_scale, worst_gate);
     }
   }
-  // Token attribution: dL/de_t · e_t against d/dα L(α·e_t), by central differences, every token (at most per_map).
-  double worst_attribution = 0;
-  int64_t tokens_checked = 0;
-  if (s.embedding.defined()) {
-    const std::vector<double> attribution = token_attribution(s);
-    const double scale = largest(attribution);
-    for (int64_t t = 0; t < std::min<int64_t>(static_cast<int64_t>(attribution.size()), per_map); ++t, ++tokens_checked)
-      compare(attribution[t],
-              (loss_with_token_scaled(runner, prompt, t, 1 + h) - loss_with_token_scaled(runner, prompt, t, 1 - h)) /
-                  (2 * h),
-              scale, worst_attribution);
-  }
+}
+
+// Token attribution: dL/de_t · e_t against d/dα L(α·e_t), by central differences, for up to `per_map` tokens.
+// Returns how many were checked; the worst error into `worst`.
+int64_t check_attribution(Runner& runner, const std::string& prompt, const Study& s, int64_t per_map, Tally& tally,
+                          double& worst) {
+  if (!s.embedding.defined()) return 0;
+  const std::vector<double> attribution = token_attribution(s);
+  const double scale = largest(attribution), h = Tally::h;
+  const int64_t tokens = std::min<int64_t>(static_cast<int64_t>(attribution.size()), per_map);
+  for (int64_t t = 0; t < tokens; ++t)
+    tally.compare(
+        attribution[t],
+        (loss_with_token_scaled(runner, prompt, t, 1 + h) - loss_with_token_scaled(runner, prompt, t, 1 - h)) / (2 * h),
+        scale, worst);
+  return tokens;
+}
+
+bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
+  runner.module().to(DType::Float64);
+  Study s = study(runner, prompt);
+  s.loss.backward();
+  Tally tally;
+  double worst_p = 0, worst_gate = 0, worst_attribution = 0;
+  check_maps(runner, prompt, s, per_map, tally, worst_p, worst_gate);
+  const int64_t tokens_checked = check_attribution(runner, prompt, s, per_map, tally, worst_attribution);
   // The neuron view's numbers make the maps beside them: P from q and k, dL/dq and dL/dk from dL/dP.
   std::vector<std::vector<bool>> hidden;
   for (const AttentionMap& m : s.maps) hidden.push_back(masked_cells(m, attention_window(runner.spec())));
@@ -185,17 +205,17 @@ bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
       "from dL/dP through softmax's backward against the engine's, in float64: %s (worst |ΔP| %.2g, "
       "worst gradient error %.2g of its head's largest; bounds 1e-12 and 1e-10)\n",
       static_cast<long long>(neurons.heads), neurons_ok ? "all ok" : "FAILED", neurons.worst_p, neurons.worst_grad);
-  const bool ok = entries > 0 && failed == 0 && significant * 10 >= entries;
+  const bool ok = tally.entries > 0 && tally.failed == 0 && tally.significant * 10 >= tally.entries;
   std::printf(
       "check: %lld values (dL/dP entries and head gates of %zu maps, and %lld tokens' attributions; %lld of them "
       "above 1%% of their map's or list's largest) against central differences in float64: %s (worst error %.2g of "
       "its tolerance for dL/dP, %.2g for the gates, %.2g for token attribution; atol %g of the largest, rtol %g)\n",
-      static_cast<long long>(entries), s.maps.size(), static_cast<long long>(tokens_checked),
-      static_cast<long long>(significant),
-      ok       ? "all ok"
-      : failed ? cat(failed, " FAILED").c_str()
-               : "FAILED (too few values far from 0 to tell)",
-      worst_p, worst_gate, worst_attribution, atol, rtol);
+      static_cast<long long>(tally.entries), s.maps.size(), static_cast<long long>(tokens_checked),
+      static_cast<long long>(tally.significant),
+      ok             ? "all ok"
+      : tally.failed ? cat(tally.failed, " FAILED").c_str()
+                     : "FAILED (too few values far from 0 to tell)",
+      worst_p, worst_gate, worst_attribution, Tally::atol, Tally::rtol);
   return ok && neurons_ok;
 }
 
@@ -251,17 +271,17 @@ nlohmann::json page_data(const Runner& runner, const Study& s, const Graph& grap
   attention["figures"] = figures;
   attention["neurons"] = neuron_json(s);
   nlohmann::json data = {{"title", cat("qkv explore: ", page_token(path))},
-          {"subtitle", cat(page_token(prompt), ": ", s.what, " = ", s.loss.item())},
-          {"model",
-           {{"kind", spec.model},
-            {"title", runner.kind().title},
-            {"layers", spec.layers},
-            {"heads", spec.heads},
-            {"width", spec.width},
-            {"task", spec.task},
-            {"checkpoint", page_token(path)}}},
-          {"attention", attention},
-          {"graph", graph_json(graph, params, runner.kind().causal)}};
+                         {"subtitle", cat(page_token(prompt), ": ", s.what, " = ", s.loss.item())},
+                         {"model",
+                          {{"kind", spec.model},
+                           {"title", runner.kind().title},
+                           {"layers", spec.layers},
+                           {"heads", spec.heads},
+                           {"width", spec.width},
+                           {"task", spec.task},
+                           {"checkpoint", page_token(path)}}},
+                         {"attention", attention},
+                         {"graph", graph_json(graph, params, runner.kind().causal)}};
   if (s.embedding.defined() && s.embedding.grad().defined()) {
     nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array();
     for (const std::string& t : s.embedded) tokens.push_back(page_token(t));

@@ -19,14 +19,13 @@ int export_model(int argc, char** argv) {
                            "and a BPE model's vocab.json and merges.txt or tokenizer.json).");
   options.custom_help("CHECKPOINT --format hf --out DIR [OPTION...]");
   options.add_options()("checkpoint", "(required; or give it first) a gpt checkpoint file or GPT-2 folder",
-                        cxxopts::value<std::string>(), "FILE")(
-      "format", "(required) hf: a Hugging Face GPT-2 folder", cxxopts::value<std::string>(), "NAME")(
-      "out", "(required) the folder to write", cxxopts::value<std::string>(), "DIR")(
+                        cxxopts::value<std::string>(),
+                        "FILE")("format", "(required) hf: a Hugging Face GPT-2 folder", cxxopts::value<std::string>(),
+                                "NAME")("out", "(required) the folder to write", cxxopts::value<std::string>(), "DIR")(
       "force", "replace a folder an earlier export wrote");
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
-  const std::string path = required(args, "checkpoint"), format = required(args, "format"),
-                    out = required(args, "out");
+  const std::string path = required(args, "checkpoint"), format = required(args, "format"), out = required(args, "out");
   QKV_CHECK(format == "hf", "--format ", printable(format), ": qkv exports hf (a Hugging Face GPT-2 folder)");
   stop_if_parse_only();
   io::OutputFolder folder(out, "--out", args.count("force") > 0, {".json", ".safetensors", ".txt"}, "--force");
@@ -47,9 +46,9 @@ int export_model(int argc, char** argv) {
   folder.commit();
   std::printf("wrote %s: config.json, model.safetensors (%lld parameters, float32)%s\n", printable(out).c_str(),
               static_cast<long long>(spec.parameter_count()),
-              spec.tokenizer_files.empty()
-                  ? "; no tokenizer: the model reads bytes, ids 0-255 (GPT2Tokenizer does not)"
-                  : spec.tokenizer_files.count("tokenizer.json") ? " and tokenizer.json" : ", vocab.json and merges.txt");
+              spec.tokenizer_files.empty() ? "; no tokenizer: the model reads bytes, ids 0-255 (GPT2Tokenizer does not)"
+              : spec.tokenizer_files.count("tokenizer.json") ? " and tokenizer.json"
+                                                             : ", vocab.json and merges.txt");
   return 0;
 }
 

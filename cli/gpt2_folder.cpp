@@ -50,10 +50,11 @@ void print_gpt2_folder_info(const std::string& folder) {
   std::string stored;
   for (const std::string& d : dtypes) stored += (stored.empty() ? "" : ", ") + d;
   std::printf("%s\n", printable(folder).c_str());
-  std::printf("  model      gpt (GPT-2), %lld parameters: width %lld, %lld layers, %lld heads, context %lld, vocab %lld\n",
-              static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
-              static_cast<long long>(spec.layers), static_cast<long long>(spec.heads),
-              static_cast<long long>(spec.context), static_cast<long long>(spec.vocab));
+  std::printf(
+      "  model      gpt (GPT-2), %lld parameters: width %lld, %lld layers, %lld heads, context %lld, vocab %lld\n",
+      static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
+      static_cast<long long>(spec.layers), static_cast<long long>(spec.heads), static_cast<long long>(spec.context),
+      static_cast<long long>(spec.vocab));
   std::printf("  task       %s\n", task->describe(spec).c_str());
   std::printf("  file       a Hugging Face GPT-2 folder: model.safetensors holds %zu tensors (%s), %.2f MB\n",
               entries.size(), stored.c_str(), static_cast<double>(std::filesystem::file_size(weights)) / 1e6);

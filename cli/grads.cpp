@@ -84,8 +84,8 @@ int grads(int argc, char** argv) {
   }
   io::save_safetensors(out, tensors, {{"qkv.checkpoint", printable(path)}, {"qkv.input", printable(text)}},
                        existing_for(args));
-  std::printf("\nwrote loss and %zu gradients to %s%s (compare them with cli/compare_grads.py)\n",
-              tensors.size() - 1, printable(out).c_str(),
+  std::printf("\nwrote loss and %zu gradients to %s%s (compare them with cli/compare_grads.py)\n", tensors.size() - 1,
+              printable(out).c_str(),
               gpt2 ? " under GPT-2's names and layouts (transformer.h.N.attn.c_attn.weight, [in, out])" : "");
   return 0;
 }

@@ -12,10 +12,10 @@
 #include "commands.h"
 #include "common.h"
 #include "gpt2_folder.h"
-#include "nn/gpt2_files.h"
 #include "io/metadata.h"
 #include "kinds.h"
 #include "model_spec.h"
+#include "nn/gpt2_files.h"
 #include "runner.h"
 
 namespace qkv::cli {

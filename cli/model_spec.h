@@ -20,7 +20,7 @@ struct ModelSpec : nn::ModelShape {
   std::string source;               // the checkpoint it was read from ("" from flags): errors name it
   std::string tokenizer;            // text: where its BPE tokenizer came from (a folder; shown), "" for bytes
   std::map<std::string, std::string> tokenizer_files;  // and that tokenizer's files, name to contents (bpe.h)
-  int64_t example_tokens = 0;       // positions one example feeds (the Runner sets it: the task's, or the context)
+  int64_t example_tokens = 0;  // positions one example feeds (the Runner sets it: the task's, or the context)
   std::map<std::string, std::string> metadata() const;
   /// Parses and bounds a checkpoint's description (one-line errors naming `path`).
   static ModelSpec from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);

@@ -28,7 +28,7 @@ Study study(Runner& runner, const std::string& prompt) {
     const int64_t T = s.embedding.dim() >= 2 ? s.embedding.size(-2) : 0;
     for (int64_t t = 0; t < T; ++t)
       s.embedded.push_back(static_cast<int64_t>(e.input.size()) == T ? runner.task().token_text(e.input[t])
-                                                                      : cat("token ", t));
+                                                                     : cat("token ", t));
   }
   QKV_CHECK(s.inputs.size() == s.maps.size(), "study: ", s.maps.size(), " maps but ", s.inputs.size(),
             " scaled dot-product attention calls");

@@ -19,8 +19,8 @@ std::unique_ptr<Task> make_text_task(const TaskRow& row, const ModelSpec& spec, 
 
 TextTask::TextTask(const TaskRow& row, const ModelSpec& spec) : Task(row) {
   if (!spec.tokenizer_files.empty())
-    bpe_ = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_files(
-        spec.tokenizer_files, printable(spec.source.empty() ? spec.tokenizer : spec.source)));
+    bpe_ = std::make_shared<const BpeTokenizer>(
+        BpeTokenizer::from_files(spec.tokenizer_files, printable(spec.source.empty() ? spec.tokenizer : spec.source)));
 }
 
 namespace {
@@ -133,16 +133,23 @@ void TextTask::print_eval(Runner& runner, const std::string& path, int64_t count
   // A file's context sizes the windows: 2^18 once asked for 8.6 GB of logits with no estimate.
   const int64_t at_once = std::min<int64_t>(32, count);  // held_out_loss's batches
   if (runner.device().is_cpu())
-    check_fits_in_memory(
-        forward_bytes(runner.spec(), at_once),
-        cat(printable(path), ": its loss on ", at_once, " windows of ", runner.spec().context, " ", unit(),
-            "s at a time"),
-        "evaluate it on a machine with more memory");
+    check_fits_in_memory(forward_bytes(runner.spec(), at_once),
+                         cat(printable(path), ": its loss on ", at_once, " windows of ", runner.spec().context, " ",
+                             unit(), "s at a time"),
+                         "evaluate it on a machine with more memory");
   double loss = held_out_loss(runner, count, gen, progress);
   std::printf("%s: held-out loss %.4f nats/%s = %.4f bits/%s over %lld window%s of %lld %ss", printable(path).c_str(),
               loss, unit(), loss / std::log(2.0), unit(), static_cast<long long>(count), count == 1 ? "" : "s",
               static_cast<long long>(runner.spec().context), unit());
-  if (bpe_) std::printf(" (perplexity %.2f)", std::exp(loss));  // the token model's usual figure
+  if (bpe_) {  // the token model's usual figure, and one to compare with a byte model's
+    int64_t bytes = 0;
+    for (int64_t i = 0; i < held_out_.size(); ++i)
+      bytes += static_cast<int64_t>(bpe_->token_bytes(held_out_[i]).size());
+    const double per_byte =
+        loss * static_cast<double>(held_out_.size()) / static_cast<double>(std::max<int64_t>(bytes, 1));
+    std::printf(" (perplexity %.2f); %.4f nats/byte at the held-out text's %.2f bytes a token", std::exp(loss),
+                per_byte, static_cast<double>(bytes) / static_cast<double>(std::max<int64_t>(held_out_.size(), 1)));
+  }
   std::printf("\n");
 }
 
@@ -172,7 +179,8 @@ std::string TextTask::example_prompt(Generator& gen) const {
   TextTokens decoded;
   const TextTokens& bytes = bpe_ ? decoded : held_out;
   if (bpe_) {
-    const int64_t at = static_cast<int64_t>(gen.below(static_cast<uint64_t>(std::max<int64_t>(1, held_out.size() - 64))));
+    const int64_t at =
+        static_cast<int64_t>(gen.below(static_cast<uint64_t>(std::max<int64_t>(1, held_out.size() - 64))));
     std::vector<int64_t> ids;
     for (int64_t i = at; i < std::min(held_out.size(), at + 64); ++i) ids.push_back(held_out[i]);
     decoded = TextTokens(decode(ids));
@@ -210,7 +218,7 @@ void TextTask::print_sample(Runner& runner, const std::string& prompt, const Sam
 }
 
 std::string TextTask::title(const ModelSpec& spec) const {
-  if (bpe_ && spec.data.empty()) return "text (GPT-2 tokens)";
+  if (bpe_ && spec.data.empty()) return cat("text (bundled) in ", bpe_->vocab_size(), " BPE tokens");
   return "text " + (spec.data.empty() ? std::string("(bundled)") : printable(spec.data));
 }
 

@@ -95,7 +95,6 @@ std::string max_len_help() {
   return text;
 }
 
-// A new run's model and task from the flags; flags the task does not use are mistakes.
 // A fine-tune's model: the folder's, on the text task, with only --data and --dropout of the model's flags.
 ModelSpec spec_from_folder(const cxxopts::ParseResult& args) {
   const std::string folder = args["init"].as<std::string>();
@@ -115,6 +114,7 @@ ModelSpec spec_from_folder(const cxxopts::ParseResult& args) {
   return spec;
 }
 
+// A new run's model and task from the flags; flags the task does not use are mistakes.
 ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
   if (args.count("init")) return spec_from_folder(args);
   ModelSpec spec;
@@ -297,6 +297,18 @@ class Settings {
   std::map<std::string, std::string>& recorded_;
 };
 
+// The flags of a new text run in another tokenizer's tokens, or of a fine-tune of someone else's model.
+void add_token_options(cxxopts::Options& options) {
+  options.add_options("model and task (fixed by the checkpoint on --resume)")(
+      "init",
+      "fine-tune a GPT-2 folder (config.json, model.safetensors and its tokenizer): its model, weights and "
+      "tokens, on --data (text)",
+      cxxopts::value<std::string>(),
+      "DIR")("tokenizer",
+             "text: read it in the BPE tokens of a tokenizer folder (vocab.json and merges.txt, or tokenizer.json)",
+             cxxopts::value<std::string>(), "DIR");
+}
+
 }  // namespace
 
 cxxopts::Options train_options() {
@@ -329,13 +341,8 @@ cxxopts::Options train_options() {
       "context", cat("context length, in ", range(1, kMaxContext), " (default: what the task needs; 64 for text)"),
       cxxopts::value<int64_t>(),
       "N")("dropout", cat("dropout probability (", defaults_text(&TaskDefaults::dropout), ")"),
-           cxxopts::value<double>(), "P")(
-      "init",
-      "fine-tune a GPT-2 folder (config.json, model.safetensors and its tokenizer): its model, weights and "
-      "tokens, on --data (text)",
-      cxxopts::value<std::string>(), "DIR")(
-      "tokenizer", "text: read it in the BPE tokens of a tokenizer folder (vocab.json and merges.txt, or tokenizer.json)",
-      cxxopts::value<std::string>(), "DIR");
+           cxxopts::value<double>(), "P");
+  add_token_options(options);
   options.add_options("training (fixed by the checkpoint on --resume)")(
       "batch",
       cat("examples per step, in ", range(1, kMaxBatch), " (", defaults_text(&TaskDefaults::batch),

@@ -37,8 +37,7 @@ std::string file_in_folder(const std::string& folder, const std::string& name, c
 
 void check_folder(const std::string& path, const char* expected) {
   struct stat st {};
-  QKV_CHECK(::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode), printable(path), ": not a folder (", expected,
-            ")");
+  QKV_CHECK(::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode), printable(path), ": not a folder (", expected, ")");
 }
 
 }  // namespace qkv::io

@@ -173,8 +173,8 @@ void fill_part(const Src* file, Tensor& param, bool conv1d, int64_t k, int64_t p
 
 // A file tensor's bytes (F32, F64, F16 or BF16, little-endian) into the rule's parameters (on the CPU, float32
 // or float64), converted and laid out as they are copied: no buffer of the whole tensor is made.
-template <class Dst>
-void fill_as(const Rule& rule, const io::TensorEntry& entry, std::string_view bytes, std::map<std::string, Tensor>& params) {
+template <class Dst> void fill_as(const Rule& rule, const io::TensorEntry& entry, std::string_view bytes,
+                                  std::map<std::string, Tensor>& params) {
   const int64_t parts = static_cast<int64_t>(rule.params.size());
   for (int64_t k = 0; k < parts; ++k) {
     Tensor& p = params.at(rule.params[k]);
@@ -190,11 +190,14 @@ void fill_as(const Rule& rule, const io::TensorEntry& entry, std::string_view by
   }
 }
 
-void fill(const Rule& rule, const io::TensorEntry& entry, std::string_view bytes, std::map<std::string, Tensor>& params) {
+void fill(const Rule& rule, const io::TensorEntry& entry, std::string_view bytes,
+          std::map<std::string, Tensor>& params) {
   const Tensor& first = params.at(rule.params[0]);
   QKV_CHECK(first.device().is_cpu(), "load_gpt2_into: the model must be on the CPU");
-  if (first.dtype() == DType::Float64) fill_as<double>(rule, entry, bytes, params);
-  else fill_as<float>(rule, entry, bytes, params);
+  if (first.dtype() == DType::Float64)
+    fill_as<double>(rule, entry, bytes, params);
+  else
+    fill_as<float>(rule, entry, bytes, params);
 }
 
 // The file layout of one rule from its parameters' tensors (the inverse of fill), in their dtype, on the CPU.
@@ -205,9 +208,13 @@ Tensor gather(const Rule& rule, const std::vector<Tensor>& parts_in) {
   Tensor out = Tensor::empty(!rule.conv1d ? s : s.size() == 1 ? Shape{parts * s[0]} : Shape{s[1], parts * s[0]}, dtype);
   for (int64_t k = 0; k < parts; ++k) {
     const Tensor host = parts_in[k].to(Device::cpu()).to(dtype);
-    auto copy = [&](auto* to, const auto* from) { for_each_pair(s, rule.conv1d, k, parts, [&](int64_t f, int64_t p) { to[f] = from[p]; }); };
-    if (dtype == DType::Float64) copy(as<double>(out), as<const double>(host));
-    else copy(as<float>(out), as<const float>(host));
+    auto copy = [&](auto* to, const auto* from) {
+      for_each_pair(s, rule.conv1d, k, parts, [&](int64_t f, int64_t p) { to[f] = from[p]; });
+    };
+    if (dtype == DType::Float64)
+      copy(as<double>(out), as<const double>(host));
+    else
+      copy(as<float>(out), as<const float>(host));
   }
   return out;
 }
@@ -244,7 +251,8 @@ void check_header(const std::vector<io::TensorEntry>& entries, const std::vector
 GPTConfig read_gpt2_config(const std::string& folder) {
   std::string shown;
   const nlohmann::json c = read_config(folder, shown);
-  require(c, shown, "model_type", [](const auto& v) { return v == "gpt2"; }, "GPT-2 (model_type \"gpt2\")");
+  require(
+      c, shown, "model_type", [](const auto& v) { return v == "gpt2"; }, "GPT-2 (model_type \"gpt2\")");
   GPTConfig g;
   g.vocab = size_field(c, shown, "vocab_size", kMaxVocab);
   g.context = size_field(c, shown, "n_positions", kMaxContext, "n_ctx");
@@ -253,19 +261,25 @@ GPTConfig read_gpt2_config(const std::string& folder) {
   g.heads = size_field(c, shown, "n_head", kMaxWidth);
   QKV_CHECK(g.width % g.heads == 0, shown, ": n_embd ", g.width, " is not divisible by n_head ", g.heads);
   const int64_t inner = 4 * g.width;
-  require(c, shown, "n_inner", [&](const auto& v) { return v.is_number_integer() && v.template get<int64_t>() == inner; },
-          "an MLP of 4·n_embd (n_inner null)");
-  require(c, shown, "activation_function",
-          [](const auto& v) { return v == "gelu_new" || v == "gelu_pytorch_tanh"; },
-          "GELU's tanh form (gelu_new)");
-  require(c, shown, "layer_norm_epsilon",
-          [](const auto& v) { return v.is_number() && std::fabs(v.template get<double>() - 1e-5) < 1e-12; },
-          "LayerNorm with eps 1e-5");
-  require(c, shown, "scale_attn_weights", [](const auto& v) { return v == true; }, "scores scaled by 1/sqrt(d)");
-  require(c, shown, "scale_attn_by_inverse_layer_idx", [](const auto& v) { return v == false; },
-          "the same scale in every layer");
-  require(c, shown, "add_cross_attention", [](const auto& v) { return v == false; }, "no cross-attention");
-  require(c, shown, "tie_word_embeddings", [](const auto& v) { return v == true; }, "a head tied to wte");
+  require(
+      c, shown, "n_inner", [&](const auto& v) { return v.is_number_integer() && v.template get<int64_t>() == inner; },
+      "an MLP of 4·n_embd (n_inner null)");
+  require(
+      c, shown, "activation_function", [](const auto& v) { return v == "gelu_new" || v == "gelu_pytorch_tanh"; },
+      "GELU's tanh form (gelu_new)");
+  require(
+      c, shown, "layer_norm_epsilon",
+      [](const auto& v) { return v.is_number() && std::fabs(v.template get<double>() - 1e-5) < 1e-12; },
+      "LayerNorm with eps 1e-5");
+  require(
+      c, shown, "scale_attn_weights", [](const auto& v) { return v == true; }, "scores scaled by 1/sqrt(d)");
+  require(
+      c, shown, "scale_attn_by_inverse_layer_idx", [](const auto& v) { return v == false; },
+      "the same scale in every layer");
+  require(
+      c, shown, "add_cross_attention", [](const auto& v) { return v == false; }, "no cross-attention");
+  require(
+      c, shown, "tie_word_embeddings", [](const auto& v) { return v == true; }, "a head tied to wte");
   return g;
 }
 
@@ -320,7 +334,8 @@ void load_gpt2_into(GPT& gpt, const std::string& folder) {
     if (is_buffer(bare)) return;
     const bool is_head = bare == "lm_head.weight";
     Rule rule = is_head ? Rule{bare, {"lm_head"}, false} : *by_file.at(bare);
-    if (is_head) params["lm_head"] = head = Tensor::empty(model->tok_emb->weight.shape(), model->tok_emb->weight.dtype());
+    if (is_head)
+      params["lm_head"] = head = Tensor::empty(model->tok_emb->weight.shape(), model->tok_emb->weight.dtype());
     fill(rule, entry, bytes, params);
     for (const std::string& p : rule.params)  // a NaN or an infinity: a diverged run's file
       if (int64_t at = first_non_finite(params.at(p)); at >= 0)
@@ -343,7 +358,8 @@ io::NamedTensors gpt2_tensors(const GPT& model,
     std::vector<Tensor> parts;
     for (const std::string& p : r.params) {
       Tensor t = of(p, params.at(p));
-      if (!t.defined()) t = Tensor::zeros(params.at(p).shape(), params.at(p).dtype());  // a gradient that reached nothing
+      if (!t.defined())
+        t = Tensor::zeros(params.at(p).shape(), params.at(p).dtype());  // a gradient that reached nothing
       QKV_CHECK(t.shape() == params.at(p).shape(), "gpt2_tensors: no ", p, " of shape ",
                 shape_str(params.at(p).shape()));
       parts.push_back(t);

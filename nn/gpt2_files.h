@@ -52,7 +52,8 @@ void load_gpt2_into(GPT& model, const std::string& folder);
 /// gradient; an undefined one, a gradient that reached nothing, such as the
 /// keys' bias's, is written as zeros), float32 or float64. `bare` drops the "transformer."
 /// prefix, as the hub's files name them.
-io::NamedTensors gpt2_tensors(const GPT& model, const std::function<Tensor(const std::string& name, const Tensor& parameter)>& of,
+io::NamedTensors gpt2_tensors(const GPT& model,
+                              const std::function<Tensor(const std::string& name, const Tensor& parameter)>& of,
                               bool bare = false);
 
 /// The config.json of a GPT in GPT-2's words, as Hugging Face's GPT2Config

@@ -62,7 +62,8 @@ void write_as(const fs::path& path, const io::NamedTensors& tensors, const std::
     for (int64_t i = 0; i < f.numel(); ++i) {
       uint32_t bits;
       std::memcpy(&bits, &v[i], 4);
-      if (dtype == "F32") data.append(reinterpret_cast<const char*>(&bits), 4);
+      if (dtype == "F32")
+        data.append(reinterpret_cast<const char*>(&bits), 4);
       else {
         const uint16_t h = dtype == "BF16" ? static_cast<uint16_t>(bits >> 16) : to_half_bits(v[i]);
         data.append(reinterpret_cast<const char*>(&h), 2);
@@ -121,10 +122,10 @@ Tensor logsumexp_rows(const Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("a GPT-2 folder loads with PyTorch's logits, loss, gradients and greedy continuation",
-          "[gpt2][fixtures]") {
+TEST_CASE("a GPT-2 folder loads with PyTorch's logits, loss, gradients and greedy continuation", "[gpt2][fixtures]") {
   const GPTConfig config = read_gpt2_config(kFolder);
-  CHECK((config.vocab == 50257 && config.context == 16 && config.width == 8 && config.heads == 2 && config.layers == 2));
+  CHECK(
+      (config.vocab == 50257 && config.context == 16 && config.width == 8 && config.heads == 2 && config.layers == 2));
   const io::TensorFile expected = io::load_safetensors(kFolder + "/pytorch_expected.safetensors");
   const Tensor ids = expected.get("ids");
   const int64_t T = ids.size(1);
@@ -178,8 +179,8 @@ TEST_CASE("GPT-2's two naming styles and three dtypes load the same model", "[gp
   const GPTConfig config = read_gpt2_config(kFolder);
   std::unique_ptr<GPT> hub = load_gpt2(kFolder, config);
   // GPT2LMHeadModel.state_dict()'s names: "transformer." and the tied lm_head.weight.
-  io::NamedTensors state_dict =
-      gpt2_tensors(*hub, [](const std::string&, const Tensor& p) { return p; }, /*bare=*/false);
+  io::NamedTensors state_dict = gpt2_tensors(
+      *hub, [](const std::string&, const Tensor& p) { return p; }, /*bare=*/false);
   state_dict.emplace_back("lm_head.weight", hub->tok_emb->weight);
   require_same(*hub, *load_gpt2(folder_with("state_dict", state_dict).string(), config));
   for (const char* dtype : {"F16", "BF16"}) {
@@ -299,7 +300,8 @@ TEST_CASE("a hostile GPT-2 folder is refused in one line naming the file and the
     fs::create_symlink(outside / "model.safetensors", dir / "model.safetensors");
     expect(dir, {"model.safetensors", "link out of the folder"});
   }
-  CHECK_THROWS_WITH(read_gpt2_config(fresh("empty").string()), Contains("config.json") && Contains("is a folder, not a checkpoint file"));
+  CHECK_THROWS_WITH(read_gpt2_config(fresh("empty").string()),
+                    Contains("config.json") && Contains("is a folder, not a checkpoint file"));
   CHECK_THROWS_WITH(read_gpt2_config((fresh("file") / "x").string()), Contains("not a folder"));
   (void)config;
 }

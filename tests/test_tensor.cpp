@@ -121,5 +121,6 @@ TEST_CASE("SkipInitGuard makes randn and uniform zeros without advancing the gen
     CHECK(Tensor::uniform({5}, -1, 1, DType::Float64, &gen).to_vector() == std::vector<double>(5, 0.0));
   }
   CHECK(gen.uniform() == same.uniform());  // untouched while the guard was alive
-  CHECK(Tensor::randn({2}, DType::Float32, &gen).to_vector() != std::vector<double>(2, 0.0));  // and drawing again after
+  CHECK(Tensor::randn({2}, DType::Float32, &gen).to_vector() !=
+        std::vector<double>(2, 0.0));  // and drawing again after
 }

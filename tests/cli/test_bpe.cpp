@@ -15,6 +15,7 @@
 #include "bpe.h"
 
 using qkv::cli::BpeTokenizer;
+using qkv::cli::train_bpe;
 
 namespace {
 
@@ -180,4 +181,21 @@ TEST_CASE("bpe: hostile folders give one-line errors naming the file", "[bpe]") 
   expect("a tokenizer.json of another model", "tokenizer.json");
   std::filesystem::remove_all(dir);
   expect("no folder", "not a folder");
+}
+
+TEST_CASE("train_bpe learns the most frequent pairs first and reads back as a tokenizer", "[bpe]") {
+  const std::string text = "abab abab abab abc";
+  const auto files = train_bpe(text, 260);  // 256 bytes, 3 merges, <|endoftext|>
+  const BpeTokenizer learned = BpeTokenizer::from_files(files, "learned");
+  CHECK(learned.vocab_size() == 260);
+  // (a, b) occurs 7 times. Then (Ġ, ab) and (ab, ab) 3 times each: the tie goes to the smaller ids (Ġ is 32,
+  // ab 256). Then (Ġab, ab) twice, more than any other pair.
+  CHECK(files.at("merges.txt") == "#version: 0.2\na b\nĠ ab\nĠab ab\n");
+  CHECK(learned.encode(" abab") == std::vector<int64_t>{258});
+  CHECK(learned.decode(learned.encode(text)) == text);
+  CHECK(train_bpe(text, 260) == files);  // the same text, the same files
+  // Two merges that spell one token share its id: "ab"+"c" and "a"+"bc" would both be "abc".
+  const auto shared = train_bpe("abc abc abc xbc xbc xbc xbc ab ab", 300);
+  CHECK(BpeTokenizer::from_files(shared, "shared").vocab_size() <= 300);
+  CHECK_THROWS_WITH(train_bpe(text, 256), Catch::Matchers::Contains("the 256 bytes and <|endoftext|>"));
 }

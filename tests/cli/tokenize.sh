@@ -31,3 +31,18 @@ refused "no tokenizer folder" "$qkv" tokenize --tokenizer nothere --text hi
 refused "--text and --data" "$qkv" tokenize --tokenizer "$gpt2" --text hi --data bytes.bin
 refused "--data that is a folder" "$qkv" tokenize --tokenizer "$gpt2" --data .
 ok "tokenize refuses bad ids, folders and flags in one line"
+
+# --train: a tokenizer learned from the bundled text, read back as any folder; the same files twice.
+text=$here/../../cli/data/text.txt
+"$qkv" tokenize --train --data "$text" --vocab-size 600 --out learned >train.txt || fail "tokenize --train"
+grep -q "600 tokens" train.txt || { cat train.txt; fail "--train's summary"; }
+"$qkv" tokenize --train --data "$text" --vocab-size 600 --out again >/dev/null || fail "tokenize --train again"
+cmp -s learned/merges.txt again/merges.txt && cmp -s learned/vocab.json again/vocab.json || fail "--train is not deterministic"
+"$qkv" tokenize --tokenizer learned --data bytes.bin >ids.txt || fail "the learned tokenizer on random bytes"
+"$qkv" tokenize --tokenizer learned --decode --text "$(cat ids.txt)" >back.bin || fail "--decode with it"
+head -c -1 back.bin | cmp -s - bytes.bin || fail "random bytes did not come back through the learned tokenizer"
+refused "a vocabulary under 257" "$qkv" tokenize --train --data "$text" --vocab-size 100 --out small
+refused "--train without --out" "$qkv" tokenize --train --data "$text" --vocab-size 300
+mkdir -p mine && echo keep >mine/notes.md
+refused "--train over a folder it did not write" "$qkv" tokenize --train --data "$text" --vocab-size 300 --out mine --force
+ok "tokenize --train: $(sed 's/^wrote learned: //' train.txt)"
