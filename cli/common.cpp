@@ -173,6 +173,10 @@ std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::strin
     if (metadata) metadata->clear();
     return load_gpt2_folder(path);
   }
+  if (nn::is_llmc_checkpoint(path)) {  // llm.c's gpt2_124M.bin: a header of ints, then float32 or bfloat16
+    if (metadata) metadata->clear();
+    return load_llmc_file(path);
+  }
   io::TensorFile file = io::load_safetensors(path);
   if (metadata) *metadata = file.metadata;
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);

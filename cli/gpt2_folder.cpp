@@ -60,4 +60,53 @@ void print_gpt2_folder_info(const std::string& folder) {
               entries.size(), stored.c_str(), static_cast<double>(std::filesystem::file_size(weights)) / 1e6);
 }
 
+ModelSpec llmc_spec(const std::string& path) {
+  const nn::GPTConfig config = nn::read_llmc_config(path);
+  std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  ModelSpec spec;
+  spec.model = "gpt";
+  spec.task = "text";
+  spec.vocab = config.vocab;
+  spec.context = config.context;
+  spec.width = config.width;
+  spec.heads = config.heads;
+  spec.layers = config.layers;
+  try {
+    spec.tokenizer_files = BpeTokenizer::read_folder(folder.string());
+  } catch (const Error& e) {
+    throw Error(cat(printable(path),
+                    ": an llm.c checkpoint reads GPT-2's tokens: put GPT-2's vocab.json and "
+                    "merges.txt (or tokenizer.json) beside it (",
+                    e.what(), ")"));
+  }
+  spec.tokenizer = folder.string();
+  spec.source = path;
+  return spec;
+}
+
+std::unique_ptr<Runner> load_llmc_file(const std::string& path) {
+  ModelSpec spec = llmc_spec(path);
+  const double bytes = 4.0 * static_cast<double>(spec.parameter_count());
+  check_fits_in_memory(bytes, cat(printable(path), ": a GPT-2 of ", spec.parameter_count(), " parameters"),
+                       "load it on a machine with more memory");
+  auto runner = std::make_unique<Runner>(spec, nn::load_llmc(path), /*read_data=*/false);
+  runner->module().eval();
+  return runner;
+}
+
+void print_llmc_info(const std::string& path) {
+  ModelSpec spec = llmc_spec(path);
+  const std::unique_ptr<Task> task = resolve_spec(spec, /*read_data=*/false);
+  std::printf("%s\n", printable(path).c_str());
+  std::printf(
+      "  model      gpt (GPT-2), %lld parameters: width %lld, %lld layers, %lld heads, context %lld, vocab %lld\n",
+      static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
+      static_cast<long long>(spec.layers), static_cast<long long>(spec.heads), static_cast<long long>(spec.context),
+      static_cast<long long>(spec.vocab));
+  std::printf("  task       %s\n", task->describe(spec).c_str());
+  std::printf("  file       an llm.c GPT-2 checkpoint, %.2f MB\n",
+              static_cast<double>(std::filesystem::file_size(path)) / 1e6);
+}
+
 }  // namespace qkv::cli

@@ -53,7 +53,7 @@ int grads(int argc, char** argv) {
   loss.backward();
   io::NamedTensors tensors{{"loss", loss.detach()}};
   // A GPT-2 folder's gradients go under its own names and layouts, to compare with PyTorch's directly.
-  const bool gpt2 = nn::is_gpt2_folder(path);
+  const bool gpt2 = nn::is_gpt2_folder(path) || nn::is_llmc_checkpoint(path);
   if (gpt2)
     for (auto& [name, g] : nn::gpt2_tensors(dynamic_cast<const nn::GPT&>(runner->module()),
                                             [](const std::string&, const Tensor& p) { return p.grad(); }))

@@ -67,6 +67,10 @@ int info(int argc, char** argv) {
     print_gpt2_folder_info(path);
     return 0;
   }
+  if (nn::is_llmc_checkpoint(path)) {
+    print_llmc_info(path);
+    return 0;
+  }
   io::TensorFile file = io::load_safetensors(path);
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
   spec.check_tensors(file, path);                                  // the model is described, never built

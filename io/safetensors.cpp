@@ -171,6 +171,21 @@ std::string read_regular_file(const std::string& path, int64_t max_bytes, const 
   return bytes;
 }
 
+struct FileReader::Impl {
+  RegularFile file;
+  Impl(const std::string& path, const char* what) : file(path, INT64_MAX, what) {}  // its size: the user's own file
+};
+
+FileReader::FileReader(const std::string& path, const char* what) : impl_(std::make_unique<Impl>(path, what)) {}
+FileReader::~FileReader() = default;
+int64_t FileReader::size() const { return impl_->file.size; }
+
+void FileReader::read(int64_t offset, char* out, size_t n) const {
+  QKV_CHECK(offset >= 0 && static_cast<uint64_t>(offset) + n <= static_cast<uint64_t>(impl_->file.size),
+            impl_->file.shown, ": a read of ", n, " bytes at ", offset, " past its end (", impl_->file.size, " bytes)");
+  QKV_CHECK(impl_->file.read_at(offset, out, n) == n, impl_->file.shown, ": shrank while being read");
+}
+
 Tensor TensorFile::get(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return t;

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +39,22 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 /// a device never end) of at most `max_bytes`; one-line errors name the file
 /// and call it a `what` ("checkpoint", "--data file").
 std::string read_regular_file(const std::string& path, int64_t max_bytes, const char* what);
+
+/// An untrusted file read piece by piece (a format of fixed layout, such as
+/// llm.c's checkpoints): a regular file only, its size known before any
+/// read, each read inside it; one-line errors name the file and call it a `what`.
+class FileReader {
+ public:
+  FileReader(const std::string& path, const char* what);
+  ~FileReader();
+  int64_t size() const;
+  /// n bytes at `offset` into `out`; throws for a range past the end or a file that shrank.
+  void read(int64_t offset, char* out, size_t n) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// Throws qkv::Error unless `path` is a new name or a regular file (not a
 /// symlink, folder, device or pipe) and, with `probe`, its folder lets this

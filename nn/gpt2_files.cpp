@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -346,6 +347,122 @@ void load_gpt2_into(GPT& gpt, const std::string& folder) {
     QKV_CHECK(std::memcmp(head.raw_data(), model->tok_emb->weight.raw_data(),
                           static_cast<size_t>(head.numel()) * element_size(head.dtype())) == 0,
               shown, ": lm_head.weight differs from wte.weight; qkv's GPT ties its head to the token embedding");
+}
+
+namespace {
+
+constexpr int32_t kLlmcMagic = 20240326;
+
+// An llm.c checkpoint's header, checked: the model it describes, its element size, its padded vocabulary.
+struct LlmcHeader {
+  GPTConfig config;
+  int64_t padded_vocab = 0, element_bytes = 4;
+};
+
+LlmcHeader read_llmc_header(const io::FileReader& file, const std::string& shown) {
+  int32_t h[256];
+  QKV_CHECK(file.size() >= static_cast<int64_t>(sizeof h), shown, ": ", file.size(),
+            " bytes, shorter than an llm.c checkpoint's header of 1024");
+  file.read(0, reinterpret_cast<char*>(h), sizeof h);
+  QKV_CHECK(h[0] == kLlmcMagic, shown, ": not an llm.c GPT-2 checkpoint (its magic number is ", h[0], ", not ",
+            kLlmcMagic, ")");
+  QKV_CHECK(h[1] == 3 || h[1] == 5, shown, ": llm.c checkpoint version ", h[1],
+            "; qkv reads versions 3 (float32) and 5 (bfloat16), what llm.c's train_gpt2.py writes");
+  auto field = [&](int at, const char* name, int64_t max) {
+    QKV_CHECK(h[at] >= 1 && h[at] <= max, shown, ": its header's ", name, " is ", h[at], "; qkv reads 1 to ", max);
+    return static_cast<int64_t>(h[at]);
+  };
+  LlmcHeader out;
+  out.element_bytes = h[1] == 3 ? 4 : 2;
+  GPTConfig& c = out.config;
+  c.context = field(2, "max_seq_len", kMaxContext);
+  c.vocab = field(3, "vocab_size", kMaxVocab);
+  c.layers = field(4, "num_layers", kMaxLayers);
+  c.heads = field(5, "num_heads", kMaxWidth);
+  c.width = field(6, "channels", kMaxWidth);
+  out.padded_vocab = field(7, "padded_vocab_size", kMaxVocab);
+  QKV_CHECK(out.padded_vocab >= c.vocab, shown, ": padded_vocab_size ", out.padded_vocab, " is under vocab_size ",
+            c.vocab);
+  QKV_CHECK(c.width % c.heads == 0, shown, ": channels ", c.width, " is not divisible by num_heads ", c.heads);
+  // The sizes are bounded (at most 2^20 each), so the count fits in 64 bits.
+  const int64_t C = c.width, L = c.layers;
+  const int64_t elements = out.padded_vocab * C + c.context * C + L * (12 * C * C + 13 * C) + 2 * C;
+  QKV_CHECK(file.size() == 1024 + elements * out.element_bytes, shown, ": ", file.size(), " bytes, but its header (", L,
+            " layers, channels ", C, ", vocab ", out.padded_vocab, " padded, context ", c.context, ", ",
+            out.element_bytes == 4 ? "float32" : "bfloat16", ") describes ", 1024 + elements * out.element_bytes);
+  return out;
+}
+
+// llm.c's parameters in file order: each is the file's tensor, the qkv parameters it fills (c_attn's rows are
+// the query's, the key's and the value's), and its elements in the file.
+std::vector<std::pair<Rule, int64_t>> llmc_order(const LlmcHeader& header) {
+  const GPTConfig& c = header.config;
+  const int64_t C = c.width;
+  std::vector<std::pair<Rule, int64_t>> order = {{{"wte", {"tok_emb.weight"}, false}, header.padded_vocab * C},
+                                                 {{"wpe", {"pos_emb.weight"}, false}, c.context * C}};
+  auto each_layer = [&](const std::string& what, const std::vector<std::string>& params, int64_t elements) {
+    for (int64_t i = 0; i < c.layers; ++i) {
+      std::vector<std::string> names;
+      for (const std::string& p : params) names.push_back(cat("blocks.", i, ".", p));
+      order.push_back({{cat("h.", i, ".", what), names, false}, elements});
+    }
+  };
+  each_layer("ln_1.weight", {"ln1.weight"}, C);
+  each_layer("ln_1.bias", {"ln1.bias"}, C);
+  each_layer("attn.c_attn.weight", {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"}, 3 * C * C);
+  each_layer("attn.c_attn.bias", {"attn.q_proj.bias", "attn.k_proj.bias", "attn.v_proj.bias"}, 3 * C);
+  each_layer("attn.c_proj.weight", {"attn.out_proj.weight"}, C * C);
+  each_layer("attn.c_proj.bias", {"attn.out_proj.bias"}, C);
+  each_layer("ln_2.weight", {"ln2.weight"}, C);
+  each_layer("ln_2.bias", {"ln2.bias"}, C);
+  each_layer("mlp.c_fc.weight", {"mlp.fc1.weight"}, 4 * C * C);
+  each_layer("mlp.c_fc.bias", {"mlp.fc1.bias"}, 4 * C);
+  each_layer("mlp.c_proj.weight", {"mlp.fc2.weight"}, 4 * C * C);
+  each_layer("mlp.c_proj.bias", {"mlp.fc2.bias"}, C);
+  order.push_back({{"ln_f.weight", {"ln_f.weight"}, false}, C});
+  order.push_back({{"ln_f.bias", {"ln_f.bias"}, false}, C});
+  return order;
+}
+
+}  // namespace
+
+bool is_llmc_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  int32_t magic = 0;
+  return in.read(reinterpret_cast<char*>(&magic), sizeof magic) && magic == kLlmcMagic;
+}
+
+GPTConfig read_llmc_config(const std::string& path) {
+  const io::FileReader file(path, "llm.c checkpoint");
+  return read_llmc_header(file, printable(path)).config;
+}
+
+std::unique_ptr<GPT> load_llmc(const std::string& path) {
+  const std::string shown = printable(path);
+  const io::FileReader file(path, "llm.c checkpoint");
+  const LlmcHeader header = read_llmc_header(file, shown);
+  std::unique_ptr<GPT> model;
+  {
+    SkipInitGuard no_draws;  // every parameter is read from the file
+    model = std::make_unique<GPT>(header.config);
+  }
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : model->named_parameters()) params[name] = p;
+  std::string buffer;
+  int64_t at = 1024;
+  for (const auto& [rule, elements] : llmc_order(header)) {
+    buffer.resize(static_cast<size_t>(elements * header.element_bytes));
+    file.read(at, buffer.data(), buffer.size());
+    at += elements * header.element_bytes;
+    const io::TensorEntry entry{rule.file, header.element_bytes == 4 ? "F32" : "BF16", {elements}};
+    fill(rule, entry, buffer, params);  // wte: its first vocab_size rows (the padding is never read into the model)
+    for (const std::string& p : rule.params)
+      if (int64_t bad = first_non_finite(params.at(p)); bad >= 0)
+        throw NonFiniteParameter(cat(shown, ": its ", rule.file, " holds ", params.at(p).to_vector()[bad], " (", p,
+                                     "'s element ", bad, ")"));
+  }
+  model->eval();
+  return model;
 }
 
 io::NamedTensors gpt2_tensors(const GPT& model,

@@ -46,6 +46,24 @@ std::unique_ptr<GPT> load_gpt2(const std::string& folder, const GPTConfig& confi
 /// and sized first), whose sizes must be the folder's config.json's.
 void load_gpt2_into(GPT& model, const std::string& folder);
 
+/// Whether `path` begins as an llm.c GPT-2 checkpoint does (its magic number,
+/// 20240326): what the program reads as one rather than as safetensors.
+bool is_llmc_checkpoint(const std::string& path);
+
+/// llm.c's GPT-2 checkpoint (train_gpt2.py's gpt2_124M.bin): a header of 256
+/// int32 (magic 20240326; version 3, float32, or 5, bfloat16; max_seq_len,
+/// vocab_size, num_layers, num_heads, channels, padded_vocab_size), then
+/// every parameter in llm.c's order (wte padded to padded_vocab_size rows,
+/// wpe, then per kind every layer's: ln_1, c_attn [3C, C], c_proj, ln_2,
+/// c_fc, mlp.c_proj, each weight then bias; ln_f), nn.Linear's [out, in].
+/// The header is bounded and the file's size must be exactly what it
+/// describes before anything is allocated; each tensor is then read and
+/// placed as for a Hugging Face folder (finite, or NonFiniteParameter).
+/// The padding rows of wte are not read into the model.
+std::unique_ptr<GPT> load_llmc(const std::string& path);
+/// Only the header's sizes, checked as load_llmc checks them, with no weight read.
+GPTConfig read_llmc_config(const std::string& path);
+
 /// A GPT's tensors under GPT-2's names and in its layouts (the
 /// state_dict naming, without the tied lm_head.weight): `of` gives, for each
 /// of qkv's parameters, the tensor to write (the parameter itself, or its

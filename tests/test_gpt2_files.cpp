@@ -305,3 +305,106 @@ TEST_CASE("a hostile GPT-2 folder is refused in one line naming the file and the
   CHECK_THROWS_WITH(read_gpt2_config((fresh("file") / "x").string()), Contains("not a folder"));
   (void)config;
 }
+
+namespace {
+
+// An llm.c checkpoint of `model` as train_gpt2.py writes one: the header, then every parameter in llm.c's order
+// ([out, in], c_attn's rows the query's, key's and value's), wte padded with zero rows to `padded` rows; version 3
+// writes float32, 5 bfloat16 (the fixture's values are bfloat16 values: nothing is rounded).
+void write_llmc(const fs::path& path, const GPT& model, int version, int64_t padded) {
+  const GPTConfig& c = model.config();
+  int32_t header[256] = {20240326,
+                         version,
+                         static_cast<int32_t>(c.context),
+                         static_cast<int32_t>(c.vocab),
+                         static_cast<int32_t>(c.layers),
+                         static_cast<int32_t>(c.heads),
+                         static_cast<int32_t>(c.width),
+                         static_cast<int32_t>(padded)};
+  std::string bytes(reinterpret_cast<const char*>(header), sizeof header);
+  std::map<std::string, Tensor> p;
+  for (auto& [name, t] : model.named_parameters()) p[name] = t;
+  auto put = [&](const Tensor& t) {
+    for (double v : t.to_vector()) {
+      const float f = static_cast<float>(v);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      if (version == 3)
+        bytes.append(reinterpret_cast<const char*>(&bits), 4);
+      else
+        bytes.append(reinterpret_cast<const char*>(&bits) + 2, 2);  // bfloat16: the top half
+    }
+  };
+  put(p["tok_emb.weight"]);
+  put(Tensor::zeros({padded - c.vocab, c.width}));
+  put(p["pos_emb.weight"]);
+  auto each = [&](const std::vector<std::string>& names) {
+    for (int64_t i = 0; i < c.layers; ++i)
+      for (const std::string& n : names) put(p[cat("blocks.", i, ".", n)]);
+  };
+  for (const auto& names :
+       std::vector<std::vector<std::string>>{{"ln1.weight"},
+                                             {"ln1.bias"},
+                                             {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"},
+                                             {"attn.q_proj.bias", "attn.k_proj.bias", "attn.v_proj.bias"},
+                                             {"attn.out_proj.weight"},
+                                             {"attn.out_proj.bias"},
+                                             {"ln2.weight"},
+                                             {"ln2.bias"},
+                                             {"mlp.fc1.weight"},
+                                             {"mlp.fc1.bias"},
+                                             {"mlp.fc2.weight"},
+                                             {"mlp.fc2.bias"}})
+    each(names);
+  put(p["ln_f.weight"]);
+  put(p["ln_f.bias"]);
+  write_text(path, bytes);
+}
+
+}  // namespace
+
+TEST_CASE("llm.c's GPT-2 checkpoints (float32 and bfloat16, padded vocabulary) load the same model", "[gpt2]") {
+  std::unique_ptr<GPT> hub = load_gpt2(kFolder, read_gpt2_config(kFolder));
+  const fs::path dir = fresh("llmc");
+  for (int version : {3, 5}) {
+    INFO("version " << version);
+    const fs::path file = dir / cat("gpt2_v", version, ".bin");
+    write_llmc(file, *hub, version, 50304);
+    REQUIRE(is_llmc_checkpoint(file.string()));
+    require_same(*hub, *load_llmc(file.string()));
+  }
+  // Hostile headers and sizes: one line each, naming the file.
+  const fs::path good = dir / "gpt2_v3.bin";
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto expect = [&](const std::string& name, const std::string& contents, const std::string& words) {
+    write_text(dir / name, contents);
+    try {
+      load_llmc((dir / name).string());
+      FAIL("loaded " << name);
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      INFO(message);
+      CHECK(message.find('\n') == std::string::npos);
+      CHECK_THAT(message, Contains(name) && Contains(words));
+    }
+  };
+  auto with_int = [&](int at, int32_t value) {
+    std::string b = bytes;
+    std::memcpy(b.data() + 4 * at, &value, 4);
+    return b;
+  };
+  expect("version.bin", with_int(1, 2), "version 2");
+  expect("layers.bin", with_int(4, 3), "describes");
+  expect("huge.bin", with_int(6, 1 << 30), "channels");
+  expect("padding.bin", with_int(7, 100), "padded_vocab_size 100 is under vocab_size 50257");
+  expect("short.bin", bytes.substr(0, 2000), "describes");
+  expect("tiny.bin", bytes.substr(0, 100), "header");
+  std::string nan = bytes;
+  const float not_a_number = NAN;
+  std::memcpy(nan.data() + nan.size() - 4, &not_a_number, 4);  // the last of ln_f.bias
+  expect("nan.bin", nan, "ln_f.bias");
+}

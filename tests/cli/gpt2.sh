@@ -94,6 +94,39 @@ refused "a model GPT-2 cannot be" "$qkv" export s2s.safetensors --format hf --ou
 [ ! -e x ] || fail "a refused export left its folder"
 ok "export --format hf: the fine-tune as a GPT-2 folder, read back with the same loss; exported again, the same bytes"
 
+# llm.c's gpt2_124M.bin layout (version 3: float32, the vocabulary padded to 50,304 rows), made from the
+# fixture's weights by its own rules here; GPT-2's tokenizer beside it. The same greedy continuation.
+mkdir llmc && cp "$gpt2/vocab.json" "$gpt2/merges.txt" llmc/
+python3 - "$compare" "$gpt2/model.safetensors" llmc/gpt2_tiny.bin <<'EOF2' || fail "writing an llm.c checkpoint"
+import importlib.util, struct, sys
+spec = importlib.util.spec_from_file_location("compare_grads", sys.argv[1])
+compare = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(compare)
+w = compare.read(sys.argv[2])  # the hub's names, Conv1D weights [in, out]
+L, C, V, T, VP = 2, 8, 50257, 16, 50304
+def linear(name, n_in):  # [in, out] -> nn.Linear's [out, in], as llm.c stores it
+    v = w[name]; n_out = len(v) // n_in
+    return [v[i * n_out + o] for o in range(n_out) for i in range(n_in)]
+out = list(w["wte.weight"]) + [0.0] * ((VP - V) * C) + list(w["wpe.weight"])
+for kind, n_in in [("ln_1.weight", 0), ("ln_1.bias", 0), ("attn.c_attn.weight", C), ("attn.c_attn.bias", 0),
+                   ("attn.c_proj.weight", C), ("attn.c_proj.bias", 0), ("ln_2.weight", 0), ("ln_2.bias", 0),
+                   ("mlp.c_fc.weight", C), ("mlp.c_fc.bias", 0), ("mlp.c_proj.weight", 4 * C), ("mlp.c_proj.bias", 0)]:
+    for i in range(L):
+        name = "h.%d.%s" % (i, kind)
+        out += linear(name, n_in) if n_in else list(w[name])
+out += list(w["ln_f.weight"]) + list(w["ln_f.bias"])
+header = [20240326, 3, T, V, L, 2, C, VP] + [0] * 248
+with open(sys.argv[3], "wb") as f:
+    f.write(struct.pack("<256i", *header) + struct.pack("<%df" % len(out), *out))
+EOF2
+bounded "$qkv" info llmc/gpt2_tiny.bin >info.txt || { cat info.txt; fail "info of an llm.c checkpoint"; }
+grep -q "an llm.c GPT-2 checkpoint" info.txt || { cat info.txt; fail "info's file line for llm.c"; }
+[ "$("$qkv" sample llmc/gpt2_tiny.bin --prompt "The quick brown fox jumps over the lazy" --max-new 8)" = \
+  "The quick brown fox jumps over the lazy Hin Hin Hin Hinemphasis clust clust clust" ] || fail "llm.c: not PyTorch's greedy continuation"
+mkdir lonely && cp llmc/gpt2_tiny.bin lonely/
+refused "an llm.c checkpoint with no tokenizer beside it" "$qkv" sample lonely/gpt2_tiny.bin --prompt hi
+ok "llm.c's gpt2_124M.bin layout: the same model, PyTorch's greedy continuation"
+
 # Hostile folders: each a one-line error.
 mkdir empty bin_only
 refused "a folder without config.json" "$qkv" sample empty --prompt hi
