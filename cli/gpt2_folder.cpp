@@ -6,6 +6,7 @@
 
 #include "bounds.h"
 #include "bpe.h"
+#include "io/folder.h"
 #include "nn/gpt2_files.h"
 
 namespace qkv::cli {
@@ -31,7 +32,10 @@ std::unique_ptr<Runner> load_gpt2_folder(const std::string& folder) {
   // The model, and the largest tensor on its way in (wte, read and converted): before a byte of the weights.
   const double bytes = 4.0 * static_cast<double>(spec.parameter_count()) +
                        8.0 * static_cast<double>(spec.vocab) * static_cast<double>(spec.width);
-  check_fits_in_memory(bytes, cat(printable(folder), ": a GPT-2 of ", spec.parameter_count(), " parameters"),
+  // Named by its config.json, which gives the size.
+  check_fits_in_memory(bytes,
+                       cat(printable(io::file_in_folder(folder, "config.json", "GPT-2 folder")), ": a GPT-2 of ",
+                           spec.parameter_count(), " parameters"),
                        "load it on a machine with more memory");
   const nn::GPTConfig config = nn::gpt_config(spec);
   auto runner = std::make_unique<Runner>(spec, nn::load_gpt2(folder, config), /*read_data=*/false);

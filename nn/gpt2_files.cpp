@@ -107,7 +107,8 @@ bool is_buffer(const std::string& bare) {
   return bare.rfind("h.", 0) == 0 && (ends(".attn.bias") || ends(".attn.masked_bias"));
 }
 
-// The file's name without the state_dict's "transformer." prefix; sets `prefixed` for the first name seen.
+// A file's names without the state_dict's "transformer." prefix; the first name fixes the style, and a name of
+// the other style is refused (lm_head.weight belongs to neither).
 struct Naming {
   int style = -1;  // -1 unknown, 0 bare, 1 "transformer."
   std::string bare(const std::string& name, const std::string& shown) {
@@ -222,8 +223,9 @@ Tensor gather(const Rule& rule, const std::vector<Tensor>& parts_in) {
 
 // Every tensor of the header checked against the model's: one naming style, known names, the shapes the
 // config gives, float dtypes; each rule's tensor present. Nothing of the data is read yet.
+// `config` names config.json in the errors where the two files disagree: either may be the wrong one.
 void check_header(const std::vector<io::TensorEntry>& entries, const std::vector<Rule>& all,
-                  const std::map<std::string, Tensor>& params, const std::string& shown) {
+                  const std::map<std::string, Tensor>& params, const std::string& shown, const std::string& config) {
   std::map<std::string, const Rule*> by_file;
   for (const Rule& r : all) by_file[r.file] = &r;
   Naming naming;
@@ -234,17 +236,18 @@ void check_header(const std::vector<io::TensorEntry>& entries, const std::vector
     const bool head = bare == "lm_head.weight";
     QKV_CHECK(head || by_file.count(bare), shown, ": tensor '", name,
               "' is not GPT-2's (qkv reads wte, wpe, h.N.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, "
-              "mlp.c_proj}, ln_f and the tied lm_head; a layer past the config's n_layer is refused)");
+              "mlp.c_proj}, ln_f and the tied lm_head; a layer past the n_layer of ",
+              config, " is refused)");
     QKV_CHECK(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16" || e.dtype == "F64", shown, ": tensor '", name,
               "' is ", printable(e.dtype), "; GPT-2's weights are floats");
     const Shape want = file_shape(head ? *by_file.at("wte.weight") : *by_file.at(bare), params);
-    QKV_CHECK(e.shape == want, shown, ": tensor '", name, "' is ", shape_str(e.shape), "; config.json makes it ",
+    QKV_CHECK(e.shape == want, shown, ": tensor '", name, "' is ", shape_str(e.shape), "; ", config, " makes it ",
               shape_str(want));
     seen.insert(bare);
   }
   const char* prefix = naming.style == 1 ? "transformer." : "";
   for (const Rule& r : all)
-    QKV_CHECK(seen.count(r.file), shown, ": no tensor '", prefix, r.file, "' (config.json's model needs it)");
+    QKV_CHECK(seen.count(r.file), shown, ": no tensor '", prefix, r.file, "' (", config, "'s model needs it)");
 }
 
 }  // namespace
@@ -325,7 +328,7 @@ void load_gpt2_into(GPT& gpt, const std::string& folder) {
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model->named_parameters()) params[name] = p;
   const std::vector<Rule> all = rules(config.layers);
-  check_header(entries, all, params, shown);
+  check_header(entries, all, params, shown, printable(io::file_in_folder(folder, "config.json", kFolderIs)));
   std::map<std::string, const Rule*> by_file;
   for (const Rule& r : all) by_file[r.file] = &r;
   Naming naming;

@@ -30,7 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kFolder = std::string(QKV_FIXTURE_DIR) + "/gpt2";
 
-fs::path fresh(const std::string& name) {
+fs::path gpt2_scratch(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / "qkv-test-gpt2" / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -78,7 +78,7 @@ void write_as(const fs::path& path, const io::NamedTensors& tensors, const std::
 
 // A copy of the fixture folder (config.json and model.safetensors) whose weights are `tensors` stored as `dtype`.
 fs::path folder_with(const std::string& name, const io::NamedTensors& tensors, const std::string& dtype = "F32") {
-  const fs::path dir = fresh(name);
+  const fs::path dir = gpt2_scratch(name);
   fs::copy_file(kFolder + "/config.json", dir / "config.json");
   write_as(dir / "model.safetensors", tensors, dtype);
   return dir;
@@ -97,7 +97,7 @@ void require_same(const Module& a, const Module& b) {
 }
 
 // |a - b| over all elements against the largest |b|: the relative error of a tensor (QKV_FIXTURE_REPORT prints it).
-double relative_error(const Tensor& a, const Tensor& b, const std::string& what = "") {
+double fixture_error(const Tensor& a, const Tensor& b, const std::string& what = "") {
   double scale = 0;
   for (double v : b.to_vector()) scale = std::max(scale, std::fabs(v));
   const double error = testing::worst_difference(a, b) / std::max(scale, 1e-300);
@@ -136,11 +136,11 @@ TEST_CASE("a GPT-2 folder loads with PyTorch's logits, loss, gradients and greed
     model->to(dtype);  // the fixture's weights are float32 values: the same model in float64
     Tensor logits = model->forward(ids);
     Tensor loss = cross_entropy(slice(logits, 1, 0, T - 1), slice(ids, 1, 1, T));
-    CHECK(relative_error(reshape(loss, {1}), expected.get("loss"), "loss") < tolerance);
+    CHECK(fixture_error(reshape(loss, {1}), expected.get("loss"), "loss") < tolerance);
     const Tensor rows = reshape(logits, {T, config.vocab});
-    CHECK(relative_error(slice(rows, 1, 0, 256), expected.get("logits_first_256"), "logits[:, :256]") < tolerance);
-    CHECK(relative_error(reshape(slice(rows, 0, T - 1, T), {config.vocab}), expected.get("logits_last")) < tolerance);
-    CHECK(relative_error(logsumexp_rows(rows), expected.get("logsumexp"), "logsumexp") < tolerance);
+    CHECK(fixture_error(slice(rows, 1, 0, 256), expected.get("logits_first_256"), "logits[:, :256]") < tolerance);
+    CHECK(fixture_error(reshape(slice(rows, 0, T - 1, T), {config.vocab}), expected.get("logits_last")) < tolerance);
+    CHECK(fixture_error(logsumexp_rows(rows), expected.get("logsumexp"), "logsumexp") < tolerance);
     loss.backward();
     // Every gradient, under the file's own names and in its layout.
     const io::NamedTensors grads = gpt2_tensors(*model, [](const std::string&, const Tensor& p) { return p.grad(); });
@@ -148,7 +148,7 @@ TEST_CASE("a GPT-2 folder loads with PyTorch's logits, loss, gradients and greed
     for (const auto& [name, g] : grads) {
       INFO(name);
       REQUIRE(g.shape() == expected.get("grad." + name).shape());
-      CHECK(relative_error(g, expected.get("grad." + name), "grad " + name) < tolerance);
+      CHECK(fixture_error(g, expected.get("grad." + name), "grad " + name) < tolerance);
     }
   }
   // Greedy continuation, with the key/value cache and without: the same tokens as PyTorch's.
@@ -192,7 +192,7 @@ TEST_CASE("GPT-2's two naming styles and three dtypes load the same model", "[gp
 TEST_CASE("a GPT written as a Hugging Face folder reads back identical", "[gpt2]") {
   const GPTConfig config = read_gpt2_config(kFolder);
   std::unique_ptr<GPT> model = load_gpt2(kFolder, config);
-  const fs::path dir = fresh("export");
+  const fs::path dir = gpt2_scratch("export");
   save_gpt2(dir.string(), *model);
   const GPTConfig back = read_gpt2_config(dir.string());
   CHECK((back.vocab == config.vocab && back.context == config.context && back.width == config.width &&
@@ -289,20 +289,20 @@ TEST_CASE("a hostile GPT-2 folder is refused in one line naming the file and the
     expect(dir, {"model.safetensors"});
   }
   {  // A pickle alone: refused, saying why and what to fetch.
-    const fs::path dir = fresh("pickle");
+    const fs::path dir = gpt2_scratch("pickle");
     fs::copy_file(kFolder + "/config.json", dir / "config.json");
     write_text(dir / "pytorch_model.bin", "PK\x03\x04");
     expect(dir, {"pytorch_model.bin", "pickle", "model.safetensors"});
   }
   {  // Weights that are a link out of the folder.
-    const fs::path dir = fresh("link"), outside = folder_with("outside", good);
+    const fs::path dir = gpt2_scratch("link"), outside = folder_with("outside", good);
     fs::copy_file(kFolder + "/config.json", dir / "config.json");
     fs::create_symlink(outside / "model.safetensors", dir / "model.safetensors");
     expect(dir, {"model.safetensors", "link out of the folder"});
   }
-  CHECK_THROWS_WITH(read_gpt2_config(fresh("empty").string()),
+  CHECK_THROWS_WITH(read_gpt2_config(gpt2_scratch("empty").string()),
                     Contains("config.json") && Contains("is a folder, not a checkpoint file"));
-  CHECK_THROWS_WITH(read_gpt2_config((fresh("file") / "x").string()), Contains("not a folder"));
+  CHECK_THROWS_WITH(read_gpt2_config((gpt2_scratch("file") / "x").string()), Contains("not a folder"));
   (void)config;
 }
 
@@ -365,7 +365,7 @@ void write_llmc(const fs::path& path, const GPT& model, int version, int64_t pad
 
 TEST_CASE("llm.c's GPT-2 checkpoints (float32 and bfloat16, padded vocabulary) load the same model", "[gpt2]") {
   std::unique_ptr<GPT> hub = load_gpt2(kFolder, read_gpt2_config(kFolder));
-  const fs::path dir = fresh("llmc");
+  const fs::path dir = gpt2_scratch("llmc");
   for (int version : {3, 5}) {
     INFO("version " << version);
     const fs::path file = dir / cat("gpt2_v", version, ".bin");

@@ -137,4 +137,10 @@ for command in info sample; do
 done
 mkdir notok && cp "$gpt2/config.json" "$gpt2/model.safetensors" notok/
 refused "a model without a tokenizer" "$qkv" sample notok --prompt hi
+# A model this machine cannot hold (GPT-2's shape at 128 layers of width 16,384: 412 billion parameters) is
+# refused by its config.json alone, before its weights are opened: here the file holds the tiny model's.
+mkdir huge && cp "$gpt2"/{config.json,model.safetensors,vocab.json,merges.txt} huge/
+sed -i 's/"n_embd": 8/"n_embd": 16384/; s/"n_layer": 2/"n_layer": 128/; s/"n_head": 2/"n_head": 128/' huge/config.json
+refused "a GPT-2 too large for this machine" "$qkv" sample huge --prompt hi
+grep -q "parameters" err.txt && ! grep -q "model.safetensors" err.txt || fail "the refusal is not the memory check's"
 ok "hostile folders are refused in one line"

@@ -6,6 +6,10 @@
 //   csvlog      qkv plot FILE.csv (a --log file in CSV)
 //   text        qkv train --task text --data FILE, one step of a tiny model
 //   digits      qkv train --task digits --data FILE, one step of a tiny model
+//   gpt2config  a GPT-2 folder's config.json (beside the fixture's weights and
+//               tokenizer): qkv info FOLDER, then qkv sample FOLDER
+//   llmc        an llm.c GPT-2 checkpoint (GPT-2's tokenizer beside it):
+//               qkv info FILE, then qkv sample FILE
 // Each command must either finish or throw qkv::Error (its one-line error)
 // naming the file, so that the user learns which file is bad (some errors
 // once named only the flag of a value the checkpoint held: "--context 16 is
@@ -68,6 +72,8 @@ std::string next_step(const std::string& path) {
 
 // The training runs below: one step of a width-8 model on one thread, so
 // that a run's time goes to reading its input.
+const char* const kKinds = "checkpoint, resume, log, csvlog, text, digits, gpt2config or llmc";
+
 const std::vector<std::string> kTiny = {"--dim",   "8", "--heads",      "2", "--layers",  "1", "--batch", "2",
                                         "--steps", "1", "--eval-every", "1", "--threads", "1"};
 
@@ -93,9 +99,12 @@ void one_input(const std::string& kind, const std::string& input) {
     run(with_tiny({"train", "--task", "text", "--data", input, "--context", "8", "--save", out, "--log", log}), train);
   } else if (kind == "digits") {
     run(with_tiny({"train", "--task", "digits", "--data", input, "--patch", "4", "--save", out}), train);
+  } else if (kind == "gpt2config" || kind == "llmc") {
+    const std::string model = kind == "llmc" ? input : fs::path(input).parent_path().string();
+    run({"info", model}, info);
+    run({"sample", model, "--prompt", "The quick", "--max-new", "2", "--threads", "1"}, sample);
   } else {
-    std::fprintf(stderr, "fuzz_files: QKV_FUZZ=%s: not checkpoint, resume, log, csvlog, text or digits\n",
-                 kind.c_str());
+    std::fprintf(stderr, "fuzz_files: QKV_FUZZ=%s: not %s\n", kind.c_str(), kKinds);
     std::abort();
   }
 }
@@ -105,14 +114,27 @@ void one_input(const std::string& kind, const std::string& input) {
 const char* qkv_fuzz_kind() {
   const char* kind = std::getenv("QKV_FUZZ");
   if (!kind || !*kind) {
-    std::fprintf(stderr, "fuzz_files: set QKV_FUZZ to checkpoint, resume, log, csvlog, text or digits\n");
+    std::fprintf(stderr, "fuzz_files: set QKV_FUZZ to %s\n", kKinds);
     std::exit(2);
   }
   return kind;
 }
 
+// The file an input of `kind` is written to: a GPT-2 folder's config.json, beside the fixture's weights and
+// GPT-2's tokenizer (copied once); an llm.c checkpoint beside GPT-2's tokenizer; else a file of its own.
+static std::string input_path(const std::string& kind) {
+  if (kind != "gpt2config" && kind != "llmc") return scratch() + (kind == "csvlog" ? "/input.csv" : "/input");
+  const fs::path folder = fs::path(scratch()) / kind, fixture = fs::path(QKV_FIXTURE_DIR) / "gpt2";
+  if (!fs::exists(folder / "vocab.json")) {
+    fs::create_directories(folder);
+    for (const char* name : {"vocab.json", "merges.txt"}) fs::copy_file(fixture / name, folder / name);
+    if (kind == "gpt2config") fs::copy_file(fixture / "model.safetensors", folder / "model.safetensors");
+  }
+  return (folder / (kind == "gpt2config" ? "config.json" : "gpt2.bin")).string();
+}
+
 std::string qkv_fuzz_one(const std::string& kind, const uint8_t* data, size_t size) {
-  const std::string input = scratch() + (kind == "csvlog" ? "/input.csv" : "/input");
+  const std::string input = input_path(kind);
   {
     std::FILE* f = std::fopen(input.c_str(), "wb");
     if (!f || (size && std::fwrite(data, 1, size, f) != size) || std::fclose(f) != 0) {

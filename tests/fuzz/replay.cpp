@@ -3,7 +3,8 @@
 // build: ctest replays tests/fuzz/corpus/KIND/ (the seeds and every finding,
 // once fixed) this way. A file whose name starts with "ok-" (a seed: a real
 // file of its kind) must run, not be refused: were every input refused (a
-// flag the harness passes gone stale, say), the fuzzer would test nothing.
+// flag the harness passes gone stale, say), the fuzzer would test nothing. One
+// named "refused-" (an edge written by hand) must be refused.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -49,11 +50,16 @@ int main(int argc, char** argv) {
     }
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const std::string refused = qkv_fuzz_one(kind, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-    const bool must_run = std::filesystem::path(file).filename().string().rfind("ok-", 0) == 0;
+    const std::string name = std::filesystem::path(file).filename().string();
+    const bool must_run = name.rfind("ok-", 0) == 0, must_refuse = name.rfind("refused-", 0) == 0;
     if (!refused.empty()) ++refusals;
     if (must_run && !refused.empty()) {
       std::fprintf(stderr, "fuzz_replay: %s was refused, but a file named ok-* must run: %s\n", file.c_str(),
                    refused.c_str());
+      return 1;
+    }
+    if (must_refuse && refused.empty()) {
+      std::fprintf(stderr, "fuzz_replay: %s ran, but a file named refused-* must be refused\n", file.c_str());
       return 1;
     }
     if (std::getenv("QKV_FUZZ_VERBOSE"))
