@@ -11,8 +11,11 @@
 
 namespace qkv::cli {
 
-ModelSpec gpt2_folder_spec(const std::string& folder) {
-  const nn::GPTConfig config = nn::read_gpt2_config(folder);
+namespace {
+
+// A GPT-2 of `config` as the program drives it: the gpt kind reading the text task in a tokenizer's tokens.
+ModelSpec gpt2_spec(const nn::GPTConfig& config, std::map<std::string, std::string> tokenizer_files,
+                    const std::string& tokenizer, const std::string& source) {
   ModelSpec spec;
   spec.model = "gpt";
   spec.task = "text";
@@ -21,87 +24,29 @@ ModelSpec gpt2_folder_spec(const std::string& folder) {
   spec.width = config.width;
   spec.heads = config.heads;
   spec.layers = config.layers;
-  spec.tokenizer = folder;  // the user named it: its files are read, with the folder's rules (io/folder.h)
-  spec.tokenizer_files = BpeTokenizer::read_folder(folder);
-  spec.source = folder;
+  spec.tokenizer_files = std::move(tokenizer_files);
+  spec.tokenizer = tokenizer;
+  spec.source = source;
   return spec;
 }
 
-std::unique_ptr<Runner> load_gpt2_folder(const std::string& folder) {
-  ModelSpec spec = gpt2_folder_spec(folder);
-  // The model, and the largest tensor on its way in (wte, read and converted): before a byte of the weights.
-  const double bytes = 4.0 * static_cast<double>(spec.parameter_count()) +
-                       8.0 * static_cast<double>(spec.vocab) * static_cast<double>(spec.width);
-  // Named by its config.json, which gives the size.
-  check_fits_in_memory(bytes,
-                       cat(printable(io::file_in_folder(folder, "config.json", "GPT-2 folder")), ": a GPT-2 of ",
-                           spec.parameter_count(), " parameters"),
+// A model this machine cannot hold is refused before its weights are read; `named` is the file that gives its
+// size; `in_flight` the bytes read and converted beside the model at once.
+void check_loadable(const ModelSpec& spec, const std::string& named, double in_flight) {
+  check_fits_in_memory(4.0 * static_cast<double>(spec.parameter_count()) + in_flight,
+                       cat(printable(named), ": a GPT-2 of ", spec.parameter_count(), " parameters"),
                        "load it on a machine with more memory");
-  const nn::GPTConfig config = nn::gpt_config(spec);
-  auto runner = std::make_unique<Runner>(spec, nn::load_gpt2(folder, config), /*read_data=*/false);
-  runner->module().eval();
-  return runner;
 }
 
-void print_gpt2_folder_info(const std::string& folder) {
-  ModelSpec spec = gpt2_folder_spec(folder);
-  const std::string weights = nn::gpt2_weights_file(folder);
+std::string megabytes(uintmax_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f MB", static_cast<double>(bytes) / 1e6);
+  return text;
+}
+
+// info's lines for a GPT-2 read from another framework's files; `file` says what the files are.
+void print_gpt2_info(const std::string& path, ModelSpec spec, const std::string& file) {
   const std::unique_ptr<Task> task = resolve_spec(spec, /*read_data=*/false);  // reads the tokenizer, as loading does
-  std::map<std::string, std::string> metadata;
-  const std::vector<io::TensorEntry> entries = io::read_safetensors_header(weights, &metadata);
-  std::set<std::string> dtypes;
-  for (const io::TensorEntry& e : entries) dtypes.insert(e.dtype);
-  std::string stored;
-  for (const std::string& d : dtypes) stored += (stored.empty() ? "" : ", ") + d;
-  std::printf("%s\n", printable(folder).c_str());
-  std::printf(
-      "  model      gpt (GPT-2), %lld parameters: width %lld, %lld layers, %lld heads, context %lld, vocab %lld\n",
-      static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
-      static_cast<long long>(spec.layers), static_cast<long long>(spec.heads), static_cast<long long>(spec.context),
-      static_cast<long long>(spec.vocab));
-  std::printf("  task       %s\n", task->describe(spec).c_str());
-  std::printf("  file       a Hugging Face GPT-2 folder: model.safetensors holds %zu tensors (%s), %.2f MB\n",
-              entries.size(), stored.c_str(), static_cast<double>(std::filesystem::file_size(weights)) / 1e6);
-}
-
-ModelSpec llmc_spec(const std::string& path) {
-  const nn::GPTConfig config = nn::read_llmc_config(path);
-  std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  if (folder.empty()) folder = ".";
-  ModelSpec spec;
-  spec.model = "gpt";
-  spec.task = "text";
-  spec.vocab = config.vocab;
-  spec.context = config.context;
-  spec.width = config.width;
-  spec.heads = config.heads;
-  spec.layers = config.layers;
-  try {
-    spec.tokenizer_files = BpeTokenizer::read_folder(folder.string());
-  } catch (const Error& e) {
-    throw Error(cat(printable(path),
-                    ": an llm.c checkpoint reads GPT-2's tokens: put GPT-2's vocab.json and "
-                    "merges.txt (or tokenizer.json) beside it (",
-                    e.what(), ")"));
-  }
-  spec.tokenizer = folder.string();
-  spec.source = path;
-  return spec;
-}
-
-std::unique_ptr<Runner> load_llmc_file(const std::string& path) {
-  ModelSpec spec = llmc_spec(path);
-  const double bytes = 4.0 * static_cast<double>(spec.parameter_count());
-  check_fits_in_memory(bytes, cat(printable(path), ": a GPT-2 of ", spec.parameter_count(), " parameters"),
-                       "load it on a machine with more memory");
-  auto runner = std::make_unique<Runner>(spec, nn::load_llmc(path), /*read_data=*/false);
-  runner->module().eval();
-  return runner;
-}
-
-void print_llmc_info(const std::string& path) {
-  ModelSpec spec = llmc_spec(path);
-  const std::unique_ptr<Task> task = resolve_spec(spec, /*read_data=*/false);
   std::printf("%s\n", printable(path).c_str());
   std::printf(
       "  model      gpt (GPT-2), %lld parameters: width %lld, %lld layers, %lld heads, context %lld, vocab %lld\n",
@@ -109,8 +54,66 @@ void print_llmc_info(const std::string& path) {
       static_cast<long long>(spec.layers), static_cast<long long>(spec.heads), static_cast<long long>(spec.context),
       static_cast<long long>(spec.vocab));
   std::printf("  task       %s\n", task->describe(spec).c_str());
-  std::printf("  file       an llm.c GPT-2 checkpoint, %.2f MB\n",
-              static_cast<double>(std::filesystem::file_size(path)) / 1e6);
+  std::printf("  file       %s\n", file.c_str());
+}
+
+}  // namespace
+
+ModelSpec gpt2_folder_spec(const std::string& folder) {
+  // The user named the folder: its files are read, with the folder's rules (io/folder.h).
+  return gpt2_spec(nn::read_gpt2_config(folder), BpeTokenizer::read_folder(folder), folder, folder);
+}
+
+std::unique_ptr<Runner> load_gpt2_folder(const std::string& folder) {
+  ModelSpec spec = gpt2_folder_spec(folder);
+  // Named by its config.json, which gives the size; wte is read and converted beside the model.
+  check_loadable(spec, io::file_in_folder(folder, "config.json", "GPT-2 folder"),
+                 8.0 * static_cast<double>(spec.vocab) * static_cast<double>(spec.width));
+  auto runner = std::make_unique<Runner>(spec, nn::load_gpt2(folder, nn::gpt_config(spec)), /*read_data=*/false);
+  runner->module().eval();
+  return runner;
+}
+
+void print_gpt2_folder_info(const std::string& folder) {
+  ModelSpec spec = gpt2_folder_spec(folder);
+  const std::string weights = nn::gpt2_weights_file(folder);
+  const std::vector<io::TensorEntry> entries = io::read_safetensors_header(weights);
+  std::set<std::string> dtypes;
+  for (const io::TensorEntry& e : entries) dtypes.insert(e.dtype);
+  std::string stored;
+  for (const std::string& d : dtypes) stored += (stored.empty() ? "" : ", ") + d;
+  print_gpt2_info(folder, spec,
+                  cat("a Hugging Face GPT-2 folder: model.safetensors holds ", entries.size(), " tensors (", stored,
+                      "), ", megabytes(std::filesystem::file_size(weights))));
+}
+
+ModelSpec llmc_spec(const std::string& path) {
+  const nn::GPTConfig config = nn::read_llmc_config(path);
+  std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  std::map<std::string, std::string> files;
+  try {
+    files = BpeTokenizer::read_folder(folder.string());
+  } catch (const Error& e) {
+    throw Error(cat(printable(path),
+                    ": an llm.c checkpoint reads GPT-2's tokens: put GPT-2's vocab.json and "
+                    "merges.txt (or tokenizer.json) beside it (",
+                    e.what(), ")"));
+  }
+  return gpt2_spec(config, std::move(files), folder.string(), path);
+}
+
+std::unique_ptr<Runner> load_llmc_file(const std::string& path) {
+  ModelSpec spec = llmc_spec(path);
+  check_loadable(spec, path, 0);
+  auto runner = std::make_unique<Runner>(spec, nn::load_llmc(path), /*read_data=*/false);
+  runner->module().eval();
+  return runner;
+}
+
+void print_llmc_info(const std::string& path) {
+  print_gpt2_info(path, llmc_spec(path),
+                  cat("an llm.c GPT-2 checkpoint, ", megabytes(std::filesystem::file_size(path))));
 }
 
 }  // namespace qkv::cli
