@@ -60,8 +60,10 @@ void print_gpt2_info(const std::string& path, ModelSpec spec, const std::string&
 }  // namespace
 
 ModelSpec gpt2_folder_spec(const std::string& folder) {
-  // The user named the folder: its files are read, with the folder's rules (io/folder.h).
-  return gpt2_spec(nn::read_gpt2_config(folder), BpeTokenizer::read_folder(folder), folder, folder);
+  // The user named the folder: its files are read, with the folder's rules (io/folder.h). config.json first (a
+  // folder without one is no checkpoint), then the tokenizer: two statements, as arguments' order is unspecified.
+  const nn::GPTConfig config = nn::read_gpt2_config(folder);
+  return gpt2_spec(config, BpeTokenizer::read_folder(folder), folder, folder);
 }
 
 std::unique_ptr<Runner> load_gpt2_folder(const std::string& folder) {

@@ -72,8 +72,9 @@ int tokenize(int argc, char** argv) {
                            "vocab.json and merges.txt, or tokenizer.json), or with --decode the text of ids.");
   options.custom_help(
       "--tokenizer DIR (--text TEXT | --data FILE) [OPTION...]  |  --train --data FILE --vocab-size N --out DIR");
-  options.add_options()("tokenizer", "(required) the tokenizer's folder", cxxopts::value<std::string>(), "DIR")(
-      "text", "the text (with --decode: ids separated by spaces)", cxxopts::value<std::string>(), "TEXT")(
+  options.add_options()("tokenizer", "(required but for --train) the tokenizer's folder", cxxopts::value<std::string>(),
+                        "DIR")("text", "the text (with --decode: ids separated by spaces)",
+                               cxxopts::value<std::string>(), "TEXT")(
       "data", "a file whose bytes are the text (at most 64 MiB)", cxxopts::value<std::string>(), "FILE")(
       "decode", "print the text of the ids in --text")("special",
                                                        "read special tokens' text (<|endoftext|>) as those tokens")(
