@@ -26,9 +26,13 @@ Study study(Runner& runner, const std::string& prompt) {
   if (s.embedding.defined()) {
     if (s.embedding.requires_grad()) s.embedding.retain_grad();
     const int64_t T = s.embedding.dim() >= 2 ? s.embedding.size(-2) : 0;
+    // As the prompt's tokens, or as the first map's keys (a GPT on a task reads its input and answer at once).
+    const bool as_input = static_cast<int64_t>(e.input.size()) == T,
+               as_keys = !s.maps.empty() && static_cast<int64_t>(s.maps[0].cols.size()) == T;
     for (int64_t t = 0; t < T; ++t)
-      s.embedded.push_back(static_cast<int64_t>(e.input.size()) == T ? runner.task().token_text(e.input[t])
-                                                                     : cat("token ", t));
+      s.embedded.push_back(as_input  ? runner.task().token_text(e.input[t])
+                           : as_keys ? s.maps[0].cols[t]
+                                     : cat("token ", t));
   }
   QKV_CHECK(s.inputs.size() == s.maps.size(), "study: ", s.maps.size(), " maps but ", s.inputs.size(),
             " scaled dot-product attention calls");

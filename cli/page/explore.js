@@ -655,7 +655,7 @@
       'a_t = dL/de_t · e_t, where L is this prompt\'s ' + a.loss + ' and e_t the token\'s input embedding (its row of the ' +
       'token embedding, before positions are added). a_t = d/dα L(α·e_t) at α = 1: how fast the loss changes as that ' +
       'token\'s embedding is scaled. Red raises the loss, blue lowers it; the colours share one scale, its top the largest |a_t| (' +
-      fmt(top, 3) + '). Σ a_t = ' + fmt(sum, 4) + '. qkv explore --check compares every value with central differences of the loss.' }),
+      fmt(top, 3) + '). Σ a_t = ' + fmt(sum, 4) + '. qkv explore --check compares them (up to 64 tokens) with central differences of the loss.' }),
     text, bars);
   }
   const renderers = { heads: () => renderHeads(), model: () => renderModel(), matrix: () => renderMatrix(), neurons: () => renderNeurons(),
