@@ -169,13 +169,10 @@ std::string required(const cxxopts::ParseResult& args, const char* name) {
 
 // A checkpoint's model, parameters loaded (optimizer state ignored).
 std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::string, std::string>* metadata) {
-  if (nn::is_gpt2_folder(path)) {  // a Hugging Face GPT-2 folder: no qkv metadata
+  // Another framework's GPT-2 (a Hugging Face folder, or llm.c's gpt2_124M.bin): no qkv metadata.
+  if (const bool folder = nn::is_gpt2_folder(path); folder || nn::is_llmc_checkpoint(path)) {
     if (metadata) metadata->clear();
-    return load_gpt2_folder(path);
-  }
-  if (nn::is_llmc_checkpoint(path)) {  // llm.c's gpt2_124M.bin: a header of ints, then float32 or bfloat16
-    if (metadata) metadata->clear();
-    return load_llmc_file(path);
+    return folder ? load_gpt2_folder(path) : load_llmc_file(path);
   }
   io::TensorFile file = io::load_safetensors(path);
   if (metadata) *metadata = file.metadata;

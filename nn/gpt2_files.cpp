@@ -225,9 +225,8 @@ Tensor gather(const Rule& rule, const std::vector<Tensor>& parts_in) {
 // config gives, float dtypes; each rule's tensor present. Nothing of the data is read yet.
 // `config` names config.json in the errors where the two files disagree: either may be the wrong one.
 void check_header(const std::vector<io::TensorEntry>& entries, const std::vector<Rule>& all,
-                  const std::map<std::string, Tensor>& params, const std::string& shown, const std::string& config) {
-  std::map<std::string, const Rule*> by_file;
-  for (const Rule& r : all) by_file[r.file] = &r;
+                  const std::map<std::string, const Rule*>& by_file, const std::map<std::string, Tensor>& params,
+                  const std::string& shown, const std::string& config) {
   Naming naming;
   std::set<std::string> seen;
   for (const io::TensorEntry& e : entries) {
@@ -328,9 +327,9 @@ void load_gpt2_into(GPT& gpt, const std::string& folder) {
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model->named_parameters()) params[name] = p;
   const std::vector<Rule> all = rules(config.layers);
-  check_header(entries, all, params, shown, printable(io::file_in_folder(folder, "config.json", kFolderIs)));
-  std::map<std::string, const Rule*> by_file;
+  std::map<std::string, const Rule*> by_file;  // a file tensor's name -> its rule
   for (const Rule& r : all) by_file[r.file] = &r;
+  check_header(entries, all, by_file, params, shown, printable(io::file_in_folder(folder, "config.json", kFolderIs)));
   Naming naming;
   Tensor head;  // lm_head.weight, where the file holds one: compared with wte once both are read
   io::for_each_safetensor(path, [&](const io::TensorEntry& entry, std::string_view bytes) {
