@@ -118,7 +118,9 @@ void check_writable_target(const std::string& path, bool probe) {
   std::remove(tmp.c_str());
 }
 
-namespace {
+// Named, not anonymous: FileReader::Impl holds one (GCC warns of a member whose type has internal linkage
+// when the unity build includes this file).
+namespace regular_file {
 // An open regular file (a FIFO would block, /dev/zero never end) of at most max_bytes, and its size; closed
 // with the object.
 struct RegularFile {
@@ -162,7 +164,8 @@ struct RegularFile {
                     " must be a plain file"));
   }
 };
-}  // namespace
+}  // namespace regular_file
+using regular_file::RegularFile;
 
 std::string read_regular_file(const std::string& path, int64_t max_bytes, const char* what) {
   RegularFile file(path, max_bytes, what);
