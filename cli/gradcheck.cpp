@@ -29,6 +29,22 @@ cxxopts::Options gradcheck_options() {
       "FILE")("device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
   return options;
 }
+
+// How many entries (--entries; all of a fresh model's, 16 of a checkpoint's), and a progress line.
+GradcheckOptions check_options(const cxxopts::ParseResult& args, bool fresh_model) {
+  int64_t entries = args.count("entries") ? args["entries"].as<int64_t>() : -1;
+  if (args.count("entries")) check_range("entries", entries, 0, int64_t{1} << 30);
+  GradcheckOptions go;
+  go.max_entries = entries >= 0 ? entries : (fresh_model ? 0 : 16);
+  // Every weight of a text model takes an hour on 2 cores: say how far it got, at most ten times a second.
+  go.progress = [shown = std::chrono::steady_clock::time_point{}](int64_t done, int64_t total) mutable {
+    auto now = std::chrono::steady_clock::now();
+    if (done < total && now - shown < std::chrono::milliseconds(100)) return;
+    shown = now;
+    progress_line(done < total ? cat("gradcheck: ", done, " of ", total, " entries") : "");
+  };
+  return go;
+}
 }  // namespace
 
 int gradcheck(int argc, char** argv) {
@@ -44,22 +60,10 @@ int gradcheck(int argc, char** argv) {
             "--model builds a fresh model; --checkpoint checks a trained one: give one");
   QKV_CHECK(!path.empty() || kind == "mha" || is_kind(kind), "unknown --model '", printable(kind), "' (", kind_names(),
             ", mha)");
-  // A --model's float64 passes are too small to share: on 2 cores two threads ran every kind slower than one
-  // (seq2seq 2.62 s against 2.20 s, on 2.3x the CPU time). A checkpoint (GPT-2's, say) has products worth
-  // sharing: the idle cores, as elsewhere.
+  // A --model's float64 passes are too small to share (on 2 cores every kind ran slower on two threads than on
+  // one: seq2seq 2.62 s against 2.20 s); a checkpoint (GPT-2's, say) takes the idle cores, as elsewhere.
   set_thread_count(path.empty() ? 1 : 0);
-  int64_t entries = args.count("entries") ? args["entries"].as<int64_t>() : -1;
-  if (args.count("entries")) check_range("entries", entries, 0, int64_t{1} << 30);
-  GradcheckOptions go;
-  go.max_entries = entries >= 0 ? entries : (path.empty() ? 0 : 16);
-  // Every weight of a text model takes an hour on 2 cores: say how far it got, at most ten times a second.
-  std::chrono::steady_clock::time_point shown{};
-  go.progress = [&](int64_t done, int64_t total) {
-    auto now = std::chrono::steady_clock::now();
-    if (done < total && now - shown < std::chrono::milliseconds(100)) return;
-    shown = now;
-    progress_line(done < total ? cat("gradcheck: ", done, " of ", total, " entries") : "");
-  };
+  const GradcheckOptions go = check_options(args, path.empty());
 
   std::unique_ptr<Runner> runner;
   std::unique_ptr<nn::MultiHeadAttention> mha;
