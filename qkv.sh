@@ -53,7 +53,9 @@ build() {  # build DIR [cmake args...]: everything, or only $TARGET where it is 
 
 run_tests() {  # run_tests DIR
   log "testing $1"
-  ctest --test-dir "$1" --output-on-failure -j "$JOBS"
+  # One test more than the build's jobs: some tests wait on a browser, a signal or a timer, and leave a
+  # core idle (on 2 cores, 3 at a time took the Release pass from 124 to 113 s, the sanitized from 200 to 181).
+  ctest --test-dir "$1" --output-on-failure -j "$((JOBS + 1))"
 }
 
 command=${1:-}
