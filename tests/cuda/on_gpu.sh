@@ -18,6 +18,14 @@
 #   bash tests/cuda/on_gpu.sh race      compute-sanitizer racecheck on the kernels whose
 #                                       threads share memory (attention's tiles, the shape
 #                                       and reduction blocks, through the models' test)
+#   bash tests/cuda/on_gpu.sh initcheck compute-sanitizer initcheck: a kernel that reads
+#                                       device memory nothing wrote
+#   bash tests/cuda/on_gpu.sh synccheck compute-sanitizer synccheck: barriers not reached
+#                                       by every thread of a block
+#
+# A sanitizer run cut short by its time limit is a failure, with a PARTIAL line
+# naming the last test it finished: never a pass. Each run's whole output is in
+# its own log under the logs folder, and its reports are printed whole.
 #   bash tests/cuda/on_gpu.sh bench     tokens/s against PyTorch eager on the same GPU
 #                                       (SDPA, fused AdamW, TF32 off on both sides) for
 #                                       tiny, small, mini and deep; the fused attention
@@ -49,11 +57,24 @@ command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 echo "on_gpu $mode: $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)," \
   "$(nvcc --version | tail -1)"
 
+# Only what the mode needs, for this GPU's architecture alone (sm_90: attention.cu took about a minute for
+# each of the two the default build makes): the window is 15 minutes. -lineinfo: a sanitizer's report names
+# the kernel's source line, not only its PC (no change to the code).
+build_targets() {  # build_targets TARGET...: build them, timed, into build/gpu (its log: build_TARGETS.log)
+  local s=$SECONDS log="$logs/build_${*// /_}.log"
+  cmake --build build/gpu -j "$(nproc)" --target "$@" >"$log" 2>&1 || { grep -E 'error' "$log" | head -40; exit 1; }
+  echo "== built $* in $((SECONDS - s)) s"
+}
 s=$SECONDS
 cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DQKV_CUDA=ON -DQKV_MPI=OFF -DGRAPHVIZ_DOT=/bin/false \
+  -DCMAKE_CUDA_ARCHITECTURES=90-real -DCMAKE_CUDA_FLAGS=-lineinfo \
   >"$logs/configure.log" 2>&1 || { tail -30 "$logs/configure.log"; exit 1; }
-cmake --build build/gpu -j "$(nproc)" >"$logs/build.log" 2>&1 || { grep -E 'error' "$logs/build.log" | head -40; exit 1; }
-echo "== built in $((SECONDS - s)) s"
+echo "== configured in $((SECONDS - s)) s"
+case "$mode" in
+  test) build_targets qkv_cuda_tests qkv_cli qkv_tests compare_checkpoints ;;  # everything label cuda runs
+  suite) build_targets all ;;
+  *) build_targets qkv_cuda_tests qkv_cli ;;
+esac
 qkv=build/gpu/qkv
 "$qkv" info --system | sed 's/^/  /'
 if "$qkv" info --system | grep -q "no CUDA device visible"; then
@@ -65,13 +86,26 @@ step() { echo; echo "== $* ($SECONDS s)"; }
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 sanitize() {  # sanitize TOOL SECONDS PART: compute-sanitizer on one part of the CUDA tests
   step "compute-sanitizer --tool $1 on [$3]"
+  local log="$logs/$1_$3.log" limit=$2
+  # The script's own test (tests/cuda/on_gpu_script_test.sh) shortens every limit.
+  [ -n "${QKV_ON_GPU_MAX_SECONDS:-}" ] && [ "$QKV_ON_GPU_MAX_SECONDS" -lt "$limit" ] && limit=$QKV_ON_GPU_MAX_SECONDS
   # API errors are not reported: qkv checks every call it makes (a failed one fails its test), and cuBLAS's
-  # own probing calls would count as errors. Memory and race reports are what this is for.
-  QKV_CUDA_NO_CACHE=1 timeout -k 5 "$2" "$sanitizer" --tool "$1" --report-api-errors no --error-exitcode 3 \
-    build/gpu/tests/qkv_cuda_tests "[$3]" 2>&1 | tail -4
-  local rc=${PIPESTATUS[0]}
-  [ "$rc" = 124 ] || [ "$rc" = 137 ] && echo "(stopped after $2 s: checked that far)"
-  [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$rc" = 137 ] || failed=1
+  # own probing calls would count as errors. Memory, initialisation, barrier and race reports are what this
+  # is for. --durations: each test case's line as it ends, so a run cut short says how far it got.
+  QKV_CUDA_NO_CACHE=1 timeout -k 5 "$limit" "$sanitizer" --tool "$1" --report-api-errors no --error-exitcode 3 \
+    build/gpu/tests/qkv_cuda_tests "[$3]" --durations yes >"$log" 2>&1
+  local rc=$?
+  # Every report whole (from its first line to the blank line after it), then the summary lines.
+  awk '/^========= (Invalid|Uninitialized|Barrier|Race|Error|Program hit|Malloc|Cuda|Leaked|Memcheck|Racecheck)/{p=1} p; /^=========$/{p=0}' "$log"
+  grep -E "^========= (ERROR SUMMARY|RACECHECK SUMMARY)|^(All tests passed|test cases:)" "$log"
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    local last; last=$(grep -E "^[0-9.]+ s: " "$log" | tail -1 | sed -E 's/^[0-9.]+ s: //')
+    echo "PARTIAL: $1 on [$3] stopped at its limit of $limit s; the last test it finished: ${last:-none}"
+    failed=1
+  elif [ "$rc" != 0 ]; then
+    echo "FAILED: $1 on [$3] (exit $rc; the whole output: $log)"
+    failed=1
+  fi
 }
 
 rest_of_suite() {  # rest_of_suite SECONDS: the suite's other tests in the CUDA build, stopped after SECONDS
@@ -83,8 +117,10 @@ rest_of_suite() {  # rest_of_suite SECONDS: the suite's other tests in the CUDA 
 
 case "$mode" in
   test)
-    step "the CUDA tests (label cuda)"
-    CUDA_LAUNCH_BLOCKING=1 ctest --test-dir build/gpu -L cuda --output-on-failure --timeout 240 || failed=1
+    step "the CUDA tests (label cuda), first and on their own, each test's time logged"
+    CUDA_LAUNCH_BLOCKING=1 ctest --test-dir build/gpu -L cuda --output-on-failure --timeout 240 2>&1 |
+      tee "$logs/ctest_cuda.log" | grep -E "Test +#|tests passed|FAILED|Timeout|Not Run"
+    [ "${PIPESTATUS[0]}" = 0 ] || failed=1
     step "qkv train --task reverse on the GPU, to its target; its checkpoint on the CPU"
     work=build/gpu/reverse && rm -rf "$work" && mkdir -p "$work"
     timeout -k 5 150 "$qkv" train --task reverse --device cuda --save "$work/reverse.safetensors" >"$work/train.txt" 2>&1 ||
@@ -100,6 +136,7 @@ case "$mode" in
     # kernels of every level it has, run by the suite, and the CLI's (kernels, checkpoints at 1, 2 and 16
     # threads, QKV_SIMD errors). The rest of the suite below covers the same tests; this runs them first.
     step "this machine's CPU: the vector kernels of every level it has, and the CLI's checks"
+    build_targets all
     build/gpu/tests/qkv_tests "simd:*,sgemm:*" >"$logs/cpu_kernels.txt" 2>&1 || failed=1
     grep -E "executed by this suite|passed|failed" "$logs/cpu_kernels.txt"
     XEON_QKV=$qkv bash tests/device/xeon.sh check || failed=1
@@ -114,6 +151,12 @@ case "$mode" in
     ;;
   race)  # racecheck looks at shared memory, which only block kernels use; the models' test runs every kernel
     for part in attention:120 shape:60 models:240; do sanitize racecheck "${part#*:}" "${part%:*}"; done
+    ;;
+  initcheck)  # every kernel, through the models' test, and the ops' own parts
+    for part in memory:30 shape:40 attention:80 models:240; do sanitize initcheck "${part#*:}" "${part%:*}"; done
+    ;;
+  synccheck)  # barriers: the block kernels (attention's tiles, the shape and reduction blocks)
+    for part in attention:120 shape:60 models:240; do sanitize synccheck "${part#*:}" "${part%:*}"; done
     ;;
   sanitize)
     for part in memory:30 matmul:40 optim:40 attention:60 shape:20 faults:20 models:100 registry:250; do
@@ -132,7 +175,7 @@ case "$mode" in
     done
     ;;
   *)
-    echo "usage: on_gpu.sh test | suite | sanitize | race | bench" >&2
+    echo "usage: on_gpu.sh test | suite | sanitize | race | initcheck | synccheck | bench" >&2
     exit 2
     ;;
 esac
