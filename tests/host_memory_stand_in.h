@@ -29,6 +29,11 @@ class HostMemoryStandIn final : public DeviceBackend {
     // that reads or writes past a block's end; posix_memalign takes any size.
     void* p = nullptr;
     if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) throw std::bad_alloc();
+    // Poisoned as the stand-in's shared memory is (autograd/ops/kernel.h): all bits set, a NaN in every float
+    // and double, -1 in every integer, and a bool UBSan refuses to read. A kernel that reads what nothing
+    // wrote (a += into a block nobody zeroed) gives NaN on the CPU too, not the zeros a fresh page happens
+    // to hold; cudaMalloc promises nothing either.
+    std::memset(p, 0xFF, bytes);
     return p;
   }
   void release(void* p, std::size_t bytes, int) override {

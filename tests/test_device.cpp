@@ -5,6 +5,7 @@
 // tested by tests/cuda/ (label cuda), which skip where none is.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -114,6 +115,18 @@ TEST_CASE("a device tensor reads and writes through host copies, and CPU code re
                       Contains("this machine has 2 CUDA devices (cuda:0..cuda:1)"));
   }
   CHECK(stand_in.blocks == 0);  // every device block went back
+}
+
+TEST_CASE("the stand-in's fresh blocks read as NaN, so a kernel that reads what nothing wrote fails", "[device]") {
+  SKIP_IN_CUDA_BUILDS();
+  HostMemoryStandIn stand_in;
+  StandInCudaForTests guard(stand_in);
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const std::vector<double> fresh = Tensor::empty({5}, dtype, Device::cuda()).to_vector();
+    for (double v : fresh) CHECK(std::isnan(v));
+  }
+  CHECK(Tensor::empty({3}, DType::Int64, Device::cuda()).to_vector() == std::vector<double>{-1, -1, -1});
+  CHECK(Tensor::zeros({3}, DType::Float32, Device::cuda()).to_vector() == std::vector<double>{0, 0, 0});
 }
 
 TEST_CASE("an op whose inputs sit on two devices is a one-line error", "[device]") {

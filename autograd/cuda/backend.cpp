@@ -49,7 +49,9 @@ void free_on(int index, void* p) noexcept {
 // training step asks for the same shapes every step, and cudaMalloc and
 // cudaFree synchronise the whole device. All work runs on the legacy default
 // stream, so a block freed here is reused only by work queued after the work
-// that used it. When cudaMalloc fails, the cache is given back and it tries once more.
+// that used it. When cudaMalloc fails, the cache is given back and it tries once more
+// (as cuBLAS's calls do, through release_cache()). in_use and peak count the
+// bytes tensors asked for; the cache holds blocks by rounded size.
 // QKV_CUDA_NO_CACHE=1 allocates each block at its exact size and frees it at
 // once, so that compute-sanitizer's memcheck sees every overrun and every use
 // after free (as the CPU's cache is off under AddressSanitizer).
@@ -104,7 +106,7 @@ class CudaBackend final : public DeviceBackend {
                   " in use by tensors): ", cudaGetErrorString(again));
       }
     }
-    pool.in_use += rounded;
+    pool.in_use += bytes;
     pool.peak = std::max(pool.peak, pool.in_use);
     return p;
   }
@@ -113,7 +115,7 @@ class CudaBackend final : public DeviceBackend {
     Pool& pool = pools_.at(index);
     std::size_t rounded = no_cache_ ? bytes : round(bytes);
     std::lock_guard<std::mutex> lock(mutex_);
-    pool.in_use -= rounded;
+    pool.in_use -= bytes;
     if (no_cache_ || pool.cached + rounded > kMaxCached) {  // back to the driver (cudaFree waits for the device)
       free_on(index, p);
       return;
@@ -157,6 +159,11 @@ class CudaBackend final : public DeviceBackend {
     std::lock_guard<std::mutex> lock(mutex_);
     pools_.at(index).peak = pools_.at(index).in_use;
   }
+  void release_cache(int index) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceGuard on(index);
+    release_cache(pools_.at(index));
+  }
   std::string describe(int index) override {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
@@ -180,6 +187,7 @@ class CudaBackend final : public DeviceBackend {
   static constexpr std::size_t kStagingSlot = std::size_t{4} << 20;
   static constexpr int kStagingSlots = 8;
   struct Staging {
+    bool unavailable = false;  // cudaHostAlloc failed: copies go straight from pageable memory (they wait)
     char* pinned = nullptr;
     cudaEvent_t done[kStagingSlots] = {};
     int next = 0;
@@ -189,12 +197,18 @@ class CudaBackend final : public DeviceBackend {
     std::lock_guard<std::mutex> lock(staging_mutex_);
     if (static_cast<int>(staging_.size()) <= index) staging_.resize(index + 1);
     Staging& s = staging_[index];
-    if (!s.pinned) {
+    if (!s.pinned && !s.unavailable) {
       void* p = nullptr;
-      check(cudaHostAlloc(&p, kStagingSlot * kStagingSlots, cudaHostAllocDefault), "cudaHostAlloc");
-      for (cudaEvent_t& e : s.done) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-      s.pinned = static_cast<char*>(p);
+      // Pinned memory is a speed-up, not a need: where the host cannot pin 32 MiB, copies wait instead.
+      if (cudaHostAlloc(&p, kStagingSlot * kStagingSlots, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        s.unavailable = true;
+      } else {
+        for (cudaEvent_t& e : s.done) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+        s.pinned = static_cast<char*>(p);
+      }
     }
+    if (s.unavailable) return check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to the device");
     const int slot = s.next;
     s.next = (slot + 1) % kStagingSlots;
     check(cudaEventSynchronize(s.done[slot]), "copy to the device");  // the slot's last copy has been read
@@ -246,5 +260,7 @@ CudaBackend& the_backend() {
 DeviceBackend& backend() { return the_backend(); }
 
 std::string count_error() { return the_backend().count_error(); }
+
+void release_cache(int index) { the_backend().release_cache(index); }
 
 }  // namespace qkv::cuda

@@ -18,4 +18,8 @@ DeviceBackend& backend();
 /// version", ...); empty when it counts them.
 std::string count_error();
 
+/// Gives device `index`'s cached blocks back to the driver, once its queued work is done: what the allocator
+/// does when cudaMalloc fails, for the memory others allocate (cuBLAS's workspace) before they try again.
+void release_cache(int index);
+
 }  // namespace qkv::cuda

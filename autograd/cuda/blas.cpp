@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 
+#include "autograd/cuda/backend.h"
 #include "autograd/cuda/gemm.h"
 #include "autograd/cuda/runtime.h"
 
@@ -16,6 +17,20 @@ void check_blas(cublasStatus_t status, const char* what) {
   throw Error(cat("cuBLAS: ", what, ": ", cublasGetStatusString(status)));
 }
 
+namespace {
+// cuBLAS allocates device memory of its own (its workspace, when a handle is made and when a call needs
+// more): out of memory there, the allocator's cache goes back to the driver and the call is made once
+// more, as for a tensor's own block. (Without it, a device full of cached blocks failed every product.)
+template <class Call> void call_blas(int device, const char* what, Call call) {
+  cublasStatus_t status = call();
+  if (status == CUBLAS_STATUS_ALLOC_FAILED) {
+    release_cache(device);
+    status = call();
+  }
+  check_blas(status, what);
+}
+}  // namespace
+
 cublasHandle_t blas() {
   static std::mutex mutex;
   static std::vector<cublasHandle_t> handles;  // by device; the handles are never destroyed (see backend())
@@ -24,7 +39,7 @@ cublasHandle_t blas() {
   std::lock_guard<std::mutex> lock(mutex);
   if (static_cast<int>(handles.size()) <= device) handles.resize(device + 1, nullptr);
   if (!handles[device]) {
-    check_blas(cublasCreate(&handles[device]), "cublasCreate");
+    call_blas(device, "cublasCreate", [&] { return cublasCreate(&handles[device]); });
     check_blas(cublasSetMathMode(handles[device], CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   }
   return handles[device];
@@ -42,9 +57,11 @@ template <class T> void gemm_strided(int device, bool ta, bool tb, int64_t n, in
   constexpr cudaDataType_t type = sizeof(T) == 4 ? CUDA_R_32F : CUDA_R_64F;
   constexpr cublasComputeType_t compute = sizeof(T) == 4 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
   cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check_blas(cublasGemmStridedBatchedEx(blas(), op_b, op_a, m, n, k, &alpha, b, type, ldb, stride_b, a, type, lda,
-                                        stride_a, &beta, c, type, ldc, stride_c, batch, compute, CUBLAS_GEMM_DEFAULT),
-             "cublasGemmStridedBatchedEx");
+  cublasHandle_t handle = blas();
+  call_blas(device, "cublasGemmStridedBatchedEx", [&] {
+    return cublasGemmStridedBatchedEx(handle, op_b, op_a, m, n, k, &alpha, b, type, ldb, stride_b, a, type, lda,
+                                      stride_a, &beta, c, type, ldc, stride_c, batch, compute, CUBLAS_GEMM_DEFAULT);
+  });
 }
 template void gemm_strided<float>(int, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, int64_t,
                                   const float*, int64_t, int64_t, float*, int64_t, int64_t, int64_t, float, float);

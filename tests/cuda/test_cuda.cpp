@@ -3,17 +3,26 @@
 // products through cuBLAS, memory and the same-device rule.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "../device_checks.h"
 #include "autograd/autograd.h"
+#include "autograd/ops/attention.h"
+#include "nn/nn.h"
 
 using namespace qkv;
 using Catch::Matchers::Contains;
 
 namespace {
 const Device kGpu = Device::cuda(0);
+
+bool cache_off() {  // the backend's rule for QKV_CUDA_NO_CACHE: set, and not "0"
+  const char* v = std::getenv("QKV_CUDA_NO_CACHE");
+  return v && *v && std::string(v) != "0";
+}
 }  // namespace
 
 // The checks tests/test_device.cpp runs on the stand-in (tests/device_checks.h).
@@ -92,12 +101,134 @@ TEST_CASE("device memory is cached, counted, and freed with the last handle", "[
   CHECK(gpu.memory(0).peak >= before + (4u << 20));
   // Kept for the next request of that size, unless the cache is off (on_gpu.sh sanitize turns it off, so that
   // memcheck sees every block's own bounds).
-  const char* no_cache = std::getenv("QKV_CUDA_NO_CACHE");  // the backend's rule: set, and not "0"
-  if (!(no_cache && *no_cache && std::string(no_cache) != "0")) CHECK(gpu.memory(0).cached >= (4u << 20));
+  if (!cache_off()) CHECK(gpu.memory(0).cached >= (4u << 20));
   Tensor x = Tensor::arange(10, DType::Float64).to(kGpu);
   CHECK(x.to(Device::cpu()).to_vector()[9] == 9);
   CHECK_THROWS_WITH(add(x, Tensor::ones({10}, DType::Float64)), Contains("add: inputs on cuda:0 and cpu"));
   CHECK_THROWS_WITH(x.data<double>(), Contains("tensor on cuda:0 was read by CPU code"));
   CHECK_THROWS_WITH(Tensor::zeros({1}, DType::Float32, Device::cuda(cuda_device_count())),
                     Contains("this machine has"));
+}
+
+TEST_CASE("peak device memory counts the bytes tensors asked for, not the allocator's rounding", "[cuda][memory]") {
+  DeviceBackend& gpu = device_backend(kGpu);
+  gpu.synchronize(0);
+  const std::size_t before = gpu.memory(0).in_use;
+  gpu.reset_peak(0);
+  {
+    Tensor t = Tensor::empty({(3 << 20) / 8}, DType::Float32, kGpu);  // 1.5 MiB: the cache rounds it to 2 MiB
+    CHECK(gpu.memory(0).in_use == before + (3u << 19));
+  }
+  CHECK(gpu.memory(0).peak == before + (3u << 19));
+  CHECK(gpu.memory(0).in_use == before);
+}
+
+TEST_CASE("a device full of tensors and cached blocks still allocates and multiplies", "[cuda][memory]") {
+  if (cache_off()) {
+    WARN("QKV_CUDA_NO_CACHE: no cache to give back");
+    return;
+  }
+  Generator gen(7);
+  Tensor a = Tensor::randn({1024, 4096}, DType::Float32, &gen);
+  Tensor a_gpu = a.to(kGpu);
+  // Fill the device with 256 MiB blocks until cudaMalloc (and the allocator's retry) gives up, then free the
+  // last 8 into the cache: the device is full, 2 GiB of it held by the cache in blocks of another size.
+  std::vector<Tensor> blocks;
+  for (;;) {
+    try {
+      blocks.push_back(Tensor::empty({64 << 20}, DType::Float32, kGpu));
+    } catch (const Error&) {
+      break;
+    }
+  }
+  INFO(blocks.size() << " blocks of 256 MiB filled the device");
+  REQUIRE(blocks.size() > 8);
+  blocks.resize(blocks.size() - 8);
+  CHECK(device_backend(kGpu).memory(0).cached >= (std::size_t{2} << 30));
+  // A product's output (16 MiB) and cuBLAS's workspace: each fails at first, the cache goes back, each succeeds.
+  Tensor c = matmul(a_gpu, a_gpu, false, true);
+  std::vector<double> want = matmul(a, a, false, true).to_vector(), got = c.to_vector();
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); i += 997)
+    CHECK(std::abs(got[i] - want[i]) <= 1e-3 * (1 + std::abs(want[i])));
+}
+
+// ---- sizes only a GPU meets: grids past 65,535 blocks, long sequences, indices past 2^31 ----
+// (The tolerances are the CPU tests' until a GPU run measures these sizes.)
+namespace {
+double worst_excess(const Tensor& got, const Tensor& want, double rtol) {  // max |got − want| − rtol·|want|
+  std::vector<double> g = got.to_vector(), w = want.to_vector();
+  double worst = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const double excess = std::abs(g[i] - w[i]) - rtol * std::abs(w[i]);
+    if (!(excess <= worst)) worst = excess;  // a NaN is the worst of all
+  }
+  return worst;
+}
+
+// The composed path for fused_attention's [B, n, H, d] layout, causal (tests/test_fused_attention.cpp's).
+Tensor composed_causal(const Tensor& q, const Tensor& k, const Tensor& v) {
+  auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };
+  Tensor mask = nn::causal_mask(q.size(1), k.size(1)).to(q.device());
+  return permute(nn::scaled_dot_product_attention(heads(q), heads(k), heads(v), mask).output, {0, 2, 1, 3});
+}
+}  // namespace
+
+TEST_CASE("fused attention at 4,096 tokens equals the composed path on the GPU, gradients included", "[cuda][large]") {
+  Generator gen(3);
+  const int64_t n = 4096, H = 2, d = 32;
+  auto leaf = [&] { return Tensor::randn({1, n, H, d}, DType::Float32, &gen).to(kGpu).requires_grad_(); };
+  Tensor q = leaf(), k = leaf(), v = leaf(), g = Tensor::randn({1, n, H, d}, DType::Float32, &gen).to(kGpu);
+  AttentionMasks causal;
+  causal.causal = true;
+  Tensor fused = fused_attention(q, k, v, causal, 1.0 / std::sqrt(double(d)));
+  fused.backward(g);
+  std::vector<Tensor> grads{q.grad(), k.grad(), v.grad()};
+  for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+  Tensor reference = composed_causal(q, k, v);
+  reference.backward(g);
+  CHECK(worst_excess(fused, reference, 1e-5) <= 1e-6);
+  CHECK(worst_excess(grads[0], q.grad(), 1e-5) <= 1e-6);
+  CHECK(worst_excess(grads[1], k.grad(), 1e-5) <= 1e-6);
+  CHECK(worst_excess(grads[2], v.grad(), 1e-5) <= 1e-6);
+}
+
+TEST_CASE("fused attention at 16,384 tokens equals the composed path on the GPU (forward)", "[cuda][large]") {
+  Generator gen(4);
+  const int64_t n = 16384, d = 32;
+  auto make = [&] { return Tensor::randn({1, n, 1, d}, DType::Float32, &gen).to(kGpu); };
+  Tensor q = make(), k = make(), v = make();
+  AttentionMasks causal;
+  causal.causal = true;
+  Tensor fused = fused_attention(q, k, v, causal, 1.0 / std::sqrt(double(d)));
+  CHECK(worst_excess(fused, composed_causal(q, k, v), 1e-5) <= 1e-6);  // the composed scores: 1 GiB
+}
+
+TEST_CASE("an elementwise op and row and column sums past 65,535 blocks give the CPU's values", "[cuda][large]") {
+  Generator gen(5);
+  Tensor a = Tensor::randn({(int64_t{1} << 25) + 3}, DType::Float32, &gen);  // 131,073 blocks of 256 threads
+  Tensor b = Tensor::randn(a.shape(), DType::Float32, &gen);
+  CHECK(worst_excess(add(a.to(kGpu), b.to(kGpu)), add(a, b), 0) == 0);  // one rounding: the same bits
+  for (Shape shape : {Shape{70000, 33}, Shape{33, 70000}}) {
+    INFO(shape_str(shape));
+    Tensor x = Tensor::randn(shape, DType::Float64, &gen);
+    for (int64_t dim : {0, 1}) CHECK(worst_excess(sum(x.to(kGpu), {dim}), sum(x, {dim}), 1e-12) <= 1e-12);
+  }
+}
+
+TEST_CASE("an elementwise op reaches elements past index 2^31", "[cuda][large]") {
+  const int64_t n = (int64_t{1} << 31) + 1000;  // 8 GiB of float32
+  Tensor x;
+  try {
+    x = Tensor::full({n}, 1.5, DType::Float32, kGpu);
+  } catch (const Error& e) {
+    WARN("not enough device memory for 2^31 + 1000 floats: " << e.what());
+    return;
+  }
+  x.set({n - 1}, 7);
+  Tensor y = mul(x, 2.0);
+  CHECK(y.at({n - 1}) == 14);
+  CHECK(y.at({int64_t{1} << 31}) == 3);
+  CHECK(y.at({(int64_t{1} << 31) - 1}) == 3);
+  CHECK(y.at({0}) == 3);
 }
