@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# on_gpu.sh's own logic, here, without a GPU: stand-ins for cmake, nvcc,
-# nvidia-smi, compute-sanitizer and the CUDA build's programs on PATH, so the
-# script cannot rot or lie between device windows. A sanitizer that passes
-# makes the mode pass; one that reports an error fails it and its report is
-# printed whole; one that hangs past its limit fails it with a PARTIAL line
-# naming the last test it finished, never "all passed".
+# on_gpu.sh's own logic, here, without a GPU: stand-ins for cmake, ctest,
+# nvcc, nvidia-smi, compute-sanitizer and the CUDA build's programs on PATH,
+# so the script cannot rot or lie between device windows. A sanitizer (or a
+# ctest) that passes makes the mode pass; one that reports an error fails it,
+# its report printed whole; one that hangs past its limit fails it with a
+# PARTIAL line naming the last test it finished, never "all passed".
 # usage: on_gpu_script_test.sh WORKDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,6 +30,14 @@ case "$STUB" in
           echo "========= ERROR SUMMARY: 1 error"; exit 3 ;;
   hang) sleep 60 ;;
 esac'
+# ctest, for the suite mode: pass, fail (a failed test) or hang, after one test.
+stub bin/ctest '
+echo "1/2 Test #1: tensor_basics ....   Passed    0.01 sec"
+case "$STUB" in
+  pass) echo "100% tests passed, 0 tests failed out of 2" ;;
+  report) echo "2/2 Test #2: reliability ....***Failed    0.02 sec"; echo "50% tests passed, 1 tests failed out of 2"; exit 8 ;;
+  hang) sleep 60 ;;
+esac'
 run() {  # run STUB MODE: on_gpu.sh MODE with the stand-ins; its output in out.txt, its exit status in $rc
   STUB=$1 PATH="$work/bin:$PATH" QKV_ON_GPU_MAX_SECONDS=2 OUT="$work/logs" bash "$here/on_gpu.sh" "$2" >out.txt 2>&1
   rc=$?
@@ -52,3 +60,14 @@ grep -q "PARTIAL: synccheck on \[attention\] stopped at its limit of 2 s; the la
   { cat out.txt; fail "no PARTIAL line naming the last test finished"; }
 grep -q "all passed" out.txt && { cat out.txt; fail "a timed-out run ended in 'all passed'"; }
 echo "ok: a sanitizer that hangs fails the mode with a PARTIAL line naming its last test ($((SECONDS - start)) s)"
+for stub in pass report hang; do
+  run "$stub" suite
+  case $stub in
+    pass) [ "$rc" = 0 ] && grep -q "all passed" out.txt || { cat out.txt; fail "suite: a passing ctest did not pass"; } ;;
+    report) [ "$rc" = 1 ] && grep -q "Failed" out.txt && ! grep -q "all passed" out.txt ||
+      { cat out.txt; fail "suite: a failing ctest did not fail the mode"; } ;;
+    hang) [ "$rc" = 1 ] && grep -q "PARTIAL: the rest of the suite stopped at its limit of 2 s; the last test it finished: tensor_basics" out.txt &&
+      ! grep -q "all passed" out.txt || { cat out.txt; fail "suite: a hanging ctest did not fail with a PARTIAL line"; } ;;
+  esac
+done
+echo "ok: the suite mode passes a passing ctest and fails a failing or hanging one (PARTIAL)"
