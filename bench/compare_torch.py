@@ -7,8 +7,9 @@ Debian 12's is 1.13; `sudo bench/torch2_chroot.sh ARGS` runs this script with
 ARGS against Debian 13's 2.6, in a chroot.
 
 The model is the GPT of `qkv bench`: pre-LN blocks, causal multi-head
-attention, GELU-tanh MLP, tied head, vocab 256, AdamW lr 1e-4, clipping at
-1.0, dropout 0, random bytes. PyTorch runs its best eager path where it has
+attention, GELU-tanh MLP, tied head, vocab 256 (50,257 for gpt2 and
+gpt2-1k, GPT-2 small's shape), AdamW lr 1e-4, clipping at 1.0, dropout 0,
+random tokens. PyTorch runs its best eager path where it has
 one: F.scaled_dot_product_attention(is_causal=True) and AdamW(fused=True)
 on PyTorch 2.x; on 1.13 (no fused attention for training, no fused CPU
 AdamW) attention is written out (q·kᵀ/√d, masked softmax, ·v) and AdamW is
@@ -41,17 +42,19 @@ import subprocess
 import sys
 import time
 
-CONFIGS = {  # T, L, H, C, B — as in `qkv bench`
-    "tiny": (64, 2, 4, 128, 16),
-    "small": (256, 4, 8, 256, 8),
-    "mini": (128, 6, 6, 384, 4),
-    "long": (1024, 2, 4, 128, 2),
-    "deep": (512, 6, 6, 384, 4),
-    "attention": (256, 1, 8, 256, 8),
+CONFIGS = {  # T, L, H, C, B, vocabulary — as in `qkv bench`
+    "tiny": (64, 2, 4, 128, 16, 256),
+    "small": (256, 4, 8, 256, 8, 256),
+    "mini": (128, 6, 6, 384, 4, 256),
+    "long": (1024, 2, 4, 128, 2, 256),
+    "deep": (512, 6, 6, 384, 4, 256),
+    "gpt2": (64, 12, 12, 768, 4, 50257),  # GPT-2 small's shape at llm.c's CPU run
+    "gpt2-1k": (1024, 12, 12, 768, 1, 50257),
+    "attention": (256, 1, 8, 256, 8, 256),
 }
 
 
-def torch_model(torch, T, L, H, C, sdpa):
+def torch_model(torch, T, L, H, C, V, sdpa):
     nn, F = torch.nn, torch.nn.functional
 
     class Attention(nn.Module):
@@ -80,7 +83,7 @@ def torch_model(torch, T, L, H, C, sdpa):
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.tok_emb, self.pos_emb = nn.Embedding(256, C), nn.Embedding(T, C)
+            self.tok_emb, self.pos_emb = nn.Embedding(V, C), nn.Embedding(T, C)
             self.blocks = nn.ModuleList(Block() for _ in range(L))
             self.ln_f = nn.LayerNorm(C)
 
@@ -108,8 +111,8 @@ def best_eager_path(torch, device):
 
 
 def shape(config, context):
-    T, L, H, C, B = CONFIGS[config]
-    return (context or T), L, H, C, B
+    T, L, H, C, B, V = CONFIGS[config]
+    return (context or T), L, H, C, B, V
 
 
 _blocked = {}  # (n, device) -> the [n, n] mask of keys after each query, made once
@@ -142,7 +145,7 @@ def median_seconds(torch, device, warmup, steps, prepare, step):
 
 def torch_attention_tokens_per_s(torch, config, context, steps, warmup, device, sdpa):
     """Causal attention alone, forward and backward, as `qkv bench --config attention` times it."""
-    T, _, H, C, B = shape(config, context)
+    T, _, H, C, B, _ = shape(config, context)
     gen = torch.Generator().manual_seed(7)
     q, k, v = (torch.randn(B, H, T, C // H, generator=gen).to(device).requires_grad_() for _ in range(3))
 
@@ -162,10 +165,10 @@ def sync(torch, device):
 def torch_tokens_per_s(torch, state, config, context, steps, warmup, path, device):
     if config == "attention":
         return torch_attention_tokens_per_s(torch, config, context, steps, warmup, device, path[0])
-    T, L, H, C, B = shape(config, context)
+    T, L, H, C, B, V = shape(config, context)
     if config not in state:
         torch.manual_seed(1)
-        model = torch_model(torch, T, L, H, C, path[0]).to(device)
+        model = torch_model(torch, T, L, H, C, V, path[0]).to(device)
         decay = [p for p in model.parameters() if p.dim() >= 2]
         rest = [p for p in model.parameters() if p.dim() < 2]
         groups = [{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}]
@@ -174,13 +177,13 @@ def torch_tokens_per_s(torch, state, config, context, steps, warmup, path, devic
     model, opt, gen = state[config]
 
     def batch():
-        return torch.randint(0, 256, (B, T), generator=gen), torch.randint(0, 256, (B, T), generator=gen)
+        return torch.randint(0, V, (B, T), generator=gen), torch.randint(0, V, (B, T), generator=gen)
 
     def step(ids, targets):
         # qkv's step copies its batch to the device inside the step: timed here too
         ids, targets = ids.to(device), targets.to(device)
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(ids).view(-1, 256), targets.view(-1))
+        loss = torch.nn.functional.cross_entropy(model(ids).view(-1, V), targets.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -255,7 +258,7 @@ def main():
                 results[(c, n)][1].append(t)
                 print(f"  round {r + 1}, {n} threads, {c}: qkv {q:,.0f} tok/s, torch {t:,.0f} tok/s, ratio {q / t:.2f}",
                       flush=True)
-    print("\n| config | T/L/H/C/B | threads | qkv tok/s | PyTorch tok/s | ratio | qkv speed-up from the fewest threads |")
+    print("\n| config | T/L/H/C/B/V | threads | qkv tok/s | PyTorch tok/s | ratio | qkv speed-up from the fewest threads |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for c in configs:
         base = statistics.median(results[(c, thread_counts[0])][0])

@@ -77,20 +77,25 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
             printable(b.kernel), "'");
   nn::GPTConfig& c = b.c;
   const std::string& config = b.name;
-  // context, layers, heads, width, batch
+  // context, layers, heads, width, batch, vocabulary. gpt2 is GPT-2 small's shape at llm.c's CPU run (B = 4,
+  // T = 64); gpt2-1k its full context.
   struct Row {
     const char* name;
-    int64_t T, L, H, C, B;
+    int64_t T, L, H, C, B, V;
   };
-  static const Row kConfigs[] = {{"tiny", 64, 2, 4, 128, 16},  {"small", 256, 4, 8, 256, 8},
-                                 {"mini", 128, 6, 6, 384, 4},  {"long", 1024, 2, 4, 128, 2},
-                                 {"deep", 512, 6, 6, 384, 4},  {"attention", 256, 1, 8, 256, 8},
-                                 {"layer", 1024, 1, 8, 256, 1}};
+  static const Row kConfigs[] = {{"tiny", 64, 2, 4, 128, 16, 256},         {"small", 256, 4, 8, 256, 8, 256},
+                                 {"mini", 128, 6, 6, 384, 4, 256},         {"long", 1024, 2, 4, 128, 2, 256},
+                                 {"deep", 512, 6, 6, 384, 4, 256},         {"gpt2", 64, 12, 12, 768, 4, 50257},
+                                 {"gpt2-1k", 1024, 12, 12, 768, 1, 50257}, {"attention", 256, 1, 8, 256, 8, 256},
+                                 {"layer", 1024, 1, 8, 256, 1, 256}};
   const Row* row = nullptr;
-  for (const Row& r : kConfigs)
+  std::string names;
+  for (const Row& r : kConfigs) {
     if (config == r.name) row = &r;
-  QKV_CHECK(row, "unknown --config '", printable(config), "' (tiny, small, mini, long, deep, attention, layer)");
-  c.vocab = 256, c.context = row->T, c.layers = row->L, c.heads = row->H, c.width = row->C, b.B = row->B;
+    names += (names.empty() ? "" : ", ") + std::string(r.name);
+  }
+  QKV_CHECK(row, "unknown --config '", printable(config), "' (", names, ")");
+  c.vocab = row->V, c.context = row->T, c.layers = row->L, c.heads = row->H, c.width = row->C, b.B = row->B;
   // Under mpirun the GPT configs train data parallel: B is the global batch.
   QKV_CHECK(ranks == 1 || (config != "attention" && config != "layer"), "--config ", config,
             " times one process; under mpirun use a GPT config");
@@ -103,7 +108,7 @@ BenchSetup bench_setup(const cxxopts::ParseResult& args, int ranks) {
             "--attention is for the GPT configs and layer: "
             "--config attention times full causal attention alone");
   QKV_CHECK(!args.count("checkpoint-activations") || (config != "attention" && config != "layer"),
-            "--checkpoint-activations is for the GPT configs (tiny, small, mini, long, deep)");
+            "--checkpoint-activations is for the GPT configs (all but attention and layer)");
   c.attention = attention_flag(args["attention"].as<std::string>());
   c.checkpoint_activations = args.count("checkpoint-activations") > 0;
   c.fused_attention = b.kernel == "fused";
@@ -234,8 +239,8 @@ BenchTiming time_gpt(const BenchSetup& b, Generator& gen) {
   const int64_t slice = b.B / ranks;  // equal slices, so each rank's share is 1/ranks
   train::Trainer trainer(opt, constant, {.steps = b.warmup + b.steps, .eval_every = b.warmup + b.steps, .clip = 1.0});
   trainer.loss = [&](int64_t) {
-    Tensor ids = Tensor::randint(0, 256, {slice, c.context}, &gen).to(b.device),
-           targets = Tensor::randint(0, 256, {slice, c.context}, &gen).to(b.device);
+    Tensor ids = Tensor::randint(0, c.vocab, {slice, c.context}, &gen).to(b.device),
+           targets = Tensor::randint(0, c.vocab, {slice, c.context}, &gen).to(b.device);
     return train::StepLoss{nn::cross_entropy(gpt.forward(ids), targets), 1.0 / ranks, slice * c.context};
   };
   auto last = std::chrono::steady_clock::now();
@@ -393,9 +398,10 @@ void report_profile(const BenchSetup& b, const std::vector<int>& threads, const 
 
 int bench(int argc, char** argv) {
   cxxopts::Options options("qkv bench",
-                           "Time full training steps (forward, loss, backward, clip, AdamW) on random bytes.");
+                           "Time full training steps (forward, loss, backward, clip, AdamW) on random tokens.");
   options.add_options()("config",
-                        "tiny | small | mini | long | deep (T=512 L=6 C=384 B=4); attention (causal "
+                        "tiny | small | mini | long | deep (T=512 L=6 C=384 B=4); gpt2 (GPT-2 small: L=12 H=12 "
+                        "C=768, vocabulary 50,257, T=64 B=4) | gpt2-1k (T=1024 B=1); attention (causal "
                         "attention alone, B=8 n=256 C=256 8 heads); layer (one causal MHA layer, B=1 C=256 8 heads, "
                         "n = --context)",
                         cxxopts::value<std::string>()->default_value("tiny"),
