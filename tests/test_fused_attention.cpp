@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention_reference.h"
 #include "autograd/ops/attention.h"
 #include "nn/nn.h"
 
@@ -18,13 +19,7 @@ namespace {
 // Every element of a and b within atol + rtol·|b|.
 void check_close(const Tensor& a, const Tensor& b, double atol, double rtol) {
   REQUIRE(a.shape() == b.shape());
-  std::vector<double> x = a.to_vector(), y = b.to_vector();
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    double excess = std::fabs(x[i] - y[i]) - rtol * std::fabs(y[i]);
-    if (!(excess <= worst)) worst = excess;  // a NaN is the worst of all
-  }
-  CHECK(worst <= atol);
+  CHECK(testing::worst_excess(a, b, rtol) <= atol);
 }
 
 struct Case {
@@ -32,15 +27,6 @@ struct Case {
   int64_t B, nq, nk, H, d, dv;
   AttentionMasks masks;
 };
-
-// The composed reference for fused_attention's [B, n, H, d] layout.
-Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& m) {
-  auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };
-  Tensor mask = m.mask;
-  if (m.key_padding.defined()) mask = merge_masks(mask, reshape(m.key_padding, {m.key_padding.size(0), 1, 1, -1}));
-  if (m.causal) mask = merge_masks(mask, causal_mask(q.size(1), k.size(1)));
-  return permute(scaled_dot_product_attention(heads(q), heads(k), heads(v), mask).output, {0, 2, 1, 3});
-}
 
 void compare(const Case& c, DType dtype, double atol, double rtol) {
   INFO(c.label << " in " << dtype_name(dtype));
@@ -54,7 +40,7 @@ void compare(const Case& c, DType dtype, double atol, double rtol) {
   fused.backward(g);
   std::vector<Tensor> fused_grads{q.grad(), k.grad(), v.grad()};
   for (Tensor* t : {&q, &k, &v}) t->zero_grad();
-  Tensor reference = composed(q, k, v, masks);
+  Tensor reference = testing::composed_attention(q, k, v, masks);
   reference.backward(g);
   check_close(fused, reference, atol, rtol);
   check_close(fused_grads[0], q.grad(), atol, rtol);

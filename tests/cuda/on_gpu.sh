@@ -84,11 +84,22 @@ fi
 failed=0
 step() { echo; echo "== $* ($SECONDS s)"; }
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+capped() {  # capped SECONDS: a limit, shortened by the script's own test (tests/cuda/on_gpu_script_test.sh)
+  local cap=${QKV_ON_GPU_MAX_SECONDS:-$1}
+  echo $((cap < $1 ? cap : $1))
+}
+verdict() {  # verdict RC WHAT LIMIT LOG LAST: a run cut short by its limit is PARTIAL, a failure, never a pass
+  if [ "$1" = 124 ] || [ "$1" = 137 ]; then
+    echo "PARTIAL: $2 stopped at its limit of $3 s; the last test it finished: ${5:-none}"
+    failed=1
+  elif [ "$1" != 0 ]; then
+    echo "FAILED: $2 (exit $1; the whole output: $4)"
+    failed=1
+  fi
+}
 sanitize() {  # sanitize TOOL SECONDS PART: compute-sanitizer on one part of the CUDA tests
   step "compute-sanitizer --tool $1 on [$3]"
-  local log="$logs/$1_$3.log" limit=$2
-  # The script's own test (tests/cuda/on_gpu_script_test.sh) shortens every limit.
-  [ -n "${QKV_ON_GPU_MAX_SECONDS:-}" ] && [ "$QKV_ON_GPU_MAX_SECONDS" -lt "$limit" ] && limit=$QKV_ON_GPU_MAX_SECONDS
+  local log="$logs/$1_$3.log" limit; limit=$(capped "$2")
   # API errors are not reported: qkv checks every call it makes (a failed one fails its test), and cuBLAS's
   # own probing calls would count as errors. Memory, initialisation, barrier and race reports are what this
   # is for. --durations: each test case's line as it ends, so a run cut short says how far it got.
@@ -98,31 +109,18 @@ sanitize() {  # sanitize TOOL SECONDS PART: compute-sanitizer on one part of the
   # Every report whole (from its first line to the blank line after it), then the summary lines.
   awk '/^========= (Invalid|Uninitialized|Barrier|Race|Error|Program hit|Malloc|Cuda|Leaked|Memcheck|Racecheck)/{p=1} p; /^=========$/{p=0}' "$log"
   grep -E "^========= (ERROR SUMMARY|RACECHECK SUMMARY)|^(All tests passed|test cases:)" "$log"
-  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-    local last; last=$(grep -E "^[0-9.]+ s: " "$log" | tail -1 | sed -E 's/^[0-9.]+ s: //')
-    echo "PARTIAL: $1 on [$3] stopped at its limit of $limit s; the last test it finished: ${last:-none}"
-    failed=1
-  elif [ "$rc" != 0 ]; then
-    echo "FAILED: $1 on [$3] (exit $rc; the whole output: $log)"
-    failed=1
-  fi
+  verdict "$rc" "$1 on [$3]" "$limit" "$log" "$(grep -E "^[0-9.]+ s: " "$log" | tail -1 | sed -E 's/^[0-9.]+ s: //')"
 }
 
 rest_of_suite() {  # rest_of_suite SECONDS: the suite's other tests in the CUDA build, stopped after SECONDS
   step "the rest of the suite in the CUDA build"
-  local limit=$1 log="$logs/ctest_rest.log"
-  [ -n "${QKV_ON_GPU_MAX_SECONDS:-}" ] && [ "$QKV_ON_GPU_MAX_SECONDS" -lt "$limit" ] && limit=$QKV_ON_GPU_MAX_SECONDS
+  local log="$logs/ctest_rest.log" limit; limit=$(capped "$1")
   timeout -k 5 "$limit" ctest --test-dir build/gpu -LE cuda -E cli_graph -j "$(nproc)" --timeout 120 --output-on-failure \
     >"$log" 2>&1
   local rc=$?
   grep -vE '^ +Start |Passed +[0-9.]+ sec$' "$log"
-  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-    local last; last=$(grep -E "Test +#[0-9]+: " "$log" | tail -1 | sed -E 's/.*Test +#[0-9]+: ([^ ]+).*/\1/')
-    echo "PARTIAL: the rest of the suite stopped at its limit of $limit s; the last test it finished: ${last:-none}"
-    failed=1
-  elif [ "$rc" != 0 ]; then
-    failed=1
-  fi
+  verdict "$rc" "the rest of the suite" "$limit" "$log" \
+    "$(grep -E "Test +#[0-9]+: " "$log" | tail -1 | sed -E 's/.*Test +#[0-9]+: ([^ ]+).*/\1/')"
 }
 
 case "$mode" in

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../attention_reference.h"
 #include "../device_checks.h"
 #include "autograd/autograd.h"
 #include "autograd/ops/attention.h"
@@ -155,25 +156,6 @@ TEST_CASE("a device full of tensors and cached blocks still allocates and multip
 
 // ---- sizes only a GPU meets: grids past 65,535 blocks, long sequences, indices past 2^31 ----
 // (The tolerances are the CPU tests' until a GPU run measures these sizes.)
-namespace {
-double worst_excess(const Tensor& got, const Tensor& want, double rtol) {  // max |got − want| − rtol·|want|
-  std::vector<double> g = got.to_vector(), w = want.to_vector();
-  double worst = 0;
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    const double excess = std::abs(g[i] - w[i]) - rtol * std::abs(w[i]);
-    if (!(excess <= worst)) worst = excess;  // a NaN is the worst of all
-  }
-  return worst;
-}
-
-// The composed path for fused_attention's [B, n, H, d] layout, causal (tests/test_fused_attention.cpp's).
-Tensor composed_causal(const Tensor& q, const Tensor& k, const Tensor& v) {
-  auto heads = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };
-  Tensor mask = nn::causal_mask(q.size(1), k.size(1)).to(q.device());
-  return permute(nn::scaled_dot_product_attention(heads(q), heads(k), heads(v), mask).output, {0, 2, 1, 3});
-}
-}  // namespace
-
 TEST_CASE("fused attention at 4,096 tokens equals the composed path on the GPU, gradients included", "[cuda][large]") {
   Generator gen(3);
   const int64_t n = 4096, H = 2, d = 32;
@@ -185,12 +167,12 @@ TEST_CASE("fused attention at 4,096 tokens equals the composed path on the GPU, 
   fused.backward(g);
   std::vector<Tensor> grads{q.grad(), k.grad(), v.grad()};
   for (Tensor* t : {&q, &k, &v}) t->zero_grad();
-  Tensor reference = composed_causal(q, k, v);
+  Tensor reference = testing::composed_attention(q, k, v, causal);
   reference.backward(g);
-  CHECK(worst_excess(fused, reference, 1e-5) <= 1e-6);
-  CHECK(worst_excess(grads[0], q.grad(), 1e-5) <= 1e-6);
-  CHECK(worst_excess(grads[1], k.grad(), 1e-5) <= 1e-6);
-  CHECK(worst_excess(grads[2], v.grad(), 1e-5) <= 1e-6);
+  CHECK(testing::worst_excess(fused, reference, 1e-5) <= 1e-6);
+  CHECK(testing::worst_excess(grads[0], q.grad(), 1e-5) <= 1e-6);
+  CHECK(testing::worst_excess(grads[1], k.grad(), 1e-5) <= 1e-6);
+  CHECK(testing::worst_excess(grads[2], v.grad(), 1e-5) <= 1e-6);
 }
 
 TEST_CASE("fused attention at 16,384 tokens equals the composed path on the GPU (forward)", "[cuda][large]") {
@@ -201,18 +183,19 @@ TEST_CASE("fused attention at 16,384 tokens equals the composed path on the GPU 
   AttentionMasks causal;
   causal.causal = true;
   Tensor fused = fused_attention(q, k, v, causal, 1.0 / std::sqrt(double(d)));
-  CHECK(worst_excess(fused, composed_causal(q, k, v), 1e-5) <= 1e-6);  // the composed scores: 1 GiB
+  CHECK(testing::worst_excess(fused, testing::composed_attention(q, k, v, causal), 1e-5) <=
+        1e-6);  // the composed scores: 1 GiB
 }
 
 TEST_CASE("an elementwise op and row and column sums past 65,535 blocks give the CPU's values", "[cuda][large]") {
   Generator gen(5);
   Tensor a = Tensor::randn({(int64_t{1} << 25) + 3}, DType::Float32, &gen);  // 131,073 blocks of 256 threads
   Tensor b = Tensor::randn(a.shape(), DType::Float32, &gen);
-  CHECK(worst_excess(add(a.to(kGpu), b.to(kGpu)), add(a, b), 0) == 0);  // one rounding: the same bits
+  CHECK(testing::worst_excess(add(a.to(kGpu), b.to(kGpu)), add(a, b), 0) == 0);  // one rounding: the same bits
   for (Shape shape : {Shape{70000, 33}, Shape{33, 70000}}) {
     INFO(shape_str(shape));
     Tensor x = Tensor::randn(shape, DType::Float64, &gen);
-    for (int64_t dim : {0, 1}) CHECK(worst_excess(sum(x.to(kGpu), {dim}), sum(x, {dim}), 1e-12) <= 1e-12);
+    for (int64_t dim : {0, 1}) CHECK(testing::worst_excess(sum(x.to(kGpu), {dim}), sum(x, {dim}), 1e-12) <= 1e-12);
   }
 }
 
