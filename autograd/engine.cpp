@@ -137,6 +137,12 @@ std::vector<Tensor> data_flow_order(const Tensor& root) {
   return order;
 }
 
+void record_add_into(const Tensor& out, AddIntoFn add_into) {
+  QKV_CHECK(out.defined() && out.impl()->grad_fn && out.impl()->grad_fn->inputs.size() == 1,
+            "record_add_into: the output of a recorded one-input op is needed");
+  out.impl()->grad_fn->add_into = std::move(add_into);
+}
+
 namespace {
 
 // A gradient must have its tensor's shape, dtype and device; "[2, 3] float32 on cpu" names them.
@@ -171,6 +177,35 @@ void check_versions(const Node& node, const Tensor& out) {
   }
 }
 
+// A gradient sum on the CPU that only the backward pass holds (no other handle, no shared storage): it
+// may be added to in place, unseen.
+bool own_sum(const Tensor& sum) {
+  return sum.device().is_cpu() && sum.impl_ptr().use_count() == 1 && sum.impl()->storage.use_count() == 1 &&
+         !sum.impl()->grad_fn;
+}
+
+// sum += g elementwise: the bits of add(sum, g), without a new tensor.
+void add_in_place(const Tensor& sum, const Tensor& g) {
+  dispatch_floating(sum.dtype(), "backward", [&](auto zero) {
+    using T = decltype(zero);
+    T* acc = sum.data<T>();
+    const T* add = g.data<T>();
+    parallel_for(sum.numel(), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) acc[i] += add[i];
+    });
+  });
+}
+
+// Adds an input's gradient from one consumer to those gathered from the others.
+void gather(Tensor& slot, const Tensor& g) {
+  if (!slot.defined())
+    slot = g;
+  else if (own_sum(slot) && g.device().is_cpu())
+    add_in_place(slot, g);
+  else
+    slot = add(slot, g);
+}
+
 // Adds g into t's .grad: in place on the CPU (the first time a copy: g may be shared), so a handle taken from
 // grad() before sees the sum, as torch's. Leaves, and non-leaves that retain_grad(), across backward calls.
 void accumulate_grad(TensorImpl* t, const Tensor& keep, Tensor g) {
@@ -187,15 +222,17 @@ void accumulate_grad(TensorImpl* t, const Tensor& keep, Tensor g) {
   } else {
     Tensor grad(t->grad);
     grad.modified_in_place();
-    dispatch_floating(grad.dtype(), "backward", [&](auto zero) {
-      using T = decltype(zero);
-      T* acc = grad.data<T>();
-      const T* add = g.data<T>();
-      parallel_for(grad.numel(), 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) acc[i] += add[i];
-      });
-    });
+    add_in_place(grad, g);
   }
+}
+// After a node's backward: unless the graph is kept, its closures, inputs and versions go.
+void release(Node& node, bool retain_graph) {
+  if (retain_graph) return;
+  node.released = true;
+  node.backward = nullptr;  // frees the saved tensors
+  node.add_into = nullptr;
+  node.inputs.clear();
+  node.versions.clear();
 }
 }  // namespace
 
@@ -232,6 +269,12 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     Node& node = *t->grad_fn;
     QKV_CHECK(!node.released, "backward: the graph through '", node.op,
               "' was already freed by an earlier backward(); pass retain_graph=true to the first call");
+    auto sum = node.add_into ? grads.find(node.inputs[0].impl()) : grads.end();
+    if (sum != grads.end() && own_sum(sum->second)) {  // adds into the gathered sum, in place
+      node.add_into(g, sum->second);
+      release(node, retain_graph);
+      continue;
+    }
     std::vector<Tensor> input_grads = node.backward(g);
     QKV_CHECK(input_grads.size() == node.inputs.size(), "backward of '", node.op, "' returned ", input_grads.size(),
               " gradient", input_grads.size() == 1 ? "" : "s", " for ", node.inputs.size(), " input",
@@ -240,15 +283,9 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
       const Tensor& input = node.inputs[i];
       if (!input.defined() || !input.requires_grad() || !input_grads[i].defined()) continue;
       check_gradient(node.op, input_grads[i], input);
-      Tensor& slot = grads[input.impl()];
-      slot = slot.defined() ? add(slot, input_grads[i]) : input_grads[i];
+      gather(grads[input.impl()], input_grads[i]);
     }
-    if (!retain_graph) {
-      node.released = true;
-      node.backward = nullptr;  // frees the saved tensors
-      node.inputs.clear();
-      node.versions.clear();
-    }
+    release(node, retain_graph);
   }
 }
 

@@ -93,6 +93,29 @@ void index_select_rows(const Tensor& x, const int64_t* idx, int64_t n, const Ten
   });
 }
 
+// sum += index_select's gradient, row by row: each selected row's gradients added up in index order from 0,
+// then into the sum, as add(sum, zeros + each row in turn) would (a row not selected is left as it is: x + 0).
+void add_selected_rows(const Tensor& g, const int64_t* idx, int64_t n, const Split& s, const Tensor& sum) {
+  std::vector<int64_t> order(n);  // the picks in index order, each row's in the order they came
+  for (int64_t j = 0; j < n; ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(), [idx](int64_t a, int64_t b) { return idx[a] < idx[b]; });
+  dispatch_floating(g.dtype(), "index_select", [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> row(s.inner);
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t first = 0, last; first < n; first = last) {
+        for (last = first + 1; last < n && idx[order[last]] == idx[order[first]];) ++last;
+        std::fill(row.begin(), row.end(), T(0));
+        for (int64_t k = first; k < last; ++k) {
+          const T* src = g.data<T>() + (o * n + order[k]) * s.inner;
+          for (int64_t i = 0; i < s.inner; ++i) row[i] += src[i];
+        }
+        T* dst = sum.data<T>() + (o * s.mid + idx[order[first]]) * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i) dst[i] += row[i];
+      }
+  });
+}
+
 void check_index_tensor(const char* op, const Tensor& index) {
   QKV_CHECK(index.dtype() == DType::Int64, op, ": index must be int64, got ", dtype_name(index.dtype()), " ",
             shape_str(index.shape()));
@@ -330,6 +353,10 @@ Tensor index_select_worded(const Tensor& x, int64_t dim, const Tensor& index, co
              });
              return {gx};
            });
+  if (needs_grad({x}) && x.device().is_cpu())
+    record_add_into(out, [s, index = index.to(DType::Int64), n](const Tensor& g, const Tensor& sum) {
+      add_selected_rows(g, index.data<int64_t>(), n, s, sum);
+    });
   return out;
 }
 }  // namespace
