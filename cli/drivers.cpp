@@ -46,10 +46,12 @@ class GptDriver : public TypedDriver<nn::GPT>, public SequenceDriver, public Tex
         if (t + 1 > batch[b].input.size()) y[b * T + t] = seq[t + 1];
       }
     }
-    Tensor logits = model_->forward(ids_for(*model_, x, {B, T}), weights);
-    return nn::cross_entropy(logits, ids_for(*model_, y, {B, T}));
+    return model_->loss(ids_for(*model_, x, {B, T}), ids_for(*model_, y, {B, T}), weights);
   }
   Tensor text_logits(const Tensor& ids, std::vector<Tensor>* weights) override { return model_->forward(ids, weights); }
+  Tensor text_loss(const Tensor& ids, const Tensor& targets, std::vector<Tensor>* weights) override {
+    return model_->loss(ids, targets, weights);
+  }
   bool keeps_cache() const override { return true; }
   std::unique_ptr<nn::KVCache> make_cache(int64_t batch, int64_t positions) override {
     return std::make_unique<nn::KVCache>(model_->make_cache(batch, positions));

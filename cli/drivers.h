@@ -61,6 +61,10 @@ class TextDriver {
   virtual ~TextDriver() = default;
   /// Next-byte logits [B, T, 256] of byte sequences [B, T].
   virtual Tensor text_logits(const Tensor& ids, std::vector<Tensor>* weights) = 0;
+  /// The mean next-byte loss of ids [B, T] against targets [B, T] (a kind may fuse its head and loss).
+  virtual Tensor text_loss(const Tensor& ids, const Tensor& targets, std::vector<Tensor>* weights) {
+    return nn::cross_entropy(text_logits(ids, weights), targets);
+  }
   /// Logits of new tokens `ids` at the cache's next positions (the cache then holds them).
   virtual Tensor cached_logits(const Tensor& ids, nn::KVCache& cache) = 0;
 };

@@ -103,9 +103,9 @@ Tensor Runner::text_loss(const TextTokens& text, int64_t batch, Generator& gen, 
     }
   }
   std::vector<Tensor> weights;
-  Tensor logits =
-      driver_as<TextDriver>().text_logits(ids_for(module(), x, {count, T}), entropy_weight_ != 0 ? &weights : nullptr);
-  return with_entropy(nn::cross_entropy(logits, ids_for(module(), y, {count, T})), weights);
+  Tensor loss = driver_as<TextDriver>().text_loss(ids_for(module(), x, {count, T}), ids_for(module(), y, {count, T}),
+                                                  entropy_weight_ != 0 ? &weights : nullptr);
+  return with_entropy(loss, weights);
 }
 
 void Runner::check_outputs(const double* values, size_t n, size_t row) const {

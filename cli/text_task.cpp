@@ -201,8 +201,9 @@ std::string TextTask::example_prompt(Generator& gen) const {
 
 Tensor TextTask::example_loss(Runner& runner, const Example& e) const {
   const int64_t T = static_cast<int64_t>(e.input.size());
-  return nn::cross_entropy(runner.driver_as<TextDriver>().text_logits(Tensor::from_vector(e.input, {1, T}), nullptr),
-                           Tensor::from_vector(e.answer, {1, static_cast<int64_t>(e.answer.size())}));
+  return runner.driver_as<TextDriver>().text_loss(
+      Tensor::from_vector(e.input, {1, T}), Tensor::from_vector(e.answer, {1, static_cast<int64_t>(e.answer.size())}),
+      nullptr);
 }
 
 void TextTask::print_sample(Runner& runner, const std::string& prompt, const SampleOptions& options) const {

@@ -10,11 +10,52 @@ namespace {
 constexpr DType F64 = DType::Float64;
 using Inputs = std::vector<Tensor>;
 Tensor normal(Generator& g, const Shape& s) { return Tensor::randn(s, F64, &g); }
+using AddCase = std::function<void(std::string, std::string, std::function<Inputs(Generator&)>, TensorFn)>;
+
+void add_loss_cases(const AddCase& add_case) {
+  auto targets = [](std::vector<int64_t> t, Shape s) { return Tensor::from_vector(t, s); };
+  add_case(
+      "cross_entropy", "mean, [4, 5] with one ignored target",
+      [targets](Generator& g) {
+        return Inputs{normal(g, {4, 5}), targets({1, -100, 4, 0}, {4})};
+      },
+      [](const Inputs& x) { return cross_entropy(x[0], x[1]); });
+  add_case(
+      "cross_entropy", "sum, [2, 3, 4]",
+      [targets](Generator& g) {
+        return Inputs{normal(g, {2, 3, 4}), targets({0, 3, 3, 1, 2, 0}, {2, 3})};
+      },
+      [](const Inputs& x) { return cross_entropy(x[0], x[1], -100, Reduction::Sum); });
+  add_case(
+      "cross_entropy", "ignore_index 0",
+      [targets](Generator& g) {
+        return Inputs{normal(g, {3, 4}), targets({0, 2, 3}, {3})};
+      },
+      [](const Inputs& x) { return cross_entropy(x[0], x[1], 0); });
+  add_case(
+      "cross_entropy", "mean, [11, 70]: a device's rows in two blocks, 70 classes over 32 lanes, one ignored",
+      [targets](Generator& g) {
+        return Inputs{normal(g, {11, 70}), targets({0, 69, 33, 32, -100, 5, 64, 1, 31, 40, 2}, {11})};
+      },
+      [](const Inputs& x) { return cross_entropy(x[0], x[1]); });
+  add_case(
+      "linear_cross_entropy", "mean, x [2, 3, 4], weight [6, 4], one ignored target",
+      [targets](Generator& g) {
+        return Inputs{normal(g, {2, 3, 4}), normal(g, {6, 4}), targets({5, 0, -100, 2, 2, 1}, {2, 3})};
+      },
+      [](const Inputs& x) { return linear_cross_entropy(x[0], x[1], x[2]); });
+  add_case(
+      "linear_cross_entropy", "sum, in blocks of 2 rows (12 logits at most), the gradient made blockwise",
+      [targets](Generator& g) {
+        return Inputs{normal(g, {5, 3}), normal(g, {6, 3}), targets({1, 5, 0, 3, 3}, {5})};
+      },
+      [](const Inputs& x) { return linear_cross_entropy(x[0], x[1], x[2], -100, Reduction::Sum, 12); });
+}
 }  // namespace
 
 std::vector<GradcheckCase> gradcheck_cases() {
   std::vector<GradcheckCase> cases;
-  auto add_case = [&](std::string op, std::string label, std::function<Inputs(Generator&)> make, TensorFn fn) {
+  AddCase add_case = [&](std::string op, std::string label, std::function<Inputs(Generator&)> make, TensorFn fn) {
     cases.push_back({std::move(op), std::move(label), std::move(make), std::move(fn)});
   };
 
@@ -63,31 +104,7 @@ std::vector<GradcheckCase> gradcheck_cases() {
       },
       [](const Inputs& x) { return dropout(x[0], 0.5, false); });
 
-  auto targets = [](std::vector<int64_t> t, Shape s) { return Tensor::from_vector(t, s); };
-  add_case(
-      "cross_entropy", "mean, [4, 5] with one ignored target",
-      [targets](Generator& g) {
-        return Inputs{normal(g, {4, 5}), targets({1, -100, 4, 0}, {4})};
-      },
-      [](const Inputs& x) { return cross_entropy(x[0], x[1]); });
-  add_case(
-      "cross_entropy", "sum, [2, 3, 4]",
-      [targets](Generator& g) {
-        return Inputs{normal(g, {2, 3, 4}), targets({0, 3, 3, 1, 2, 0}, {2, 3})};
-      },
-      [](const Inputs& x) { return cross_entropy(x[0], x[1], -100, Reduction::Sum); });
-  add_case(
-      "cross_entropy", "ignore_index 0",
-      [targets](Generator& g) {
-        return Inputs{normal(g, {3, 4}), targets({0, 2, 3}, {3})};
-      },
-      [](const Inputs& x) { return cross_entropy(x[0], x[1], 0); });
-  add_case(
-      "cross_entropy", "mean, [11, 70]: a device's rows in two blocks, 70 classes over 32 lanes, one ignored",
-      [targets](Generator& g) {
-        return Inputs{normal(g, {11, 70}), targets({0, 69, 33, 32, -100, 5, 64, 1, 31, 40, 2}, {11})};
-      },
-      [](const Inputs& x) { return cross_entropy(x[0], x[1]); });
+  add_loss_cases(add_case);
   return cases;
 }
 

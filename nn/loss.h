@@ -19,6 +19,21 @@ enum class Reduction { Mean, Sum };
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                      Reduction reduction = Reduction::Mean);
 
+/// cross_entropy(x·weightᵀ, targets, ...): a linear head without bias
+/// (weight [V, C], e.g. a GPT's tied token embedding) and the loss over its V
+/// classes in one op, for x [..., C] and targets [...]. The logits are made a
+/// block of rows at a time, at most `max_logits` values at once (equal blocks,
+/// so the bits depend on the sizes alone, never on the thread count), and
+/// each block's gradient into its logits is made in the same pass: the
+/// B·T·V logits and their gradient are never held whole (at GPT-2's
+/// vocabulary and T = 1024, 206 MB each). The gradients of x and weight are
+/// made in the forward (as Liger Kernel's fused linear cross-entropy does)
+/// and scaled by the output's gradient in backward. Where all the logits
+/// fit in one block, the values are the composed ops' to the bit. On a
+/// device: the composed ops.
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, int64_t ignore_index = -100,
+                            Reduction reduction = Reduction::Mean, int64_t max_logits = int64_t{1} << 24);
+
 /// The mean entropy −Σ_j p_j·log(p_j + 1e-12) of attention weight rows,
 /// averaged over every row of every tensor given (each [..., n_q, n_k], e.g.
 /// one per layer with heads inside): the attention-entropy regulariser. Added

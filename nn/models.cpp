@@ -2,6 +2,8 @@
 
 #include "nn/model_parts.h"
 
+#include "nn/loss.h"
+
 #include "autograd/engine.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/matmul.h"
@@ -46,14 +48,22 @@ GPT::GPT(const GPTConfig& config, Generator* gen) : config_(config), gen_(gen) {
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
 }
 
-Tensor GPT::forward(const Tensor& ids, std::vector<Tensor>* weights) const {
+Tensor GPT::hidden(const Tensor& ids, std::vector<Tensor>* weights) const {
   Tensor x = token_and_position("GPT", *tok_emb, *pos_emb, config_.context, ids);
   MhaOptions causal;
   causal.causal = true;
   causal.kind = config_.attention;
   causal.fused = config_.fused_attention;
   x = run_blocks(*blocks, x, causal, config_.checkpoint_activations, gen_, weights);
-  return tied_head(ln_f->forward(x), *tok_emb);
+  return ln_f->forward(x);
+}
+
+Tensor GPT::forward(const Tensor& ids, std::vector<Tensor>* weights) const {
+  return tied_head(hidden(ids, weights), *tok_emb);
+}
+
+Tensor GPT::loss(const Tensor& ids, const Tensor& targets, std::vector<Tensor>* weights, int64_t ignore_index) const {
+  return linear_cross_entropy(hidden(ids, weights), tok_emb->weight, targets, ignore_index);
 }
 
 KVCache GPT::make_cache(int64_t batch, int64_t positions) const {

@@ -28,6 +28,13 @@ class GPT : public Module {
   /// ids int64 [B, T] with T <= context -> logits [B, T, vocab]. With `weights`,
   /// appends each layer's attention weights [B, heads, T, T].
   Tensor forward(const Tensor& ids, std::vector<Tensor>* weights = nullptr) const;
+  /// The final layer norm's output [B, T, width], what the tied head reads.
+  Tensor hidden(const Tensor& ids, std::vector<Tensor>* weights = nullptr) const;
+  /// cross_entropy(forward(ids), targets, ignore_index), through the fused
+  /// head and loss (linear_cross_entropy): the [B, T, vocab] logits are never
+  /// held whole. The same bits wherever they fit its one block.
+  Tensor loss(const Tensor& ids, const Tensor& targets, std::vector<Tensor>* weights = nullptr,
+              int64_t ignore_index = -100) const;
   /// Generation with a cache: ids [B, t] are the tokens at positions
   /// cache.length .. cache.length+t-1 -> their logits [B, t, vocab]; the cache
   /// then holds them too. Same logits as forward() on the whole prefix (up to
