@@ -124,6 +124,25 @@ TEST_CASE("a leaf's gradient accumulates in place, so a held handle stays curren
   CHECK(held.to_vector() == std::vector<double>{5, 5});
 }
 
+TEST_CASE("rows selected into a gradient already gathered add in place, as the dense sum would", "[engine]") {
+  // w [6, 3] feeds a lookup of rows 4, 1, 4, 0 and, later in the forward, a product: backward meets the
+  // product first, then the lookup adds each row's picks, summed from 0, into that gradient (index_select's
+  // AddIntoFn) instead of making its own dense one.
+  Generator gen(2);
+  Tensor w = Tensor::randn({6, 3}, DType::Float32, &gen).requires_grad_();
+  Tensor a = Tensor::randn({4, 3}, DType::Float32, &gen), b = Tensor::randn({6, 3}, DType::Float32, &gen);
+  const std::vector<int64_t> ids{4, 1, 4, 0};
+  (sum(mul(index_select(w, 0, Tensor::from_vector(ids, {4})), a)) + sum(mul(w, b))).backward();
+  std::vector<double> got = w.grad().to_vector(), pa = a.to_vector(), pb = b.to_vector();
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t c = 0; c < 3; ++c) {
+      float rows = 0;  // the dense gradient's value: zeros, then each pick in turn
+      for (int64_t j = 0; j < 4; ++j)
+        if (ids[j] == r) rows += static_cast<float>(pa[j * 3 + c]);
+      CHECK(got[r * 3 + c] == static_cast<double>(static_cast<float>(pb[r * 3 + c]) + rows));
+    }
+}
+
 // Backward closures keep their tensors' storage (detach() shares it): a write between forward and backward
 // gave silently wrong gradients, e.g. [-18, -16] for d Σw²/dw at w = [1, 2] after an SGD step in between.
 TEST_CASE("backward refuses tensors written in place since the forward, as torch's version counter",
