@@ -16,6 +16,42 @@
 
 namespace qkv::optim {
 
+namespace {
+// Elements [begin, end) of a CPU gradient times `factor`: float32 through the vector kernel (this file
+// is built for the baseline level only), the same bits as ScaleItem, the reference that float64 and the
+// device kernels run.
+std::function<void(int64_t, int64_t)> grad_scaler(const Tensor& g, double factor) {
+  std::function<void(int64_t, int64_t)> fn;
+  dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
+    using T = decltype(zero);
+    fn = [scale = math::ScaleItem<T>{g.data<T>(), factor}](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<T, float>)
+        simd::scale_by_double(scale.g + begin, scale.factor, end - begin);
+      else
+        for (int64_t i = begin; i < end; ++i) scale(i);
+    };
+  });
+  return fn;
+}
+
+// Elements a chunk of the fused scale and update takes: 16 KiB of float gradient, still in L1 when the update
+// reads it back.
+constexpr int64_t kScaleChunk = 4096;
+
+// The update loops from `first` on (one parameter's) scale each chunk of its gradient just before they update
+// from it: elementwise both, so the bits of scaling everything first.
+void scale_first(std::vector<ItemLoop>& loops, size_t first, const Tensor& grad, double factor) {
+  for (size_t k = first; k < loops.size(); ++k)
+    loops[k].fn = [update = std::move(loops[k].fn), scale = grad_scaler(grad, factor)](int64_t begin, int64_t end) {
+      for (int64_t at = begin; at < end; at += kScaleChunk) {
+        const int64_t stop = std::min(end, at + kScaleChunk);
+        scale(at, stop);
+        update(at, stop);
+      }
+    };
+}
+}  // namespace
+
 Optimizer::Optimizer(NamedTensors params, double lr)
     : params_(std::move(params)), buffers_(params_.size()), updates_(params_.size(), 0) {
   set_lr(lr);
@@ -36,12 +72,13 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
-void Optimizer::step() {
+void Optimizer::step(double grad_scale) {
   // Every buffer must still fit its parameter before anything counts the step (check_fits).
   for (size_t i = 0; i < params_.size(); ++i)
     for (const auto& [name, b] : buffers_[i]) check_fits(i, name, b);
   ++steps_;
   std::vector<ItemLoop> loops;
+  std::vector<Tensor> device_grads;  // scaled before end_step() launches their updates
   pending_ = &loops, pending_cost_ = 1;
   try {
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -49,8 +86,15 @@ void Optimizer::step() {
       if (!grad.defined()) continue;
       ++updates_[i];
       params_[i].second.modified_in_place();  // a graph recorded before this step can no longer run backward
+      const size_t first_loop = loops.size();
       update(i, params_[i].second, grad);
+      if (grad_scale == 1) continue;
+      if (grad.device().is_cpu())
+        scale_first(loops, first_loop, grad, grad_scale);
+      else
+        device_grads.push_back(grad);
     }
+    if (!device_grads.empty()) device::scale(device_grads, grad_scale);
     end_step();  // device launches go first: the device runs them while the CPU runs its loops
   } catch (...) {
     pending_ = nullptr;
@@ -393,17 +437,7 @@ void scale_grads(const std::vector<Tensor>& grads, double factor) {
       on_devices.push_back(g);
       continue;
     }
-    dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto zero) {
-      using T = decltype(zero);
-      // float32 through the vector kernel (this file is built for the baseline level only): the
-      // same bits as ScaleItem, the reference that float64 and the device kernels run.
-      scales.push_back({g.numel(), [scale = math::ScaleItem<T>{g.data<T>(), factor}](int64_t begin, int64_t end) {
-                          if constexpr (std::is_same_v<T, float>)
-                            simd::scale_by_double(scale.g + begin, scale.factor, end - begin);
-                          else
-                            for (int64_t i = begin; i < end; ++i) scale(i);
-                        }});
-    });
+    scales.push_back({g.numel(), grad_scaler(g, factor)});
   }
   device::scale(on_devices, factor);
   parallel_for_all(scales, 1);
@@ -411,16 +445,25 @@ void scale_grads(const std::vector<Tensor>& grads, double factor) {
 
 }  // namespace
 
-double clip_grad_norm(const NamedTensors& params, double max_norm) {
+ClipFactor clip_factor(const NamedTensors& params, double max_norm) {
   QKV_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
   std::vector<Tensor> grads;
   for (const auto& [name, p] : params)
     if (Tensor g = p.grad(); g.defined()) grads.push_back(g);
-  double norm = std::sqrt(sum_of_squares(grads));
-  double factor = max_norm / (norm + 1e-6);
+  const double norm = std::sqrt(sum_of_squares(grads)), factor = max_norm / (norm + 1e-6);
   // as torch: max_norm 0 zeroes the gradients, a NaN norm makes them NaN
-  if (factor < 1 || std::isnan(factor)) scale_grads(grads, factor);
-  return norm;
+  return {norm, factor < 1 || std::isnan(factor) ? factor : 1.0};
+}
+
+double clip_grad_norm(const NamedTensors& params, double max_norm) {
+  const ClipFactor clip = clip_factor(params, max_norm);
+  if (clip.factor != 1) {
+    std::vector<Tensor> grads;
+    for (const auto& [name, p] : params)
+      if (Tensor g = p.grad(); g.defined()) grads.push_back(g);
+    scale_grads(grads, clip.factor);
+  }
+  return clip.norm;
 }
 
 }  // namespace qkv::optim

@@ -24,7 +24,12 @@ class Optimizer {
 
   /// Counts the step, then applies one update from the parameters' current
   /// gradients (parameters without a gradient are skipped, and do not count it).
-  void step();
+  /// With grad_scale ≠ 1 each gradient is first multiplied by it in place, as
+  /// clip_grad_norm does, in the same pass over memory as the update (a
+  /// chunk scaled, then updated while it is in cache): clip_factor() then
+  /// step(factor) is clip_grad_norm() then step(), to the bit, one pass
+  /// over the gradients fewer.
+  void step(double grad_scale = 1.0);
   /// Drops every parameter's gradient (set_to_none = false: zeros, as
   /// torch 1.13's default; see Tensor::zero_grad).
   void zero_grad(bool set_to_none = true);
@@ -170,6 +175,13 @@ class AdamW : public Adam {
  public:
   AdamW(NamedTensors params, const AdamOptions& options) : Adam(std::move(params), options, true) {}
 };
+
+/// What clip_grad_norm computes before it scales: the gradients' global L2
+/// norm, and the factor it scales them by (1 where it leaves them).
+struct ClipFactor {
+  double norm = 0, factor = 1;
+};
+ClipFactor clip_factor(const NamedTensors& params, double max_norm);
 
 /// Scales all gradients so their global L2 norm is at most max_norm (>= 0;
 /// as torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when

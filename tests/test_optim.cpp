@@ -252,6 +252,45 @@ TEST_CASE("clip_grad_norm returns the norm before clipping and scales to max_nor
   CHECK(std::isnan(b.grad().item()));
 }
 
+TEST_CASE("clip_factor then step(factor) is clip_grad_norm then step, to the bit", "[optim]") {
+  // Parameters of 3 and 10,000 elements (the large one in several chunks of the fused scale and update),
+  // float32 and float64, SGD with momentum and AdamW, two steps; the gradients after each step too.
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (const std::string kind : {"sgd", "adamw"}) {
+      auto run = [&](bool fused) {
+        Generator gen(4);
+        NamedTensors params{{"a", Tensor::randn({3}, DType::Float32, &gen).to(dtype).requires_grad_()},
+                            {"b", Tensor::randn({100, 100}, DType::Float32, &gen).to(dtype).requires_grad_()}};
+        std::unique_ptr<Optimizer> opt;
+        if (kind == "sgd")
+          opt = std::make_unique<SGD>(params, SGDOptions{.lr = 0.1, .momentum = 0.9});
+        else
+          opt = std::make_unique<AdamW>(params, AdamOptions{.lr = 0.01});
+        std::vector<double> seen;
+        for (int step = 0; step < 2; ++step) {
+          opt->zero_grad();
+          (sum(params[0].second * 3.0) + sum(params[1].second * params[1].second)).backward();
+          if (fused) {
+            opt->step(clip_factor(params, 1.0).factor);
+          } else {
+            clip_grad_norm(params, 1.0);
+            opt->step();
+          }
+          for (const auto& [name, p] : params)
+            for (const Tensor& t : {p, p.grad()}) {
+              std::vector<double> v = t.to_vector();
+              seen.insert(seen.end(), v.begin(), v.end());
+            }
+        }
+        return seen;
+      };
+      INFO(kind << " " << dtype_name(dtype));
+      CHECK(run(true) == run(false));
+    }
+  NamedTensors none;
+  CHECK(clip_factor(none, 1.0).factor == 1.0);
+}
+
 TEST_CASE("parallel_for_all covers every item of every loop once, for any thread count", "[optim][threads]") {
   const std::vector<int64_t> sizes = {0, 1, kLoopChunk, kLoopChunk + 1, 3 * kLoopChunk - 5, 7};
   for (int threads : {1, 2, 3}) {

@@ -262,11 +262,11 @@ Outcome Trainer::run() {
     const int64_t step = optimizer_.steps();
     const StepLoss part = take_gradients(step, ranks);
     if (log_) log_->before_update(optimizer_.params());
-    // The norm before clipping, measured also without clipping.
-    double norm = optim::clip_grad_norm(optimizer_.params(), o_.clip > 0 ? o_.clip : INFINITY);
-    const double value = agree_on_loss(part, ranks, stop);
+    // The norm before clipping, measured also without clipping; the clip is made in the update's pass.
+    const optim::ClipFactor clip = optim::clip_factor(optimizer_.params(), o_.clip > 0 ? o_.clip : INFINITY);
+    const double norm = clip.norm, value = agree_on_loss(part, ranks, stop);
     check_finite(value, norm, step);
-    optimizer_.step();
+    optimizer_.step(clip.factor);
     tokens += part.tokens;
     smoothed = step == first_step ? value : 0.95 * smoothed + 0.05 * value;
     Progress p;
