@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "autograd/error.h"
+#include "nn/loss.h"
 
 namespace qkv::cli {
 
@@ -40,8 +41,11 @@ double mapped_bytes() {
 }
 }  // namespace
 
-double training_step_bytes(double parameters, double tokens, double layers, double width, double vocab, double scores) {
-  return 16 * parameters + 4 * tokens * (layers * (40 * width + scores) + 3 * vocab);
+double training_step_bytes(double parameters, double tokens, double layers, double width, double vocab, double scores,
+                           bool fused_head) {
+  const double logits =
+      fused_head ? std::min(tokens * vocab, static_cast<double>(nn::kHeadLossBlock)) : 3 * tokens * vocab;
+  return 16 * parameters + 4 * (tokens * layers * (40 * width + scores) + logits);
 }
 
 void check_fits_in_memory(double bytes, const std::string& what, const char* advice) {

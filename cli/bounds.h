@@ -41,8 +41,11 @@ void check_fits_in_memory(double bytes, const std::string& what, const char* adv
 /// bench's estimates): parameters, their gradients and two optimizer moments
 /// (16 bytes each), and per token of the batch each layer's saved activations
 /// and their gradients (about 40 floats per channel, plus `scores` floats of
-/// n x n attention arrays where the composed path keeps them) and the logits.
-double training_step_bytes(double parameters, double tokens, double layers, double width, double vocab, double scores);
+/// n x n attention arrays where the composed path keeps them) and the logits:
+/// with a fused head (nn::linear_cross_entropy) one block of them, written
+/// over by its gradient; else the logits, their gradient and a spare copy.
+double training_step_bytes(double parameters, double tokens, double layers, double width, double vocab, double scores,
+                           bool fused_head);
 
 /// --threads: 0 (one per idle core) up to kMaxThreads.
 void check_threads(int64_t n);

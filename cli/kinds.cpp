@@ -28,6 +28,7 @@ const std::vector<KindRow> kKinds = {
      /*causal=*/true,
      /*scores_classes=*/false,
      /*fixed_context=*/false,
+     /*fused_head=*/true,
      nullptr,
      // input SEP answer EOS, the last not fed
      [](const nn::ModelShape&, const Task& t) { return t.max_input() + t.max_answer() + 1; },
@@ -40,6 +41,7 @@ const std::vector<KindRow> kKinds = {
      3,
      "; cross-attention rows are the decoder's tokens (its start mark, then the answer), columns the input's",
      {TaskFamily::Sequence},
+     false,
      false,
      false,
      false,
@@ -58,6 +60,7 @@ const std::vector<KindRow> kKinds = {
      false,
      true,
      false,
+     false,
      "pooling",
      [](const nn::ModelShape& s, const Task& t) { return t.max_input() + (s.pooling == "cls" ? 1 : 0); },
      nothing,
@@ -73,6 +76,7 @@ const std::vector<KindRow> kKinds = {
      false,
      true,
      true,
+     false,
      "patch",
      [](const nn::ModelShape& s, const Task& t) {
        int64_t per_row = s.patch > 0 ? t.image_side() / s.patch : 0;
@@ -89,6 +93,7 @@ const std::vector<KindRow> kKinds = {
      "; each item attends to the items before it (causal)",
      {TaskFamily::NextItem},
      true,
+     false,
      false,
      false,
      nullptr,

@@ -28,6 +28,7 @@ struct KindRow {
   bool causal;          // its self-attention is causal (a GPT, a recommender)
   bool scores_classes;  // a class head sized by the task's labels
   bool fixed_context;   // reads as many tokens as its shape says (a ViT: patches and [CLS]), whatever --context says
+  bool fused_head;      // its loss is nn::linear_cross_entropy: the logits a block at a time, never all held
   const char* option;   // the one model flag only this kind takes ("patch", "pooling"), or null
   /// The positions one example of `task` feeds it: the context it needs.
   int64_t (*context_for)(const nn::ModelShape& shape, const Task& task);

@@ -114,7 +114,7 @@ double training_bytes(const ModelSpec& s, int64_t batch) {
   return training_step_bytes(static_cast<double>(s.parameter_count()), static_cast<double>(batch) * tokens,
                              static_cast<double>(s.layers) * kind_row(s.model).blocks_per_layer,
                              static_cast<double>(s.width), static_cast<double>(s.vocab),
-                             2.0 * static_cast<double>(s.heads) * tokens);
+                             2.0 * static_cast<double>(s.heads) * tokens, kind_row(s.model).fused_head);
 }
 
 double forward_bytes(const ModelSpec& s, int64_t batch) {

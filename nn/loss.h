@@ -31,8 +31,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 /// and scaled by the output's gradient in backward. Where all the logits
 /// fit in one block, the values are the composed ops' to the bit. On a
 /// device: the composed ops.
+constexpr int64_t kHeadLossBlock = int64_t{1} << 24;  // linear_cross_entropy's logits at once (64 MiB of float32)
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, int64_t ignore_index = -100,
-                            Reduction reduction = Reduction::Mean, int64_t max_logits = int64_t{1} << 24);
+                            Reduction reduction = Reduction::Mean, int64_t max_logits = kHeadLossBlock);
 
 /// The mean entropy −Σ_j p_j·log(p_j + 1e-12) of attention weight rows,
 /// averaged over every row of every tensor given (each [..., n_q, n_k], e.g.
