@@ -23,13 +23,17 @@ struct Node;
 /// (reshape, detach). Its memory comes from the device's backend.
 struct Storage {
   explicit Storage(std::size_t bytes, Device device = Device::cpu());
+  /// CPU memory someone else owns (a mapped file's pages): kept alive by
+  /// `owner`, never handed to a backend. 64-byte aligned, as every storage.
+  Storage(void* external, std::size_t bytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data;
   std::size_t bytes;
   Device device;
-  DeviceBackend* backend;  // the one that allocated `data`, which frees it
+  DeviceBackend* backend;       // the one that allocated `data`, which frees it
+  std::shared_ptr<void> owner;  // set for external memory: backend allocated nothing
   /// In-place writes through the API so far (Tensor::set, an optimizer's step,
   /// a gradient accumulated in place): a recorded op notes its tensors'
   /// versions, and backward refuses to run on values changed since (torch's
@@ -174,9 +178,11 @@ Tensor alias_with_shape(const Tensor& source, const Shape& shape);
 Device common_device(const char* op, std::initializer_list<Tensor> inputs);
 
 /// While one is alive, Tensor::randn and Tensor::uniform on this thread
-/// return zeros and leave their generator as it was: a model built only to
-/// have every parameter overwritten by a file (a GPT-2 folder's 124M
-/// weights) skips drawing them, which took most of its start-up.
+/// return tensors whose values are not set (not even zeroed) and leave their
+/// generator as it was: a model built only to have every parameter
+/// overwritten by a file (a GPT-2 folder's 124M weights) skips drawing them,
+/// which took most of its start-up, and zeroing them, which took a third of
+/// the rest (a 496 MB memset and its page faults).
 class SkipInitGuard {
  public:
   /// Whether one is alive on this thread: an initialiser that scales its

@@ -1,11 +1,13 @@
 #include "io/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include "io/file_io.h"
@@ -187,6 +190,78 @@ void FileReader::read(int64_t offset, char* out, size_t n) const {
   QKV_CHECK(offset >= 0 && static_cast<uint64_t>(offset) + n <= static_cast<uint64_t>(impl_->file.size),
             impl_->file.shown, ": a read of ", n, " bytes at ", offset, " past its end (", impl_->file.size, " bytes)");
   QKV_CHECK(impl_->file.read_at(offset, out, n) == n, impl_->file.shown, ": shrank while being read");
+}
+
+namespace {
+// The files mapped now, for the SIGBUS handler: a mapped file cut short kills the reader at its next touch of a
+// lost page. The handler reads this table only (async-signal-safe), names the file and exits.
+struct MappedRange {
+  std::atomic<const char*> begin{nullptr};
+  const char* end = nullptr;
+  char shown[256] = {};
+};
+MappedRange mapped_ranges[32];
+
+void on_sigbus(int, siginfo_t* info, void*) {
+  const char* at = static_cast<const char*>(info->si_addr);
+  for (const MappedRange& r : mapped_ranges) {
+    const char* begin = r.begin.load();
+    if (!begin || at < begin || at >= r.end) continue;
+    const char* words[] = {"qkv: error: ", r.shown,
+                           ": the file was cut short while qkv read it (a checkpoint in use "
+                           "must not be changed)\n"};
+    for (const char* w : words)
+      if (::write(2, w, std::strlen(w)) < 0) break;
+    ::_exit(1);
+  }
+  ::signal(SIGBUS, SIG_DFL);  // not a mapped file's: the default, a crash with a core
+  ::raise(SIGBUS);
+}
+
+MappedRange* note_mapping(const char* begin, size_t bytes, const std::string& shown) {
+  static const bool installed = [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    return ::sigaction(SIGBUS, &action, nullptr) == 0;
+  }();
+  if (!installed) return nullptr;
+  static std::mutex noting;
+  std::lock_guard<std::mutex> lock(noting);
+  for (MappedRange& r : mapped_ranges) {
+    if (r.begin.load()) continue;
+    r.end = begin + bytes;
+    std::snprintf(r.shown, sizeof r.shown, "%s", shown.c_str());
+    r.begin.store(begin);
+    return &r;
+  }
+  return nullptr;  // 32 files mapped at once: the caller reads instead
+}
+}  // namespace
+
+std::shared_ptr<char> FileReader::map() const {
+  const RegularFile& file = impl_->file;
+  if (file.size == 0) return nullptr;
+  const size_t bytes = static_cast<size_t>(file.size);
+  // Populated read-only, then made writable: populating a writable private mapping copies every page (the
+  // kernel breaks copy-on-write up front); this way the page cache's pages are mapped as they are, and only a
+  // page written later (a model trained on from the file) is copied.
+  void* at = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, file.fd, 0);
+  if (at == MAP_FAILED) return nullptr;
+  if (::mprotect(at, bytes, PROT_READ | PROT_WRITE) != 0) {
+    ::munmap(at, bytes);
+    return nullptr;
+  }
+  MappedRange* range = note_mapping(static_cast<const char*>(at), bytes, file.shown);
+  if (!range) {
+    ::munmap(at, bytes);
+    return nullptr;
+  }
+  return std::shared_ptr<char>(static_cast<char*>(at), [bytes, range](char* p) {
+    ::munmap(p, bytes);
+    range->begin.store(nullptr);
+  });
 }
 
 Tensor TensorFile::get(const std::string& name) const {

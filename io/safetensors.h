@@ -50,6 +50,12 @@ class FileReader {
   int64_t size() const;
   /// n bytes at `offset` into `out`; throws for a range past the end or a file that shrank.
   void read(int64_t offset, char* out, size_t n) const;
+  /// The whole file mapped copy-on-write (MAP_PRIVATE, its pages mapped at
+  /// once from the page cache: no copy), unmapped when the last handle goes;
+  /// null where it cannot be mapped. Writes through it never reach the file.
+  /// A file cut short by another process while mapped would kill qkv with
+  /// SIGBUS: a handler turns that into a one-line error naming the file.
+  std::shared_ptr<char> map() const;
 
  private:
   struct Impl;

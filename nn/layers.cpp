@@ -18,8 +18,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Init i
     case Init::Torch: bound = 1 / std::sqrt(static_cast<double>(in_)); break;
     case Init::XavierUniform: bound = std::sqrt(6.0 / static_cast<double>(in_ + out_)); break;
     case Init::KaimingUniform: bound = std::sqrt(6.0 / static_cast<double>(in_)); break;
-    case Init::Normal002:  // (skipped draws are zeros: scaling them would only cost a pass)
-      w = SkipInitGuard::active() ? Tensor::zeros({out_, in_}) : Tensor::randn({out_, in_}, DType::Float32, gen) * 0.02;
+    case Init::Normal002:  // (skipped draws are left unset: scaling them would only cost a pass)
+      w = SkipInitGuard::active() ? Tensor::empty({out_, in_}) : Tensor::randn({out_, in_}, DType::Float32, gen) * 0.02;
       break;
   }
   weight = register_parameter(
@@ -43,9 +43,9 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen, double
       dim_(dim),
       id_error_{cat("Embedding(", num_, ", ", dim_, "): id "), cat(" out of range [0, ", num_, ")")} {
   QKV_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got ", num_embeddings, " x ", dim);
-  // Skipped draws (a model about to be read from a file) are zeros: scaling them would only cost a pass.
+  // Skipped draws (a model about to be read from a file) are left unset: scaling them would only cost a pass.
   weight = register_parameter("weight", SkipInitGuard::active()
-                                            ? Tensor::zeros({num_, dim_})
+                                            ? Tensor::empty({num_, dim_})
                                             : (Tensor::randn({num_, dim_}, DType::Float32, gen) * std).detach());
 }
 

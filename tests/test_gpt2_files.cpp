@@ -5,6 +5,10 @@
 // in one line when it lies.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +21,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops/shape.h"
 #include "compare.h"
+#include "io/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt2_files.h"
 #include "nn/loss.h"
@@ -362,6 +367,68 @@ void write_llmc(const fs::path& path, const GPT& model, int version, int64_t pad
 }
 
 }  // namespace
+
+TEST_CASE("an llm.c float32 checkpoint's parameters are its mapped pages; training writes never reach the file",
+          "[gpt2]") {
+  // Width 16: every parameter starts at a multiple of 64 bytes, so each is a stretch of the mapped file.
+  GPTConfig c;
+  c.vocab = 50, c.context = 8, c.width = 16, c.heads = 2, c.layers = 2;
+  Generator gen(3);
+  GPT model(c, &gen);
+  const fs::path file = gpt2_scratch("llmc_mapped") / "gpt2_v3.bin";
+  write_llmc(file, model, 3, 64);
+  const auto before = fs::file_size(file);
+  std::string original;
+  {
+    std::ifstream in(file, std::ios::binary);
+    original.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::unique_ptr<GPT> mapped = load_llmc(file.string());
+  require_same(model, *mapped);
+  for (const auto& [name, p] : mapped->named_parameters()) {
+    INFO(name);
+    CHECK(p.impl_ptr()->storage->owner != nullptr);  // the file's pages, not a copy
+  }
+  for (const Tensor& p : mapped->parameters()) p.set(std::vector<int64_t>(p.dim(), 0), 7.0);  // copy-on-write
+  CHECK(mapped->tok_emb->weight.to_vector()[0] == 7.0);
+  std::string after;
+  {
+    std::ifstream in(file, std::ios::binary);
+    after.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  CHECK(fs::file_size(file) == before);
+  CHECK(after == original);
+}
+
+TEST_CASE("a mapped file cut short while in use is a one-line error naming it, not a crash", "[gpt2]") {
+  const fs::path file = gpt2_scratch("llmc_cut") / "weights.bin";
+  write_text(file, std::string(3 * 4096, 'x'));
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // no threads here: the file is mapped, cut to one page, and its last page read
+    ::dup2(out[1], 2);
+    const io::FileReader reader(file.string(), "checkpoint");
+    const std::shared_ptr<char> mapped = reader.map();
+    if (!mapped || ::truncate(file.c_str(), 4096) != 0) ::_exit(2);
+    volatile char c = mapped.get()[2 * 4096];
+    (void)c;
+    ::_exit(3);  // not reached: SIGBUS
+  }
+  ::close(out[1]);
+  std::string said;
+  char buffer[512];
+  for (ssize_t got; (got = ::read(out[0], buffer, sizeof buffer)) > 0;) said.append(buffer, static_cast<size_t>(got));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  INFO(said);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_THAT(said, Contains("qkv: error: ") && Contains("weights.bin: the file was cut short while qkv read it"));
+  CHECK(std::count(said.begin(), said.end(), '\n') == 1);
+}
 
 TEST_CASE("llm.c's GPT-2 checkpoints (float32 and bfloat16, padded vocabulary) load the same model", "[gpt2]") {
   std::unique_ptr<GPT> hub = load_gpt2(kFolder, read_gpt2_config(kFolder));

@@ -113,12 +113,13 @@ TEST_CASE("the generator is seedable and its state can be saved and restored", "
   for (double v : r.to_vector()) CHECK((v >= 2 && v < 5));
 }
 
-TEST_CASE("SkipInitGuard makes randn and uniform zeros without advancing the generator", "[tensor]") {
+TEST_CASE("SkipInitGuard leaves randn and uniform undrawn, without advancing the generator", "[tensor]") {
   Generator gen(7), same(7);
   {
-    SkipInitGuard skip;
-    CHECK(Tensor::randn({3, 4}, DType::Float32, &gen).to_vector() == std::vector<double>(12, 0.0));
-    CHECK(Tensor::uniform({5}, -1, 1, DType::Float64, &gen).to_vector() == std::vector<double>(5, 0.0));
+    SkipInitGuard skip;  // (their values are left unset: a file is about to overwrite them)
+    CHECK(Tensor::randn({3, 4}, DType::Float32, &gen).shape() == Shape{3, 4});
+    Tensor u = Tensor::uniform({5}, -1, 1, DType::Float64, &gen);
+    CHECK((u.shape() == Shape{5} && u.dtype() == DType::Float64));
   }
   CHECK(gen.uniform() == same.uniform());  // untouched while the guard was alive
   CHECK(Tensor::randn({2}, DType::Float32, &gen).to_vector() !=
