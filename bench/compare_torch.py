@@ -22,6 +22,12 @@ count.
         [--configs tiny,small,mini] [--rounds 5] [--steps 10] [--threads 1,2,4,8,16]
         [--device cpu|cuda] [--context N]
 
+--baseline OLD_QKV times a second qkv binary in the same rounds (an older
+build: before and after a change, side by side with PyTorch). Peak resident
+memory is each qkv run's own (qkv bench prints it) and, for PyTorch, the
+script's process so far: a config's PyTorch figure is its own only when it
+runs alone or is the largest run yet.
+
 --device cuda runs both on the GPU (a qkv built with -DQKV_CUDA=ON), in
 float32 with TF32 off on both sides, each step waited for before it is
 timed. The config `attention` times causal attention alone, forward and
@@ -37,6 +43,7 @@ import argparse
 import math
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -192,13 +199,19 @@ def torch_tokens_per_s(torch, state, config, context, steps, warmup, path, devic
 
 
 def qkv_tokens_per_s(binary, config, context, steps, warmup, threads, device):
+    """tokens/s and peak resident MiB of one `qkv bench` run (the MiB 0 where it does not print it)."""
     out = subprocess.run([binary, "bench", "--config", config, "--steps", str(steps), "--warmup", str(warmup),
                           "--threads", str(threads), "--context", str(context), "--device", device],
                          check=True, capture_output=True, text=True).stdout
     match = re.search(r"([0-9.]+) tokens/s", out)
     if not match:
         sys.exit(f"compare_torch: no 'tokens/s' in qkv bench's output:\n{out}")
-    return float(match.group(1))
+    peak = re.search(r"peak resident memory ([0-9.]+) MiB", out)
+    return float(match.group(1)), float(peak.group(1)) if peak else 0.0
+
+
+def torch_peak_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def main():
@@ -211,6 +224,7 @@ def main():
     parser.add_argument("--threads", default="2", help="thread counts for both systems, comma-separated (1,2,4,8,16)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where both train")
     parser.add_argument("--context", type=int, default=0, help="sequence length (0: each config's)")
+    parser.add_argument("--baseline", help="an older qkv binary, timed in the same rounds")
     args = parser.parse_args()
     try:
         import torch
@@ -246,27 +260,49 @@ def main():
           f" on {args.device}" + (f" ({torch.cuda.get_device_name()}, TF32 off)" if args.device == "cuda" else "")
           + (", PyTorch flushes denormals" if flushed else ""),
           flush=True)
-    results = {(c, n): ([], []) for n in thread_counts for c in configs}
+    # per (config, threads): qkv, PyTorch and baseline tokens/s, qkv's and PyTorch's peak MiB, one entry a round
+    results = {(c, n): {"qkv": [], "torch": [], "old": [], "qkv_mib": [], "torch_mib": []}
+               for n in thread_counts for c in configs}
     state = {}
     for r in range(args.rounds):
         for n in thread_counts:
             torch.set_num_threads(n)
             for c in configs:
-                q = qkv_tokens_per_s(args.qkv, c, args.context, args.steps, args.warmup, n, args.device)
+                row = results[(c, n)]
+                time_old = lambda: qkv_tokens_per_s(args.baseline, c, args.context, args.steps, args.warmup, n,
+                                                    args.device)[0]
+                o = time_old() if args.baseline and r % 2 else None  # the baseline first in every other round
+                q, q_mib = qkv_tokens_per_s(args.qkv, c, args.context, args.steps, args.warmup, n, args.device)
                 t = torch_tokens_per_s(torch, state, c, args.context, args.steps, args.warmup, path, args.device)
-                results[(c, n)][0].append(q)
-                results[(c, n)][1].append(t)
-                print(f"  round {r + 1}, {n} threads, {c}: qkv {q:,.0f} tok/s, torch {t:,.0f} tok/s, ratio {q / t:.2f}",
-                      flush=True)
-    print("\n| config | T/L/H/C/B/V | threads | qkv tok/s | PyTorch tok/s | ratio | qkv speed-up from the fewest threads |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+                row["qkv"].append(q), row["torch"].append(t), row["qkv_mib"].append(q_mib)
+                row["torch_mib"].append(torch_peak_mib())
+                line = f"  round {r + 1}, {n} threads, {c}: qkv {q:,.0f} tok/s, torch {t:,.0f} tok/s, ratio {q / t:.2f}"
+                if args.baseline:
+                    o = o if o is not None else time_old()
+                    row["old"].append(o)
+                    line += f"; baseline {o:,.0f} tok/s, new/old {q / o:.2f}"
+                print(line, flush=True)
+    print_table(results, configs, thread_counts, args)
+
+
+def print_table(results, configs, thread_counts, args):
+    old = " baseline tok/s | new/old |" if args.baseline else ""
+    print("\n| config | T/L/H/C/B/V | threads | qkv tok/s | PyTorch tok/s | ratio |" + old +
+          " qkv peak MiB | PyTorch peak MiB (process) | qkv speed-up from the fewest threads |")
+    print("| --- " * (9 + (2 if args.baseline else 0)) + "|")
+    median = statistics.median
     for c in configs:
-        base = statistics.median(results[(c, thread_counts[0])][0])
+        base = median(results[(c, thread_counts[0])]["qkv"])
         for n in thread_counts:
-            q, t = statistics.median(results[(c, n)][0]), statistics.median(results[(c, n)][1])
-            ratios = [a / b for a, b in zip(*results[(c, n)])]
-            print(f"| {c} | {'/'.join(map(str, shape(c, args.context)))} | {n} | {q:,.0f} | {t:,.0f} | {q / t:.2f} "
-                  f"(rounds {min(ratios):.2f}-{max(ratios):.2f}) | {q / base:.2f} |")
+            row = results[(c, n)]
+            q, t = median(row["qkv"]), median(row["torch"])
+            ratios = [a / b for a, b in zip(row["qkv"], row["torch"])]
+            cells = f"| {c} | {'/'.join(map(str, shape(c, args.context)))} | {n} | {q:,.0f} | {t:,.0f} | {q / t:.2f} " \
+                    f"(rounds {min(ratios):.2f}-{max(ratios):.2f}) |"
+            if args.baseline:
+                gains = [a / b for a, b in zip(row["qkv"], row["old"])]
+                cells += f" {median(row['old']):,.0f} | {median(gains):.2f} (rounds {min(gains):.2f}-{max(gains):.2f}) |"
+            print(cells + f" {max(row['qkv_mib']):,.0f} | {max(row['torch_mib']):,.0f} | {q / base:.2f} |")
 
 
 if __name__ == "__main__":

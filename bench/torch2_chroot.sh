@@ -14,6 +14,7 @@
 #
 #   sudo bench/torch2_chroot.sh [ARGS for compare_torch.py]
 #   sudo bench/torch2_chroot.sh --configs tiny,small,mini --threads 1,2 --rounds 5
+#   sudo bench/torch2_chroot.sh --configs gpt2 --baseline /path/to/older/qkv   (before and after, too)
 #
 # DIR is $QKV_TORCH2_ROOT, default /opt/qkv-torch2. The mounts a run needs
 # (the host's root at DIR/host, /proc, /dev) live in a mount namespace of
@@ -66,4 +67,19 @@ cat >"$dir/usr/local/bin/qkv-host" <<EOF
 exec chroot /host '$qkv' "\$@"
 EOF
 chmod +x "$dir/usr/local/bin/qkv-host"
-in_namespace python3 "/host$top/bench/compare_torch.py" --qkv /usr/local/bin/qkv-host "$@"
+# --baseline OLD_QKV (a host path) runs back in the host's root the same way.
+args=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = --baseline ] && [ $# -ge 2 ]; then
+    old=$(realpath "$2")
+    [ -x "$old" ] || fail "--baseline $2 is not an executable"
+    printf '#!/bin/sh\nexec chroot /host %q "$@"\n' "$old" >"$dir/usr/local/bin/qkv-host-baseline"
+    chmod +x "$dir/usr/local/bin/qkv-host-baseline"
+    args+=(--baseline /usr/local/bin/qkv-host-baseline)
+    shift 2
+  else
+    args+=("$1")
+    shift
+  fi
+done
+in_namespace python3 "/host$top/bench/compare_torch.py" --qkv /usr/local/bin/qkv-host "${args[@]}"

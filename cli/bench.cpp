@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -15,6 +17,7 @@
 
 #include "autograd/cpu.h"
 #include "autograd/ops/attention.h"
+#include "autograd/ops/matmul.h"
 #include "autograd/profile.h"
 #include "bounds.h"
 #include "commands.h"
@@ -30,19 +33,28 @@ double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+// This process's peak resident memory: VmHWM, not getrusage's ru_maxrss, which keeps the high mark of
+// the process before its exec (a bench started from a PyTorch script reported the script's 982 MiB).
 double peak_rss_mib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;  // "VmHWM: N kB"
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
-// Median GFLOP/s of cblas_sgemm on C[n, m] = A[n, k]·B[k, m], in this process with its threads.
-double sgemm_gflops(int64_t n, int64_t k, int64_t m) {
+// Median GFLOP/s of C[n, m] = A[n, k]·B[k, m] in this process with its threads: through cblas_sgemm, or
+// (own) through qkv's product (qkv::gemm: its own kernel where the vector level has one).
+double sgemm_gflops(int64_t n, int64_t k, int64_t m, bool own) {
   Tensor a = Tensor::randn({n, k}), b = Tensor::randn({k, m}), c = Tensor::empty({n, m});
   std::vector<double> times;
   for (int i = 0; i < 12; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, m, k, 1.0f, a.data<float>(), k, b.data<float>(), m, 0.0f,
-                c.data<float>(), m);
+    if (own)
+      gemm<float>(false, false, n, m, k, a.data<float>(), k, b.data<float>(), m, c.data<float>(), m, 0.0f);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, m, k, 1.0f, a.data<float>(), k, b.data<float>(), m,
+                  0.0f, c.data<float>(), m);
     if (i >= 2) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return 2.0 * n * m * k / median_of(times) / 1e9;
@@ -130,7 +142,7 @@ double bench_bytes(const BenchSetup& b, int ranks) {
   const double scores = b.kernel == "composed" && c.attention.type != nn::AttentionKind::Linear ? 8 * H * T : 0;
   if (b.name == "attention") return 4 * B * T * (8 * C + scores);
   if (b.name == "layer") return 4 * B * T * (40 * C + scores);
-  return training_step_bytes(12 * L * C * C + (V + T) * C, B * T, L, C, V, scores);
+  return training_step_bytes(12 * L * C * C + (V + T) * C, B * T, L, C, V, scores, /*fused_head=*/true);
 }
 
 // On a terminal, a line that counts the steps (`done` of them so far),
@@ -297,10 +309,13 @@ void report_bench(const BenchSetup& b, BenchTiming& t) {
     int64_t gm = b.name == "attention" ? c.context : b.name == "layer" ? c.width : 4 * c.width;
     int64_t gn = b.name == "attention" ? c.context : b.B * c.context,
             gk = b.name == "attention" ? c.width / c.heads : c.width;
-    double blas = sgemm_gflops(gn, gk, gm);
-    std::printf("  %.1f GFLOP/s in the step; sgemm %lldx%lldx%lld here: %.1f GFLOP/s; step/sgemm %.2f\n", step_gflops,
-                static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gm), blas,
-                step_gflops / blas);
+    // The machine's sgemm rate at that shape: the better of OpenBLAS's and qkv's own.
+    const double blas = sgemm_gflops(gn, gk, gm, false), own = sgemm_gflops(gn, gk, gm, true);
+    std::printf(
+        "  %.1f GFLOP/s in the step; sgemm %lldx%lldx%lld here: OpenBLAS %.1f, qkv's own %.1f GFLOP/s; "
+        "step/sgemm %.2f\n",
+        step_gflops, static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gm), blas, own,
+        step_gflops / std::max(blas, own));
   }
   std::printf("  peak resident memory %.1f MiB\n", peak_rss_mib());
   std::printf("  %d thread%s, %s\n", get_num_threads(), get_num_threads() == 1 ? "" : "s",
