@@ -16,6 +16,7 @@ prompt greedily. Each round, in turn:
 
     /usr/bin/python3 bench/compare_generate.py [--qkv build/release/qkv]
         [--rounds 3] [--new 128] [--threads 2]
+    sudo bench/torch2_chroot.sh --generate [ARGS]     (against PyTorch 2.6)
 
 A measuring instrument only: nothing in qkv's build or tests needs it.
 """
@@ -101,6 +102,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (medians are taken over them)")
     parser.add_argument("--new", type=int, default=128, help="tokens generated after the first")
     parser.add_argument("--threads", type=int, default=2, help="threads for both")
+    parser.add_argument("--folder", help="where to write the model (default: a new temporary folder, removed after)")
+    parser.add_argument("--qkv-folder", help="the same folder as qkv sees it (torch2_chroot.sh: qkv runs outside)")
     args = parser.parse_args()
     try:
         import torch
@@ -108,21 +111,23 @@ def main():
         sys.exit("compare_generate: PyTorch is not installed (apt-get install python3-torch; /usr/bin/python3)")
     torch.set_num_threads(args.threads)
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    folder = tempfile.mkdtemp(prefix="qkv-generate.")
+    folder = args.folder or tempfile.mkdtemp(prefix="qkv-generate.")
+    os.makedirs(folder, exist_ok=True)
+    qkv_folder = args.qkv_folder or folder
     try:
         for name in ("vocab.json", "merges.txt"):
             shutil.copy(os.path.join(top, "tests", "fixtures", "gpt2", name), folder)
         checkpoint = os.path.join(folder, "gpt2_124M.bin")
         step = torch_gpt2(torch, write_llmc_checkpoint(torch, checkpoint))
-        ids = subprocess.run([args.qkv, "tokenize", "--tokenizer", folder, "--text", PROMPT], check=True,
+        ids = subprocess.run([args.qkv, "tokenize", "--tokenizer", qkv_folder, "--text", PROMPT], check=True,
                              capture_output=True, text=True).stdout.split()
         prompt_ids = [int(i) for i in ids]
         print(f"GPT-2 small (random weights), batch 1, prompt of {len(prompt_ids)} tokens, {args.new} new tokens, "
               f"{args.threads} threads; torch {torch.__version__}", flush=True)
         first, rates, torch_rates = [], [], []
         for r in range(args.rounds):
-            one = qkv_seconds(args.qkv, checkpoint, 1, args.threads)
-            many = qkv_seconds(args.qkv, checkpoint, 1 + args.new, args.threads)
+            one = qkv_seconds(args.qkv, os.path.join(qkv_folder, "gpt2_124M.bin"), 1, args.threads)
+            many = qkv_seconds(args.qkv, os.path.join(qkv_folder, "gpt2_124M.bin"), 1 + args.new, args.threads)
             t = torch_tokens_per_s(torch, step, prompt_ids, args.new)
             first.append(one), rates.append(args.new / (many - one)), torch_rates.append(t)
             print(f"  round {r + 1}: qkv first token {one:.3f} s, {rates[-1]:.1f} tok/s; PyTorch {t:.1f} tok/s, "
@@ -134,7 +139,7 @@ def main():
               f"(rounds {min(ratios):.2f}-{max(ratios):.2f}) |\n"
               f"| first token from a cold start | {med(first):.3f} s | | |")
     finally:
-        shutil.rmtree(folder)
+        shutil.rmtree(folder) if not args.folder else None
 
 
 if __name__ == "__main__":

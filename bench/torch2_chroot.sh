@@ -15,6 +15,7 @@
 #   sudo bench/torch2_chroot.sh [ARGS for compare_torch.py]
 #   sudo bench/torch2_chroot.sh --configs tiny,small,mini --threads 1,2 --rounds 5
 #   sudo bench/torch2_chroot.sh --configs gpt2 --baseline /path/to/older/qkv   (before and after, too)
+#   sudo bench/torch2_chroot.sh --generate [--rounds 3]   (bench/compare_generate.py: sampling with a KV cache)
 #
 # DIR is $QKV_TORCH2_ROOT, default /opt/qkv-torch2. The mounts a run needs
 # (the host's root at DIR/host, /proc, /dev) live in a mount namespace of
@@ -67,6 +68,15 @@ cat >"$dir/usr/local/bin/qkv-host" <<EOF
 exec chroot /host '$qkv' "\$@"
 EOF
 chmod +x "$dir/usr/local/bin/qkv-host"
+# --generate (first) runs compare_generate.py instead; its model is written where both roots see it.
+if [ "${1:-}" = --generate ]; then
+  shift
+  gen=$(mktemp -d /tmp/qkv-generate.XXXXXX)
+  trap 'rm -rf "$gen"' EXIT
+  in_namespace python3 "/host$top/bench/compare_generate.py" --qkv /usr/local/bin/qkv-host --folder "/host$gen" \
+    --qkv-folder "$gen" "$@"
+  exit
+fi
 # --baseline OLD_QKV (a host path) runs back in the host's root the same way.
 args=()
 while [ $# -gt 0 ]; do
