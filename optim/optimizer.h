@@ -28,7 +28,9 @@ class Optimizer {
   /// clip_grad_norm does, in the same pass over memory as the update (a
   /// chunk scaled, then updated while it is in cache): clip_factor() then
   /// step(factor) is clip_grad_norm() then step(), to the bit, one pass
-  /// over the gradients fewer.
+  /// over the gradients fewer. (An update scales its gradient this way when
+  /// it hands its element loop to for_each_element, as update()'s contract
+  /// asks; a device's gradients are scaled before end_step().)
   void step(double grad_scale = 1.0);
   /// Drops every parameter's gradient (set_to_none = false: zeros, as
   /// torch 1.13's default; see Tensor::zero_grad).

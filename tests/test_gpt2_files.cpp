@@ -368,7 +368,7 @@ void write_llmc(const fs::path& path, const GPT& model, int version, int64_t pad
 
 }  // namespace
 
-TEST_CASE("an llm.c float32 checkpoint's parameters are its mapped pages; training writes never reach the file",
+TEST_CASE("an llm.c float32 checkpoint's parameters are its mapped pages, and training writes never reach the file",
           "[gpt2]") {
   // Width 16: every parameter starts at a multiple of 64 bytes, so each is a stretch of the mapped file.
   GPTConfig c;
