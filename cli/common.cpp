@@ -174,7 +174,7 @@ std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::strin
     if (metadata) metadata->clear();
     return folder ? load_gpt2_folder(path) : load_llmc_file(path);
   }
-  io::TensorFile file = io::load_safetensors(path);
+  io::TensorFile file = io::load_safetensors(path, {"optimizer."});  // the state a resumed run needs: not read here
   if (metadata) *metadata = file.metadata;
   ModelSpec spec = ModelSpec::from_metadata(file.metadata, path);
   spec.check_tensors(file, path);  // before anything is allocated for the model

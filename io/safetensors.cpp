@@ -536,13 +536,16 @@ void for_each_safetensor(const std::string& path,
   }
 }
 
-TensorFile load_safetensors(const std::string& path) {
+TensorFile load_safetensors(const std::string& path, const std::vector<std::string>& skip_prefixes) {
   CheckedFile file(path);
   // The spans tile the data without overlap: the tensors take at most twice the file's size (16-bit floats widen).
   TensorFile loaded;
   loaded.metadata = file.listing.metadata;
   for (const Span& s : file.spans) {
     const std::string& name = file.listing.tensors[s.index].first;
+    if (std::any_of(skip_prefixes.begin(), skip_prefixes.end(),
+                    [&](const std::string& p) { return name.compare(0, p.size(), p) == 0; }))
+      continue;
     loaded.tensors.emplace_back(name, read_tensor(file.input, file.data_at, s, name, file.header[name], file.fail));
   }
   return loaded;  // in the order of their data, as written

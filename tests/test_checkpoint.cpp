@@ -77,6 +77,22 @@ TEST_CASE("save and load round-trip every tensor bit-exactly", "[checkpoint]") {
   CHECK(n % 8 == 0);
 }
 
+TEST_CASE("load_safetensors can leave out tensors by prefix, still checking their header entries", "[checkpoint]") {
+  const std::string path = scratch("skip.safetensors");
+  save_safetensors(path, {{"w", Tensor::ones({2, 3})}, {"optimizer.w.exp_avg", Tensor::zeros({2, 3})}}, {});
+  TensorFile file = load_safetensors(path, {"optimizer."});
+  REQUIRE(file.tensors.size() == 1);
+  CHECK(same_bytes(file.get("w"), Tensor::ones({2, 3})));
+  CHECK_FALSE(file.get("optimizer.w.exp_avg").defined());
+  // A skipped entry whose offsets lie is refused all the same.
+  std::string bytes = read_file(path);
+  const size_t at = bytes.find("\"data_offsets\":[0,24]");
+  REQUIRE(at != std::string::npos);
+  bytes.replace(at, 22, "\"data_offsets\":[0,20]");
+  std::ofstream(path, std::ios::binary) << bytes;
+  CHECK_THROWS_AS(load_safetensors(path, {"optimizer."}), Error);
+}
+
 TEST_CASE("JSON parsing is strict and never crashes", "[checkpoint][json]") {
   using io::detail::parse_strict_json;
   nlohmann::json j = parse_strict_json(R"( {"a": [1, -2, 3.5e1, true, null], "b": "x\u00e9\ud83d\ude00\n"} )");
