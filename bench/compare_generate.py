@@ -118,6 +118,7 @@ def main():
         for name in ("vocab.json", "merges.txt"):
             shutil.copy(os.path.join(top, "tests", "fixtures", "gpt2", name), folder)
         checkpoint = os.path.join(folder, "gpt2_124M.bin")
+        qkv_checkpoint = os.path.join(qkv_folder, "gpt2_124M.bin")  # the same file, as qkv sees it
         step = torch_gpt2(torch, write_llmc_checkpoint(torch, checkpoint))
         ids = subprocess.run([args.qkv, "tokenize", "--tokenizer", qkv_folder, "--text", PROMPT], check=True,
                              capture_output=True, text=True).stdout.split()
@@ -126,8 +127,8 @@ def main():
               f"{args.threads} threads; torch {torch.__version__}", flush=True)
         first, rates, torch_rates = [], [], []
         for r in range(args.rounds):
-            one = qkv_seconds(args.qkv, os.path.join(qkv_folder, "gpt2_124M.bin"), 1, args.threads)
-            many = qkv_seconds(args.qkv, os.path.join(qkv_folder, "gpt2_124M.bin"), 1 + args.new, args.threads)
+            one = qkv_seconds(args.qkv, qkv_checkpoint, 1, args.threads)
+            many = qkv_seconds(args.qkv, qkv_checkpoint, 1 + args.new, args.threads)
             t = torch_tokens_per_s(torch, step, prompt_ids, args.new)
             first.append(one), rates.append(args.new / (many - one)), torch_rates.append(t)
             print(f"  round {r + 1}: qkv first token {one:.3f} s, {rates[-1]:.1f} tok/s; PyTorch {t:.1f} tok/s, "

@@ -41,6 +41,23 @@ Tensor device_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t
            });
   return loss;
 }
+// A row's log-sum-exp as max + log Σ exp(x - max). A float row's sum is taken in double over its exp(x - max),
+// which are written to `exps` (C values; may be x itself); a float64 row is summed as it is (`exps` unused).
+struct RowStats {
+  double max = 0, log_sum = 0;
+};
+template <class T> RowStats row_stats(const T* x, int64_t C, T* exps) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float top = simd::max(x, C);
+    return {top, std::log(simd::exp_shifted_sum(x, top, exps, C))};
+  } else {
+    double top = x[0], sum = 0;
+    for (int64_t c = 1; c < C; ++c) top = std::max<double>(top, x[c]);
+    for (int64_t c = 0; c < C; ++c) sum += std::exp(x[c] - top);
+    return {top, std::log(sum)};
+  }
+}
+
 // The factor each counted row's loss takes (1 / their count for a mean), once every target is checked.
 double loss_scale(const char* op, const int64_t* t, int64_t rows, int64_t classes, int64_t ignore_index,
                   Reduction reduction) {
@@ -71,9 +88,6 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     return device_cross_entropy(logits, targets, ignore_index, reduction == Reduction::Mean);
   const int64_t* t = targets.data<int64_t>();
   double scale = loss_scale("cross_entropy", t, rows, C, ignore_index, reduction);
-  struct RowStats {
-    double max = 0, log_sum = 0;  // lse = max + log_sum
-  };
   auto row = std::make_shared<std::vector<RowStats>>(rows);
   double total = 0;
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto zero) {
@@ -81,19 +95,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     const T* px = logits.data<T>();
     std::vector<double> row_loss(rows, 0.0);
     parallel_for(rows, 4 * C, [&](int64_t begin, int64_t end) {
-      std::vector<float> scratch(std::is_same_v<T, float> ? C : 0);
+      std::vector<T> scratch(std::is_same_v<T, float> ? C : 0);
       for (int64_t r = begin; r < end; ++r) {
         if (t[r] == ignore_index) continue;
         const T* x = px + r * C;
-        if constexpr (std::is_same_v<T, float>) {
-          float top = simd::max(x, C);
-          (*row)[r] = {top, std::log(simd::exp_shifted_sum(x, top, scratch.data(), C))};
-        } else {
-          double top = x[0], sum = 0;
-          for (int64_t c = 1; c < C; ++c) top = std::max<double>(top, x[c]);
-          for (int64_t c = 0; c < C; ++c) sum += std::exp(x[c] - top);
-          (*row)[r] = {top, std::log(sum)};
-        }
+        (*row)[r] = row_stats(x, C, scratch.data());
         row_loss[r] = (*row)[r].max + (*row)[r].log_sum - x[t[r]];
       }
     });
@@ -156,21 +162,14 @@ template <class T> void block_losses(T* logits, const int64_t* t, int64_t rows, 
         continue;
       }
       const T target = x[t[r]];
-      if constexpr (std::is_same_v<T, float>) {
-        const float top = simd::max(x, C);
-        const double log_sum = std::log(simd::exp_shifted_sum(x, top, x, C));  // x now holds exp(x - top)
-        row_loss[r] = top + log_sum - target;
-        if (grad) simd::scale(x, static_cast<float>(s * std::exp(-log_sum)), C);
-      } else {
-        double top = x[0], sum = 0;
-        for (int64_t c = 1; c < C; ++c) top = std::max<double>(top, x[c]);
-        for (int64_t c = 0; c < C; ++c) sum += std::exp(x[c] - top);
-        const double log_sum = std::log(sum);
-        row_loss[r] = top + log_sum - target;
-        if (grad)
-          for (int64_t c = 0; c < C; ++c) x[c] = static_cast<T>(s * std::exp(x[c] - top - log_sum));
-      }
-      if (grad) x[t[r]] -= static_cast<T>(s);
+      const RowStats row = row_stats(x, C, x);  // a float row now holds exp(x - max)
+      row_loss[r] = row.max + row.log_sum - target;
+      if (!grad) continue;
+      if constexpr (std::is_same_v<T, float>)
+        simd::scale(x, static_cast<float>(s * std::exp(-row.log_sum)), C);
+      else
+        for (int64_t c = 0; c < C; ++c) x[c] = static_cast<T>(s * std::exp(x[c] - row.max - row.log_sum));
+      x[t[r]] -= static_cast<T>(s);
     }
   });
 }
@@ -216,9 +215,8 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   QKV_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1), "linear_cross_entropy: input ",
             shape_str(x.shape()), " and weight ", shape_str(weight.shape()), " do not fit (weight is [classes, in])");
   QKV_CHECK(x.dtype() == weight.dtype() && is_floating(x.dtype()),
-            "linear_cross_entropy: input and weight must be one "
-            "float dtype, got ",
-            dtype_name(x.dtype()), " and ", dtype_name(weight.dtype()));
+            "linear_cross_entropy: input and weight must be one float dtype, got ", dtype_name(x.dtype()), " and ",
+            dtype_name(weight.dtype()));
   QKV_CHECK(targets.dtype() == DType::Int64, "linear_cross_entropy: targets must be int64, got ",
             dtype_name(targets.dtype()));
   Shape rows_shape(x.shape().begin(), x.shape().end() - 1);
