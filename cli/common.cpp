@@ -151,6 +151,26 @@ void use_digits_data(Runner& runner, const cxxopts::ParseResult& args, const std
   runner.use_data(args["data"].as<std::string>());
 }
 
+void add_part_options(cxxopts::Options& options, const std::string& group) {
+  for (const nn::PartChoice& part : nn::part_choices()) {  // --norm, --mlp: one row each in nn/parts.cpp
+    std::string names;
+    for (const std::string& name : part.names()) names += (names.empty() ? "" : " | ") + name;
+    options.add_options(group)(part.key, cat(part.what, ": ", names, " (default ", nn::BlockParts{}.*part.value, ")"),
+                               cxxopts::value<std::string>(), "NAME");
+  }
+}
+
+nn::BlockParts part_flags(const cxxopts::ParseResult& args, bool fresh_model) {
+  nn::BlockParts parts;
+  for (const nn::PartChoice& part : nn::part_choices())
+    if (args.count(part.key)) {
+      QKV_CHECK(fresh_model, "--", part.key, " builds a fresh model's blocks: it goes with --model (not mha)");
+      parts.*part.value = args[part.key].as<std::string>();
+      part.require(parts.*part.value);  // "unknown norm 'x' (layernorm, rmsnorm)"
+    }
+  return parts;
+}
+
 nn::AttentionKind attention_flag(const std::string& text) {
   try {
     return nn::AttentionKind::parse(text);

@@ -42,6 +42,10 @@ inline io::Existing existing_for(const cxxopts::ParseResult& args) {
 }
 /// --attention's value parsed; its error names the flag.
 nn::AttentionKind attention_flag(const std::string& text);
+/// One flag per row of nn::part_choices() (--norm, --mlp), in `group`, and the parts they name (unknown
+/// names throw, and so does any of them where no fresh model is built: `fresh_model` false).
+void add_part_options(cxxopts::Options& options, const std::string& group);
+nn::BlockParts part_flags(const cxxopts::ParseResult& args, bool fresh_model = true);
 /// A checkpoint's model with its parameters loaded, in eval mode (optimizer
 /// state ignored); `metadata`, when given, receives the file's metadata.
 std::unique_ptr<Runner> load_runner(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);

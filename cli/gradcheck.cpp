@@ -27,6 +27,7 @@ cxxopts::Options gradcheck_options() {
       "for text models trained on it)",
       cxxopts::value<std::string>(),
       "FILE")("device", kDeviceHelp, cxxopts::value<std::string>()->default_value("cpu"), "DEVICE");
+  add_part_options(options, "");
   return options;
 }
 
@@ -62,6 +63,7 @@ int gradcheck(int argc, char** argv) {
             ", mha)");
   // A --model's float64 passes are too small to share (on 2 cores every kind ran slower on two threads than on
   // one: seq2seq 2.62 s against 2.20 s); a checkpoint (GPT-2's, say) takes the idle cores, as elsewhere.
+  const nn::BlockParts parts = part_flags(args, path.empty() && kind != "mha");
   set_thread_count(path.empty() ? 1 : 0);
   const GradcheckOptions go = check_options(args, path.empty());
 
@@ -78,6 +80,7 @@ int gradcheck(int argc, char** argv) {
       QKV_CHECK(!args.count("data"), "--data goes with a text or digits --checkpoint");
       ModelSpec spec = small_model_spec(kind);  // on the kind's first task (reverse for the sequence kinds)
       spec.dropout = kFreshDropout;
+      spec.parts = parts;
       runner = std::make_unique<Runner>(spec);
     }
     const int64_t batch = runner->task().family() == TaskFamily::Sequence ? 3 : 2;  // short examples: one more

@@ -79,6 +79,7 @@ cxxopts::Options graph_options() {
       "checkpoint", "draw this trained model instead, with --prompt (or give it first)", cxxopts::value<std::string>(),
       "FILE")("prompt", "with --checkpoint: the input (a task's question, answered correctly; or text)",
               cxxopts::value<std::string>(), "TEXT");
+  add_part_options(options, "model");
   options.add_options("drawing")("focus",
                                  "draw one module in full: 'attention' (the first attention layer) or a module path "
                                  "such as blocks.1.attn (default: everything)",
@@ -104,7 +105,8 @@ struct Traced {
   }
 };
 
-Traced forward(const std::string& path, const std::string& kind, const std::string& prompt, bool fused) {
+Traced forward(const std::string& path, const std::string& kind, const nn::BlockParts& parts, const std::string& prompt,
+               bool fused) {
   Generator gen(1);
   manual_seed(1);
   Traced t;
@@ -125,6 +127,7 @@ Traced forward(const std::string& path, const std::string& kind, const std::stri
     t.title = "MultiHeadAttention(d_model=8, heads=2), causal, on x [1, 4, 8]; loss = mean(output²)";
   } else {
     ModelSpec spec = small_model_spec(kind);
+    spec.parts = parts;
     t.runner = std::make_unique<Runner>(spec, &gen);
     t.runner->set_fused_attention(fused);
     t.runner->module().eval();
@@ -204,8 +207,8 @@ int graph(int argc, char** argv) {
 
   GraphRecording recording;  // nodes get their module's name; the engine counts what it records
   // By default attention shows each of its steps.
-  Traced traced =
-      forward(path, kind, args.count("prompt") ? args["prompt"].as<std::string>() : "", args.count("fused") > 0);
+  Traced traced = forward(path, kind, part_flags(args, path.empty() && kind != "mha"),
+                          args.count("prompt") ? args["prompt"].as<std::string>() : "", args.count("fused") > 0);
   Graph graph = trace_graph(traced.loss, traced.names());
   graph.retain_grads();
   traced.loss.backward();

@@ -95,11 +95,11 @@ int info(int argc, char** argv) {
   std::printf("%s\n", printable(path).c_str());
   std::printf(
       "  model      %s, %lld parameters: width %lld, %lld layers%s, %lld heads, context %lld, vocab %lld, %s "
-      "attention%s, dropout %g\n",
+      "attention%s%s, dropout %g\n",
       spec.model.c_str(), static_cast<long long>(spec.parameter_count()), static_cast<long long>(spec.width),
       static_cast<long long>(spec.layers), kind.layers_are, static_cast<long long>(spec.heads),
       static_cast<long long>(context), static_cast<long long>(spec.vocab), spec.attention.c_str(),
-      spec.post_ln ? ", post-LN" : "", spec.dropout);
+      spec.post_ln ? ", post-LN" : "", spec.parts.str().empty() ? "" : (", " + spec.parts.str()).c_str(), spec.dropout);
   std::printf("  task       %s\n", task->describe(spec).c_str());
   std::printf("  step       %s\n  optimizer  %s %s\n", meta("qkv.step").c_str(), meta("qkv.optimizer").c_str(),
               meta("qkv.optimizer.hyperparameters").c_str());

@@ -101,6 +101,8 @@ ModelSpec spec_from_folder(const cxxopts::ParseResult& args) {
   for (const char* flag : {"model", "max-len", "patch", "pooling", "digits", "layers", "heads", "dim", "attention",
                            "context", "tokenizer"})
     QKV_CHECK(!args.count(flag), "--", flag, " cannot go with --init: the GPT-2 folder gives the model and its tokens");
+  for (const nn::PartChoice& part : nn::part_choices())
+    QKV_CHECK(!args.count(part.key), "--", part.key, " cannot go with --init: the GPT-2 folder gives the model");
   QKV_CHECK(!args.count("task") || args["task"].as<std::string>() == "text",
             "--init fine-tunes on --task text (a GPT-2 reads text)");
   ModelSpec spec = gpt2_folder_spec(folder);
@@ -158,6 +160,7 @@ ModelSpec spec_from_flags(const cxxopts::ParseResult& args) {
   QKV_CHECK(spec.dropout == 0 || (spec.dropout >= 1e-6 && spec.dropout < 1),
             "--dropout must be 0 or in [1e-6, 1), got ", spec.dropout);
   spec.attention = attention_flag(str("attention", "full")).str();
+  spec.parts = part_flags(args);
   if (args.count("tokenizer")) {  // BPE text: the vocabulary is the tokenizer's
     QKV_CHECK(task.family == TaskFamily::Text, "--tokenizer is for --task text");
     spec.tokenizer = args["tokenizer"].as<std::string>();
@@ -342,6 +345,7 @@ cxxopts::Options train_options() {
       cxxopts::value<int64_t>(),
       "N")("dropout", cat("dropout probability (", defaults_text(&TaskDefaults::dropout), ")"),
            cxxopts::value<double>(), "P");
+  add_part_options(options, "model and task (fixed by the checkpoint on --resume)");
   add_token_options(options);
   options.add_options("training (fixed by the checkpoint on --resume)")(
       "batch",

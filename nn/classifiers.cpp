@@ -38,8 +38,9 @@ EncoderClassifier::EncoderClassifier(const EncoderConfig& config, Generator* gen
   if (config.pooling == Pooling::Cls)
     cls_token = register_parameter("cls_token", (Tensor::randn({config.width}, DType::Float32, gen) * 0.02).detach());
   blocks = register_module(
-      "blocks", block_stack(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
+      "blocks", block_stack(config.layers,
+                            {config.width, config.heads, config.dropout, config.post_ln, false, config.parts}, gen));
+  ln_f = register_module("ln_f", make_norm(config.parts, config.width));
   head = register_module("head", std::make_shared<Linear>(config.width, config.classes, true, Init::Normal002, gen));
 }
 
@@ -81,8 +82,9 @@ ViT::ViT(const ViTConfig& config, Generator* gen) : config_(config), gen_(gen) {
   cls_token = register_parameter("cls_token", (Tensor::randn({config.width}, DType::Float32, gen) * 0.02).detach());
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.tokens(), config.width, gen, 0.02));
   blocks = register_module(
-      "blocks", block_stack(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
+      "blocks", block_stack(config.layers,
+                            {config.width, config.heads, config.dropout, config.post_ln, false, config.parts}, gen));
+  ln_f = register_module("ln_f", make_norm(config.parts, config.width));
   head = register_module("head", std::make_shared<Linear>(config.width, config.classes, true, Init::Normal002, gen));
 }
 

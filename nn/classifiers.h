@@ -26,6 +26,7 @@ struct EncoderConfig {
   Pooling pooling = Pooling::Cls;  // with Cls the context counts the [CLS] token too
   double dropout = 0;
   bool post_ln = false;
+  BlockParts parts;  // every block's norm and mlp, and the final norm's (nn/parts.h)
   AttentionKind attention;
   bool checkpoint_activations = false;  // as in GPTConfig
   bool fused_attention = true;          // as in GPTConfig
@@ -48,7 +49,7 @@ class EncoderClassifier : public Module {
   std::shared_ptr<Embedding> tok_emb, pos_emb;
   Tensor cls_token;  // undefined with mean pooling
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
-  std::shared_ptr<LayerNorm> ln_f;
+  std::shared_ptr<Norm> ln_f;  // the parts' norm
   std::shared_ptr<Linear> head;
 
  private:
@@ -60,6 +61,7 @@ struct ViTConfig {
   int64_t image = 8, patch = 2, channels = 1, width = 64, heads = 4, layers = 2, classes = 10;
   double dropout = 0;
   bool post_ln = false;
+  BlockParts parts;  // every block's norm and mlp, and the final norm's (nn/parts.h)
   AttentionKind attention;
   bool checkpoint_activations = false;  // as in GPTConfig
   bool fused_attention = true;          // as in GPTConfig
@@ -85,7 +87,7 @@ class ViT : public Module {
   Tensor cls_token;
   std::shared_ptr<Embedding> pos_emb;
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
-  std::shared_ptr<LayerNorm> ln_f;
+  std::shared_ptr<Norm> ln_f;  // the parts' norm
   std::shared_ptr<Linear> head;
 
  private:

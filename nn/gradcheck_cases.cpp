@@ -1,6 +1,8 @@
 #include "nn/gradcheck_cases.h"
 
+#include "autograd/ops/elementwise.h"
 #include "nn/dropout.h"
+#include "nn/feed_forward.h"
 #include "nn/loss.h"
 #include "nn/normalization.h"
 
@@ -83,6 +85,31 @@ std::vector<GradcheckCase> gradcheck_cases() {
         return Inputs{normal(g, {3, 30, 40}), normal(g, {40}), normal(g, {40})};
       },
       [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); });
+
+  add_case(
+      "rms_norm", "weight, [2, 3, 5]",
+      [](Generator& g) {
+        return Inputs{normal(g, {2, 3, 5}), normal(g, {5})};
+      },
+      [](const Inputs& x) { return rms_norm(x[0], x[1]); });
+  add_case(
+      "rms_norm", "no weight, [4, 6], eps 0.1",
+      [](Generator& g) {
+        return Inputs{normal(g, {4, 6})};
+      },
+      [](const Inputs& x) { return rms_norm(x[0], Tensor(), 0.1); });
+  add_case(
+      "swiglu", "[3, 4] of both signs",
+      [](Generator& g) {
+        return Inputs{mul(normal(g, {3, 4}), 3.0), normal(g, {3, 4})};
+      },
+      [](const Inputs& x) { return swiglu(x[0], x[1]); });
+  add_case(
+      "swiglu", "[2, 3, 5], the gate used twice (as up too)",
+      [](Generator& g) {
+        return Inputs{normal(g, {2, 3, 5})};
+      },
+      [](const Inputs& x) { return swiglu(x[0], x[0]); });
 
   // Masks replay: gradcheck restores the default generator before every evaluation.
   add_case(

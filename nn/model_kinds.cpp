@@ -15,6 +15,10 @@ std::map<std::string, std::string> ModelShape::fields() const {
                                        {"post_ln", post_ln ? "1" : "0"},   {"attention", attention}};
   if (classes > 0) f["classes"] = std::to_string(classes), f["pooling"] = pooling;
   if (image > 0) f["image"] = std::to_string(image), f["patch"] = std::to_string(patch);
+  // Only parts other than the defaults: a model of today's parts keeps today's bytes.
+  const BlockParts defaults;
+  for (const PartChoice& c : part_choices())
+    if (parts.*c.value != defaults.*c.value) f[c.key] = parts.*c.value;
   return f;
 }
 
@@ -62,11 +66,15 @@ ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fie
     QKV_CHECK(s.image % s.patch == 0, where, ": bad model description in its metadata (patch ", s.patch,
               " does not tile images of ", s.image, ")");
   }
+  for (const PartChoice& c : part_choices())
+    if (fields.count(c.key)) s.parts.*c.value = fields.at(c.key);
+  s.parts.check(where);  // a part no registry holds (a plugin's, not loaded) is an error naming the file
   return s;
 }
 
 GPTConfig gpt_config(const ModelShape& s) {
   GPTConfig c;
+  c.parts = s.parts;
   c.vocab = s.vocab, c.context = s.context, c.width = s.width, c.heads = s.heads, c.layers = s.layers;
   c.dropout = s.dropout, c.post_ln = s.post_ln, c.attention = AttentionKind::parse(s.attention);
   return c;
@@ -74,6 +82,7 @@ GPTConfig gpt_config(const ModelShape& s) {
 
 Seq2SeqConfig seq2seq_config(const ModelShape& s) {
   Seq2SeqConfig c;
+  c.parts = s.parts;
   c.vocab = s.vocab, c.context = s.context, c.width = s.width, c.heads = s.heads;
   c.encoder_layers = c.decoder_layers = s.layers, c.dropout = s.dropout, c.post_ln = s.post_ln;
   c.attention = AttentionKind::parse(s.attention);
@@ -82,6 +91,7 @@ Seq2SeqConfig seq2seq_config(const ModelShape& s) {
 
 EncoderConfig encoder_config(const ModelShape& s) {
   EncoderConfig c;
+  c.parts = s.parts;
   c.vocab = s.vocab, c.context = s.context, c.width = s.width, c.heads = s.heads, c.layers = s.layers;
   c.classes = s.classes, c.pooling = parse_pooling(s.pooling), c.dropout = s.dropout, c.post_ln = s.post_ln;
   c.attention = AttentionKind::parse(s.attention);
@@ -90,6 +100,7 @@ EncoderConfig encoder_config(const ModelShape& s) {
 
 ViTConfig vit_config(const ModelShape& s) {
   ViTConfig c;
+  c.parts = s.parts;
   c.image = s.image, c.patch = s.patch, c.width = s.width, c.heads = s.heads, c.layers = s.layers;
   c.classes = s.classes, c.dropout = s.dropout, c.post_ln = s.post_ln, c.attention = AttentionKind::parse(s.attention);
   return c;
@@ -97,6 +108,7 @@ ViTConfig vit_config(const ModelShape& s) {
 
 RecommenderConfig recommender_config(const ModelShape& s) {
   RecommenderConfig c;
+  c.parts = s.parts;
   c.items = s.vocab - 1, c.context = s.context, c.width = s.width, c.heads = s.heads, c.layers = s.layers;
   c.dropout = s.dropout, c.post_ln = s.post_ln, c.attention = AttentionKind::parse(s.attention);
   return c;
@@ -104,24 +116,28 @@ RecommenderConfig recommender_config(const ModelShape& s) {
 
 namespace {
 
-// Per block: ln1, ln2 (2C each), attention's four C x C projections with
-// biases, the MLP's C x 4C and 4C x C with biases: 12C² + 13C. A decoder
-// block adds ln_cross and cross-attention: 4C² + 6C. Embeddings V·C + T·C,
-// the head tied to tok_emb, and ln_f. Counted in double: a hostile file's
-// sizes must not overflow before they are compared.
-double block_parameters(double C) { return 12 * C * C + 13 * C; }
+// Per block: attention's four C x C projections with biases (4C² + 4C), two
+// norms and the MLP, each the count of its part (LayerNorm 2C, the GELU MLP
+// 8C² + 5C: 12C² + 13C in all). A decoder block adds a norm and
+// cross-attention. Embeddings V·C + T·C, the head tied to tok_emb, and the
+// final norm. Counted in double: a hostile file's sizes must not overflow
+// before they are compared.
+double attention_parameters(double C) { return 4 * C * C + 4 * C; }
+double norm_parameters(const ModelShape& s) { return norm_part(s.parts.norm).parameters(static_cast<double>(s.width)); }
+double block_parameters(const ModelShape& s) {
+  return attention_parameters(static_cast<double>(s.width)) + 2 * norm_parameters(s) +
+         mlp_part(s.parts.mlp).parameters(static_cast<double>(s.width));
+}
 double embedding_parameters(const ModelShape& s) {
   double C = static_cast<double>(s.width);
-  return static_cast<double>(s.vocab) * C + static_cast<double>(s.context) * C + 2 * C;  // + ln_f
+  return static_cast<double>(s.vocab) * C + static_cast<double>(s.context) * C + norm_parameters(s);  // + ln_f
 }
 int64_t saturate(double n) { return n > 9e18 ? INT64_MAX : static_cast<int64_t>(n); }
 // A classifier's head: classes x width weights and a bias per class.
 double head_parameters(const ModelShape& s) {
   return static_cast<double>(s.classes) * static_cast<double>(s.width + 1);
 }
-double blocks_parameters(const ModelShape& s) {
-  return static_cast<double>(s.layers) * block_parameters(static_cast<double>(s.width));
-}
+double blocks_parameters(const ModelShape& s) { return static_cast<double>(s.layers) * block_parameters(s); }
 
 void no_check(const ModelShape&, const std::string&) {}
 void check_classifier(const ModelShape& s, const std::string& where) {
@@ -144,20 +160,16 @@ void check_recommender(const ModelShape& s, const std::string& where) {
 std::deque<ModelKind>& kinds() {
   static std::deque<ModelKind> all{
       {"gpt", "decoder-only transformer (causal self-attention, tied head)",
-       [](const ModelShape& s) {
-         return saturate(embedding_parameters(s) +
-                         static_cast<double>(s.layers) * block_parameters(static_cast<double>(s.width)));
-       },
-       no_check,
+       [](const ModelShape& s) { return saturate(embedding_parameters(s) + blocks_parameters(s)); }, no_check,
        [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {
          return std::make_unique<GPT>(gpt_config(s), gen);
        }},
       {"seq2seq", "encoder-decoder transformer (self- and cross-attention)",
        [](const ModelShape& s) {
-         double C = static_cast<double>(s.width);
-         return saturate(embedding_parameters(s) +
-                         static_cast<double>(s.layers) * (2 * block_parameters(C) + 4 * C * C + 6 * C) +
-                         2 * C);  // + encoder_ln
+         // encoder and decoder blocks, each decoder block with ln_cross and cross_attn; and encoder_ln
+         double cross = norm_parameters(s) + attention_parameters(static_cast<double>(s.width));
+         return saturate(embedding_parameters(s) + 2 * blocks_parameters(s) + static_cast<double>(s.layers) * cross +
+                         norm_parameters(s));
        },
        no_check,
        [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {
@@ -179,7 +191,8 @@ std::deque<ModelKind>& kinds() {
          double C = static_cast<double>(s.width), p = static_cast<double>(s.patch),
                 tokens = static_cast<double>(vit_config(s).tokens());
          // patch_embed (p² x C and a bias), cls_token, pos_emb, the blocks, ln_f and the head
-         return saturate(p * p * C + C + C + tokens * C + blocks_parameters(s) + 2 * C + head_parameters(s));
+         return saturate(p * p * C + C + C + tokens * C + blocks_parameters(s) + norm_parameters(s) +
+                         head_parameters(s));
        },
        check_vit,
        [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {

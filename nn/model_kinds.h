@@ -34,12 +34,14 @@ struct ModelShape {
   int64_t classes = 0;             // classifiers (encoder, vit): the labels; 0 for the other kinds
   std::string pooling = "cls";     // encoder: cls | mean
   int64_t image = 0, patch = 0;    // vit: the square image's side and the patch's; 0 for the other kinds
+  BlockParts parts;                // the blocks' named parts: fields only where they differ from the defaults
 
   /// As checkpoints store them: {"vocab": "14", "width": "64", ...}.
   std::map<std::string, std::string> fields() const;
   /// The inverse, every field parsed strictly and bounded; errors name `where`
   /// (the file) and the field. Files from before the attention field mean
-  /// full; the classifier and image fields are written only by kinds that use them.
+  /// full, and files without a part's field (norm, mlp) its default part; the
+  /// classifier and image fields are written only by kinds that use them.
   static ModelShape from_fields(const std::map<std::string, std::string>& fields, const std::string& where);
 };
 

@@ -44,8 +44,9 @@ GPT::GPT(const GPTConfig& config, Generator* gen) : config_(config), gen_(gen) {
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
   blocks = register_module(
-      "blocks", block_stack(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
+      "blocks", block_stack(config.layers,
+                            {config.width, config.heads, config.dropout, config.post_ln, false, config.parts}, gen));
+  ln_f = register_module("ln_f", make_norm(config.parts, config.width));
 }
 
 Tensor GPT::hidden(const Tensor& ids, std::vector<Tensor>* weights) const {
@@ -107,12 +108,12 @@ Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config),
   QKV_CHECK(config.encoder_layers >= 0 && config.decoder_layers >= 0, "Seq2Seq: layer counts must be >= 0");
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
-  BlockConfig block{config.width, config.heads, config.dropout, config.post_ln, false};
+  BlockConfig block{config.width, config.heads, config.dropout, config.post_ln, false, config.parts};
   encoder = register_module("encoder", block_stack(config.encoder_layers, block, gen));
-  encoder_ln = register_module("encoder_ln", std::make_shared<LayerNorm>(config.width));
+  encoder_ln = register_module("encoder_ln", make_norm(config.parts, config.width));
   block.cross_attention = true;
   decoder = register_module("decoder", block_stack(config.decoder_layers, block, gen));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
+  ln_f = register_module("ln_f", make_norm(config.parts, config.width));
 }
 
 Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_lengths, std::vector<Tensor>* weights) const {

@@ -13,6 +13,7 @@ struct GPTConfig {
   int64_t vocab = 256, context = 64, width = 128, heads = 4, layers = 2;
   double dropout = 0;
   bool post_ln = false;
+  BlockParts parts;         // every block's norm and mlp, and the final norm's (nn/parts.h)
   AttentionKind attention;  // every layer's self-attention: full, window:W or linear
   bool checkpoint_activations =
       false;  // blocks keep only their input and replay their forward in backward (less memory; autograd/recompute.h)
@@ -51,7 +52,7 @@ class GPT : public Module {
 
   std::shared_ptr<Embedding> tok_emb, pos_emb;
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
-  std::shared_ptr<LayerNorm> ln_f;
+  std::shared_ptr<Norm> ln_f;  // the parts' norm
 
  private:
   GPTConfig config_;
@@ -62,6 +63,7 @@ struct Seq2SeqConfig {
   int64_t vocab = 32, context = 32, width = 64, heads = 4, encoder_layers = 1, decoder_layers = 1;
   double dropout = 0;
   bool post_ln = false;
+  BlockParts parts;                     // every block's norm and mlp, and the final norm's (nn/parts.h)
   AttentionKind attention;              // the encoder's and decoder's self-attention (cross-attention stays full)
   bool checkpoint_activations = false;  // as in GPTConfig
   bool fused_attention = true;          // as in GPTConfig
@@ -92,7 +94,7 @@ class Seq2Seq : public Module {
 
   std::shared_ptr<Embedding> tok_emb, pos_emb;
   std::shared_ptr<ModuleList<TransformerBlock>> encoder, decoder;
-  std::shared_ptr<LayerNorm> encoder_ln, ln_f;
+  std::shared_ptr<Norm> encoder_ln, ln_f;  // the parts' norm
 
  private:
   Tensor embed(const char* who, const Tensor& ids) const;

@@ -1,4 +1,4 @@
-// Layer norm: fused forward and hand-written backward side by side.
+// Layer norm and RMS norm: fused forwards and hand-written backwards side by side.
 #include "nn/normalization.h"
 
 #include <algorithm>
@@ -9,6 +9,8 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops/column_sums.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/reduce.h"
 #include "autograd/parallel.h"
 #include "autograd/simd.h"
 #include "nn/device_kernels.h"
@@ -17,6 +19,7 @@
 namespace qkv::nn {
 
 QKV_DECLARE_OP(layer_norm);
+QKV_DECLARE_OP(rms_norm);
 
 namespace {
 
@@ -128,6 +131,104 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
              return {gx, gw, gb};
            });
   return y;
+}
+
+namespace {
+
+// RMS norm of plain ops, for tensors off the CPU (no device kernel of its own yet): the same math.
+Tensor rms_norm_composed(const Tensor& x, const Tensor& weight, double eps) {
+  Tensor y = mul(x, div(1.0, sqrt(add(mean(mul(x, x), {-1}, true), eps))));
+  return weight.defined() ? mul(y, weight) : y;
+}
+
+// Row r's y = x·rstd·w, its rstd = 1/√(mean(x²) + eps) kept for backward. Sums in double.
+template <class T> void rms_norm_row(const T* x, const T* w, T* y, double* rstd, int64_t r, int64_t C, double eps) {
+  const T* in = x + r * C;
+  double squares = 0;
+  for (int64_t c = 0; c < C; ++c) squares += static_cast<double>(in[c]) * in[c];
+  const double rs = 1.0 / std::sqrt(squares / static_cast<double>(C) + eps);
+  rstd[r] = rs;
+  for (int64_t c = 0; c < C; ++c) {
+    const T v = static_cast<T>(in[c] * rs);
+    y[r * C + c] = w ? v * w[c] : v;
+  }
+}
+
+// Row r's dx = rstd·(d − x̂·mean(d ⊙ x̂)), d = g ⊙ w, x̂ = x·rstd.
+template <class T>
+void rms_norm_backward_row(const T* x, const T* w, const T* g, const double* rstd, T* gx, int64_t r, int64_t C) {
+  const T *xr = x + r * C, *gr = g + r * C;
+  const double rs = rstd[r];
+  double mean_dx = 0;
+  for (int64_t c = 0; c < C; ++c) mean_dx += static_cast<double>(gr[c]) * (w ? w[c] : T(1)) * (xr[c] * rs);
+  mean_dx /= static_cast<double>(C);
+  for (int64_t c = 0; c < C; ++c) {
+    const double d = static_cast<double>(gr[c]) * (w ? w[c] : T(1));
+    gx[r * C + c] = static_cast<T>(rs * (d - xr[c] * rs * mean_dx));
+  }
+}
+
+}  // namespace
+
+// Per row, with r = 1/√(mean(x²) + eps), x̂ = x·r and d = g ⊙ w:
+//   dx = r · (d − x̂ · mean(d ⊙ x̂)),  dw = Σ_rows g ⊙ x̂
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  common_device("rms_norm", {x, weight});
+  QKV_CHECK(x.dim() >= 1 && x.size(-1) > 0, "rms_norm: input must end in a dim of size > 0, got ",
+            shape_str(x.shape()));
+  const int64_t C = x.size(-1), rows = x.numel() / C;
+  QKV_CHECK(!weight.defined() || (weight.shape() == Shape{C} && weight.dtype() == x.dtype()), "rms_norm: weight ",
+            shape_str(weight.shape()), " ", dtype_name(weight.dtype()), " does not match input ", shape_str(x.shape()),
+            " ", dtype_name(x.dtype()));
+  QKV_CHECK(eps >= 0, "rms_norm: eps must be >= 0, got ", eps);
+  if (!x.device().is_cpu()) return rms_norm_composed(x, weight, eps);
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  auto rstd = std::make_shared<std::vector<double>>(rows);
+  dispatch_floating(x.dtype(), "rms_norm", [&](auto zero) {
+    using T = decltype(zero);
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    parallel_for(rows, 3 * C, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) rms_norm_row(x.data<T>(), pw, y.data<T>(), rstd->data(), r, C, eps);
+    });
+  });
+  if (needs_grad({x, weight}))
+    record("rms_norm", y, {x, weight},
+           [x = x.detach(), w = weight.defined() ? weight.detach() : Tensor(), rstd, C, rows,
+            want_w = weight.defined() && weight.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+             Tensor gx = Tensor::empty(x.shape(), x.dtype());
+             Tensor gw = want_w ? Tensor::empty({C}, x.dtype()) : Tensor();
+             dispatch_floating(x.dtype(), "rms_norm", [&](auto zero) {
+               using T = decltype(zero);
+               const T *px = x.data<T>(), *pg = g.data<T>(), *pw = w.defined() ? w.data<T>() : nullptr;
+               parallel_for(rows, 4 * C, [&](int64_t begin, int64_t end) {
+                 for (int64_t r = begin; r < end; ++r)
+                   rms_norm_backward_row(px, pw, pg, rstd->data(), gx.data<T>(), r, C);
+               });
+               if (!gw.defined()) return;
+               parallel_for(C, 2 * rows, [&](int64_t begin, int64_t end) {  // a column a thread, rows in order
+                 for (int64_t c = begin; c < end; ++c) {
+                   double sum = 0;
+                   for (int64_t r = 0; r < rows; ++r)
+                     sum += static_cast<double>(pg[r * C + c]) * (px[r * C + c] * (*rstd)[r]);
+                   gw.data<T>()[c] = static_cast<T>(sum);
+                 }
+               });
+             });
+             return {gx, gw};
+           });
+  return y;
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
+  QKV_CHECK(dim > 0, "RMSNorm: dim must be positive, got ", dim);
+  weight = register_parameter("weight", Tensor::ones({dim}));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const {
+  auto scope = this->scope();  // names this module in graph pictures
+  QKV_CHECK(x.dim() >= 1 && x.size(-1) == dim_, "RMSNorm(", dim_, "): input ", shape_str(x.shape()),
+            " does not end in ", dim_);
+  return rms_norm(x, weight, eps_);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : dim_(dim), eps_(eps) {

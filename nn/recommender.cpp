@@ -11,8 +11,9 @@ Recommender::Recommender(const RecommenderConfig& config, Generator* gen) : conf
   item_emb = register_module("item_emb", std::make_shared<Embedding>(config.items + 1, config.width, gen, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
   blocks = register_module(
-      "blocks", block_stack(config.layers, {config.width, config.heads, config.dropout, config.post_ln, false}, gen));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.width));
+      "blocks", block_stack(config.layers,
+                            {config.width, config.heads, config.dropout, config.post_ln, false, config.parts}, gen));
+  ln_f = register_module("ln_f", make_norm(config.parts, config.width));
 }
 
 Tensor Recommender::forward(const Tensor& histories, std::vector<Tensor>* weights) const {

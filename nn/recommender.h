@@ -15,6 +15,7 @@ struct RecommenderConfig {
   int64_t width = 64, heads = 4, layers = 2;
   double dropout = 0;
   bool post_ln = false;
+  BlockParts parts;  // every block's norm and mlp, and the final norm's (nn/parts.h)
   AttentionKind attention;
   bool checkpoint_activations = false;  // as in GPTConfig
   bool fused_attention = true;          // as in GPTConfig
@@ -38,7 +39,7 @@ class Recommender : public Module {
 
   std::shared_ptr<Embedding> item_emb, pos_emb;
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
-  std::shared_ptr<LayerNorm> ln_f;
+  std::shared_ptr<Norm> ln_f;  // the parts' norm
 
  private:
   RecommenderConfig config_;

@@ -6,27 +6,18 @@
 
 namespace qkv::nn {
 
-MLP::MLP(int64_t width, Generator* gen) {
-  fc1 = register_module("fc1", std::make_shared<Linear>(width, 4 * width, true, Init::Normal002, gen));
-  fc2 = register_module("fc2", std::make_shared<Linear>(4 * width, width, true, Init::Normal002, gen));
-}
-
-Tensor MLP::forward(const Tensor& x) const {
-  auto scope = this->scope();  // names this module in graph pictures
-  return fc2->forward(gelu_tanh(fc1->forward(x)));
-}
-
 TransformerBlock::TransformerBlock(const BlockConfig& config, Generator* gen) : config_(config), gen_(gen) {
-  ln1 = register_module("ln1", std::make_shared<LayerNorm>(config.width));
+  // Registered and drawn in this order whatever the parts: the default parts keep today's names and bits.
+  ln1 = register_module("ln1", make_norm(config.parts, config.width));
   attn = register_module("attn",
                          std::make_shared<MultiHeadAttention>(config.width, config.heads, config.dropout, true, gen));
   if (config.cross_attention) {
-    ln_cross = register_module("ln_cross", std::make_shared<LayerNorm>(config.width));
+    ln_cross = register_module("ln_cross", make_norm(config.parts, config.width));
     cross_attn = register_module(
         "cross_attn", std::make_shared<MultiHeadAttention>(config.width, config.heads, config.dropout, true, gen));
   }
-  ln2 = register_module("ln2", std::make_shared<LayerNorm>(config.width));
-  mlp = register_module("mlp", std::make_shared<MLP>(config.width, gen));
+  ln2 = register_module("ln2", make_norm(config.parts, config.width));
+  mlp = register_module("mlp", mlp_part(config.parts.mlp).build(config.width, gen));
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, const MhaOptions& self_options, const Tensor& memory,

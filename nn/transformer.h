@@ -1,30 +1,25 @@
-// Transformer blocks: the MLP and the (pre- or post-LN) block, optionally
-// with cross-attention for decoders.
+// Transformer blocks (pre- or post-norm), optionally with cross-attention for
+// decoders, built from named parts (nn/parts.h).
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "nn/dropout.h"
+#include "nn/feed_forward.h"
 #include "nn/layers.h"
 #include "nn/multihead_attention.h"
 #include "nn/normalization.h"
+#include "nn/parts.h"
 
 namespace qkv::nn {
-
-/// fc2(gelu_tanh(fc1(x))), widening to 4·width in between.
-class MLP : public Module {
- public:
-  MLP(int64_t width, Generator* gen = nullptr);
-  Tensor forward(const Tensor& x) const;
-  std::shared_ptr<Linear> fc1, fc2;
-};
 
 struct BlockConfig {
   int64_t width = 128, heads = 4;
   double dropout = 0;            // on the attention weights and each residual branch
   bool post_ln = false;          // LayerNorm after each residual (the original paper) instead of before
   bool cross_attention = false;  // a decoder block: attends to an encoder's output too
+  BlockParts parts;              // its norms and feed-forward network, by name (nn/parts.h)
 };
 
 /// Pre-LN: x += attn(ln1(x)); [x += cross_attn(ln_cross(x), memory)]; x += mlp(ln2(x)).
@@ -44,9 +39,9 @@ class TransformerBlock : public Module {
   Tensor forward_cached(const Tensor& x, const Tensor& keys, const Tensor& values, int64_t pos,
                         const MhaOptions& self_options) const;
 
-  std::shared_ptr<LayerNorm> ln1, ln_cross, ln2;
+  std::shared_ptr<Norm> ln1, ln_cross, ln2;  // the parts' norm (LayerNorm by default)
   std::shared_ptr<MultiHeadAttention> attn, cross_attn;
-  std::shared_ptr<MLP> mlp;
+  std::shared_ptr<FeedForward> mlp;  // the parts' mlp (MLP by default)
 
  private:
   BlockConfig config_;

@@ -447,6 +447,27 @@ TEST_CASE("fixtures: pre-LN and post-LN transformer blocks match a PyTorch block
   require_all_run(fx);
 }
 
+TEST_CASE("fixtures: RMSNorm, SwiGLU and a block built of them match PyTorch", "[fixtures][parts]") {
+  Fixture fx("parts");
+  using In = const std::vector<Tensor>&;
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    RMSNorm norm(5);
+    run_case(
+        fx, "rms_norm", dtype, [&](In x) { return one(norm(x[0])); }, &norm);
+    BlockConfig config{8, 2, 0, false};
+    config.parts = {"rmsnorm", "swiglu"};
+    TransformerBlock block(config);
+    MhaOptions causal;
+    causal.causal = true;
+    run_case(fx, "rmsnorm_swiglu_block", dtype,
+             [&](const std::vector<Tensor>& x) { return one(block.forward(x[0], causal)); }, &block,
+             {"attn.k_proj.bias"});
+  }
+  run_both(fx, "rms_norm_no_weight", [](In x) { return one(rms_norm(x[0], Tensor())); });
+  run_both(fx, "swiglu", [](In x) { return one(swiglu(x[0], x[1])); });
+  require_all_run(fx);
+}
+
 TEST_CASE(
     "fixtures: patchify, masked_mean, PatchEmbedding, the encoder classifier, the ViT and the recommender "
     "match PyTorch",

@@ -1,0 +1,128 @@
+// The named parts a transformer block is built from: its normalisation and
+// its feed-forward network, each chosen by name from a registry. Every model
+// kind composes its blocks (and its final norm) from a BlockParts; the
+// defaults are the parts qkv always had, with the same parameter names and
+// bits. A part of your own registers under its own name and is then built,
+// saved, loaded and checked like the built-in ones (docs/api.md, "Add a part").
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/error.h"
+#include "nn/module.h"
+
+namespace qkv {
+class Generator;
+}
+
+namespace qkv::nn {
+
+/// A normalisation part: x [..., width] -> the same shape.
+class Norm : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) const = 0;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+/// A feed-forward part: x [..., width] -> the same shape.
+class FeedForward : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) const = 0;
+};
+
+/// A registered normalisation: what it is called, and how to build it and count its parameters.
+struct NormPart {
+  std::string name;     // "rmsnorm": the --norm value and a checkpoint's norm field
+  std::string summary;  // for --help and `qkv info`
+  std::function<std::shared_ptr<Norm>(int64_t width)> build;
+  std::function<double(double width)> parameters;  // equal to the built part's count (tested)
+};
+
+/// A registered feed-forward network, likewise; its weights are drawn from `gen`.
+struct MlpPart {
+  std::string name;
+  std::string summary;
+  std::function<std::shared_ptr<FeedForward>(int64_t width, Generator* gen)> build;
+  std::function<double(double width)> parameters;
+};
+
+/// Looks a norm up; throws "unknown norm 'x' (layernorm, rmsnorm)".
+const NormPart& norm_part(const std::string& name);
+/// Adds a norm; throws if the name is taken or has characters other than
+/// lower-case letters, digits and '_' (the name goes into files and flags).
+void register_norm_part(NormPart part);
+std::vector<std::string> norm_part_names();
+
+/// Looks a feed-forward network up; throws "unknown mlp 'x' (gelu, swiglu)".
+const MlpPart& mlp_part(const std::string& name);
+void register_mlp_part(MlpPart part);
+std::vector<std::string> mlp_part_names();
+
+/// The parts of every block of a model (and of its final norm). The
+/// defaults are today's: LayerNorm and fc2(gelu_tanh(fc1(x))).
+struct BlockParts {
+  std::string norm = "layernorm";
+  std::string mlp = "gelu";
+  bool operator==(const BlockParts&) const = default;
+  /// Throws unless every name is registered; errors start with `where`.
+  void check(const std::string& where) const;
+  /// "rmsnorm norm, swiglu mlp": the parts that differ from the defaults ("" when none).
+  std::string str() const;
+};
+
+/// One choice of part: a row of the table the program's flags (--norm),
+/// a checkpoint's fields and `qkv info` all read.
+struct PartChoice {
+  const char* key;   // "norm": the flag's and the checkpoint field's name
+  const char* what;  // "normalisation of each block and of the final output"
+  std::string BlockParts::*value;
+  std::vector<std::string> (*names)();
+  std::string (*summary)(const std::string& name);
+  void (*require)(const std::string& name);  // throws "unknown norm 'x' (layernorm, rmsnorm)"
+};
+const std::vector<PartChoice>& part_choices();
+
+/// Builds the norm `parts` names for `width` (a block's or a model's final one).
+std::shared_ptr<Norm> make_norm(const BlockParts& parts, int64_t width);
+
+/// Throws unless `name` is 1-32 of [a-z0-9_], starting with a letter.
+void check_part_name(const char* kind, const std::string& name);
+
+/// A registry of named parts, in registration order; registering never
+/// moves the parts handed out. `kind` names it in errors ("norm").
+template <class Part> class PartRegistry {
+ public:
+  explicit PartRegistry(const char* kind) : kind_(kind) {}
+  const Part& find(const std::string& name) const {
+    for (const Part& p : parts_)
+      if (p.name == name) return p;
+    throw Error(cat("unknown ", kind_, " '", printable(name), "' (", joined(), ")"));
+  }
+  void add(Part part) {
+    check_part_name(kind_, part.name);
+    for (const Part& p : parts_) QKV_CHECK(p.name != part.name, "register: the ", kind_, " '", part.name, "' exists");
+    QKV_CHECK(part.build && part.parameters, "register: the ", kind_, " '", part.name, "' has no builder or count");
+    parts_.push_back(std::move(part));
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const Part& p : parts_) out.push_back(p.name);
+    return out;
+  }
+  std::string joined() const {
+    std::string text;
+    for (const Part& p : parts_) text += (text.empty() ? "" : ", ") + p.name;
+    return text;
+  }
+
+ private:
+  const char* kind_;
+  std::deque<Part> parts_;
+};
+
+}  // namespace qkv::nn
