@@ -152,11 +152,11 @@ void use_digits_data(Runner& runner, const cxxopts::ParseResult& args, const std
 }
 
 void add_part_options(cxxopts::Options& options, const std::string& group) {
-  for (const nn::PartChoice& part : nn::part_choices()) {  // --norm, --mlp: one row each in nn/parts.cpp
-    std::string names;
-    for (const std::string& name : part.names()) names += (names.empty() ? "" : " | ") + name;
-    options.add_options(group)(part.key, cat(part.what, ": ", names, " (default ", nn::BlockParts{}.*part.value, ")"),
-                               cxxopts::value<std::string>(), "NAME");
+  for (const nn::PartChoice& part : nn::part_choices()) {  // --norm, --mlp, ...: one row each in nn/parts.cpp
+    const std::string fallback = part.get(nn::BlockParts{});
+    options.add_options(group)(
+        part.key, cat(part.what, ": ", part.choices(), " (default ", fallback.empty() ? "--heads" : fallback, ")"),
+        cxxopts::value<std::string>(), part.value);
   }
 }
 
@@ -165,8 +165,11 @@ nn::BlockParts part_flags(const cxxopts::ParseResult& args, bool fresh_model) {
   for (const nn::PartChoice& part : nn::part_choices())
     if (args.count(part.key)) {
       QKV_CHECK(fresh_model, "--", part.key, " builds a fresh model's blocks: it goes with --model (not mha)");
-      parts.*part.value = args[part.key].as<std::string>();
-      part.require(parts.*part.value);  // "unknown norm 'x' (layernorm, rmsnorm)"
+      try {
+        part.set(parts, args[part.key].as<std::string>());  // "unknown norm 'x' (layernorm, rmsnorm)"
+      } catch (const Error& e) {
+        throw Error(cat("--", part.key, ": ", e.what()));
+      }
     }
   return parts;
 }

@@ -38,7 +38,8 @@ int export_model(int argc, char** argv) {
             spec.post_ln ? "post-LN blocks" : spec.attention + " attention",
             "; GPT-2 is pre-LN with full attention, so transformers would read another model");
   QKV_CHECK(spec.parts == nn::BlockParts{}, printable(path), " has ", spec.parts.str(),
-            " parts; GPT-2's are LayerNorm and the GELU MLP, so transformers would read another model");
+            " parts; GPT-2's are LayerNorm, the GELU MLP, a learned position table and a key/value head per head, so "
+            "transformers would read another model");
   const auto& gpt = dynamic_cast<const nn::GPT&>(runner->module());
   io::save_safetensors(folder.path_for("model.safetensors"),
                        nn::gpt2_tensors(gpt, [](const std::string&, const Tensor& p) { return p.to(DType::Float32); }),

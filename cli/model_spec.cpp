@@ -86,6 +86,7 @@ void ModelSpec::check_sizes() const {
   check_range("dim", width, 1, kMaxWidth);
   check_range("heads", heads, 1, width);
   QKV_CHECK(width % heads == 0, "--heads ", heads, " does not divide --dim ", width);
+  parts.check("", heads, width);  // --kv-heads divides --heads; rope's heads are of even width
   if (context != 0) check_range("context", context, 1, kMaxContext);
   check_range("max-len", max_len, 1, kMaxInputLength);
   check_range("digits", digits, 1, kMaxDigits);

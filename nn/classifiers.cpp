@@ -34,7 +34,8 @@ EncoderClassifier::EncoderClassifier(const EncoderConfig& config, Generator* gen
   QKV_CHECK(config.pooling != Pooling::Cls || config.context >= 2, "EncoderClassifier: a context of ", config.context,
             " leaves no room beside the [CLS] token");
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
-  pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
+  if (auto table = position_table(config.parts, config.context, config.width, gen))
+    pos_emb = register_module("pos_emb", table);
   if (config.pooling == Pooling::Cls)
     cls_token = register_parameter("cls_token", (Tensor::randn({config.width}, DType::Float32, gen) * 0.02).detach());
   blocks = register_module(
@@ -61,7 +62,7 @@ Tensor EncoderClassifier::forward(const Tensor& ids, const std::vector<int64_t>&
   }
   Tensor x = tok_emb->forward(ids);
   if (cls) x = prepend(cls_token, x);
-  x = add(x, pos_emb->range(0, n));
+  if (pos_emb) x = add(x, pos_emb->range(0, n));
   MhaOptions padding;
   padding.key_padding_mask = key_padding_mask(seen, n).to(ids.device());
   padding.kind = config_.attention;
@@ -80,7 +81,8 @@ ViT::ViT(const ViTConfig& config, Generator* gen) : config_(config), gen_(gen) {
   patch_embed = register_module("patch_embed",
                                 std::make_shared<PatchEmbedding>(config.channels, config.patch, config.width, gen));
   cls_token = register_parameter("cls_token", (Tensor::randn({config.width}, DType::Float32, gen) * 0.02).detach());
-  pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.tokens(), config.width, gen, 0.02));
+  if (auto table = position_table(config.parts, config.tokens(), config.width, gen))
+    pos_emb = register_module("pos_emb", table);
   blocks = register_module(
       "blocks", block_stack(config.layers,
                             {config.width, config.heads, config.dropout, config.post_ln, false, config.parts}, gen));
@@ -94,7 +96,7 @@ Tensor ViT::forward(const Tensor& images, std::vector<Tensor>* weights) const {
             "ViT: images must be [B, ", config_.channels, ", ", config_.image, ", ", config_.image, "], got ",
             shape_str(images.shape()));
   Tensor x = prepend(cls_token, patch_embed->forward(images));
-  x = add(x, pos_emb->range(0, config_.tokens()));
+  if (pos_emb) x = add(x, pos_emb->range(0, config_.tokens()));
   MhaOptions all;  // every patch sees every patch
   all.kind = config_.attention;
   all.fused = config_.fused_attention;

@@ -5,6 +5,7 @@
 #include "nn/feed_forward.h"
 #include "nn/loss.h"
 #include "nn/normalization.h"
+#include "nn/position.h"
 
 namespace qkv::nn {
 
@@ -53,6 +54,47 @@ void add_loss_cases(const AddCase& add_case) {
       },
       [](const Inputs& x) { return linear_cross_entropy(x[0], x[1], x[2], -100, Reduction::Sum, 12); });
 }
+
+// The named parts' ops (nn/parts.h): RMSNorm, SwiGLU and rotary embeddings.
+void add_part_cases(const AddCase& add_case) {
+  add_case(
+      "rms_norm", "weight, [2, 3, 5]",
+      [](Generator& g) {
+        return Inputs{normal(g, {2, 3, 5}), normal(g, {5})};
+      },
+      [](const Inputs& x) { return rms_norm(x[0], x[1]); });
+  add_case(
+      "rms_norm", "no weight, [4, 6], eps 0.1",
+      [](Generator& g) {
+        return Inputs{normal(g, {4, 6})};
+      },
+      [](const Inputs& x) { return rms_norm(x[0], Tensor(), 0.1); });
+  add_case(
+      "swiglu", "[3, 4] of both signs",
+      [](Generator& g) {
+        return Inputs{mul(normal(g, {3, 4}), 3.0), normal(g, {3, 4})};
+      },
+      [](const Inputs& x) { return swiglu(x[0], x[1]); });
+  add_case(
+      "swiglu", "[2, 3, 5], the gate used twice (as up too)",
+      [](Generator& g) {
+        return Inputs{normal(g, {2, 3, 5})};
+      },
+      [](const Inputs& x) { return swiglu(x[0], x[0]); });
+
+  add_case(
+      "rope", "[2, 5, 3, 6]",
+      [](Generator& g) {
+        return Inputs{normal(g, {2, 5, 3, 6})};
+      },
+      [](const Inputs& x) { return rope(x[0]); });
+  add_case(
+      "rope", "[1, 4, 2, 8] from position 100, base 500",
+      [](Generator& g) {
+        return Inputs{normal(g, {1, 4, 2, 8})};
+      },
+      [](const Inputs& x) { return rope(x[0], 100, 500); });
+}
 }  // namespace
 
 std::vector<GradcheckCase> gradcheck_cases() {
@@ -86,31 +128,6 @@ std::vector<GradcheckCase> gradcheck_cases() {
       },
       [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); });
 
-  add_case(
-      "rms_norm", "weight, [2, 3, 5]",
-      [](Generator& g) {
-        return Inputs{normal(g, {2, 3, 5}), normal(g, {5})};
-      },
-      [](const Inputs& x) { return rms_norm(x[0], x[1]); });
-  add_case(
-      "rms_norm", "no weight, [4, 6], eps 0.1",
-      [](Generator& g) {
-        return Inputs{normal(g, {4, 6})};
-      },
-      [](const Inputs& x) { return rms_norm(x[0], Tensor(), 0.1); });
-  add_case(
-      "swiglu", "[3, 4] of both signs",
-      [](Generator& g) {
-        return Inputs{mul(normal(g, {3, 4}), 3.0), normal(g, {3, 4})};
-      },
-      [](const Inputs& x) { return swiglu(x[0], x[1]); });
-  add_case(
-      "swiglu", "[2, 3, 5], the gate used twice (as up too)",
-      [](Generator& g) {
-        return Inputs{normal(g, {2, 3, 5})};
-      },
-      [](const Inputs& x) { return swiglu(x[0], x[0]); });
-
   // Masks replay: gradcheck restores the default generator before every evaluation.
   add_case(
       "dropout", "p = 0.3, [4, 5]",
@@ -132,6 +149,7 @@ std::vector<GradcheckCase> gradcheck_cases() {
       [](const Inputs& x) { return dropout(x[0], 0.5, false); });
 
   add_loss_cases(add_case);
+  add_part_cases(add_case);
   return cases;
 }
 

@@ -18,7 +18,7 @@ std::map<std::string, std::string> ModelShape::fields() const {
   // Only parts other than the defaults: a model of today's parts keeps today's bytes.
   const BlockParts defaults;
   for (const PartChoice& c : part_choices())
-    if (parts.*c.value != defaults.*c.value) f[c.key] = parts.*c.value;
+    if (c.get(parts) != c.get(defaults)) f[c.key] = c.get(parts);
   return f;
 }
 
@@ -66,9 +66,13 @@ ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fie
     QKV_CHECK(s.image % s.patch == 0, where, ": bad model description in its metadata (patch ", s.patch,
               " does not tile images of ", s.image, ")");
   }
-  for (const PartChoice& c : part_choices())
-    if (fields.count(c.key)) s.parts.*c.value = fields.at(c.key);
-  s.parts.check(where);  // a part no registry holds (a plugin's, not loaded) is an error naming the file
+  try {
+    for (const PartChoice& c : part_choices())
+      if (fields.count(c.key)) c.set(s.parts, fields.at(c.key));
+  } catch (const Error& e) {  // a part no registry holds (a plugin's, not loaded) is an error naming the file
+    throw Error(cat(where, ": ", e.what()));
+  }
+  s.parts.check(where, s.heads, s.width);
   return s;
 }
 
@@ -116,21 +120,32 @@ RecommenderConfig recommender_config(const ModelShape& s) {
 
 namespace {
 
-// Per block: attention's four C x C projections with biases (4C² + 4C), two
-// norms and the MLP, each the count of its part (LayerNorm 2C, the GELU MLP
-// 8C² + 5C: 12C² + 13C in all). A decoder block adds a norm and
-// cross-attention. Embeddings V·C + T·C, the head tied to tok_emb, and the
-// final norm. Counted in double: a hostile file's sizes must not overflow
-// before they are compared.
+// Per block: self-attention's projections with biases (q and out C x C, k
+// and v kv x C, kv = C · kv_heads / heads: 4C² + 4C with a key/value head per
+// head), two norms and the MLP, each the count of its part (LayerNorm 2C, the
+// GELU MLP 8C² + 5C: 12C² + 13C in all). A decoder block adds a norm and
+// cross-attention (4C² + 4C). Embeddings V·C, the position table T·C where the
+// position part keeps one, the head tied to tok_emb, and the final norm.
+// Counted in double: a hostile file's sizes must not overflow before they are compared.
 double attention_parameters(double C) { return 4 * C * C + 4 * C; }
+double self_attention_parameters(const ModelShape& s) {
+  const double C = static_cast<double>(s.width),
+               kv = C * static_cast<double>(s.parts.kv_heads_for(s.heads)) / static_cast<double>(s.heads);
+  return 2 * (C * C + C) + 2 * (kv * C + kv);
+}
 double norm_parameters(const ModelShape& s) { return norm_part(s.parts.norm).parameters(static_cast<double>(s.width)); }
 double block_parameters(const ModelShape& s) {
-  return attention_parameters(static_cast<double>(s.width)) + 2 * norm_parameters(s) +
+  return self_attention_parameters(s) + 2 * norm_parameters(s) +
          mlp_part(s.parts.mlp).parameters(static_cast<double>(s.width));
+}
+// A learned table of `positions` rows, or nothing.
+double position_parameters(const ModelShape& s, double positions) {
+  return position_part(s.parts.position).table ? positions * static_cast<double>(s.width) : 0;
 }
 double embedding_parameters(const ModelShape& s) {
   double C = static_cast<double>(s.width);
-  return static_cast<double>(s.vocab) * C + static_cast<double>(s.context) * C + norm_parameters(s);  // + ln_f
+  return static_cast<double>(s.vocab) * C + position_parameters(s, static_cast<double>(s.context)) +
+         norm_parameters(s);  // + ln_f
 }
 int64_t saturate(double n) { return n > 9e18 ? INT64_MAX : static_cast<int64_t>(n); }
 // A classifier's head: classes x width weights and a bias per class.
@@ -191,8 +206,8 @@ std::deque<ModelKind>& kinds() {
          double C = static_cast<double>(s.width), p = static_cast<double>(s.patch),
                 tokens = static_cast<double>(vit_config(s).tokens());
          // patch_embed (p² x C and a bias), cls_token, pos_emb, the blocks, ln_f and the head
-         return saturate(p * p * C + C + C + tokens * C + blocks_parameters(s) + norm_parameters(s) +
-                         head_parameters(s));
+         return saturate(p * p * C + C + C + position_parameters(s, tokens) + blocks_parameters(s) +
+                         norm_parameters(s) + head_parameters(s));
        },
        check_vit,
        [](const ModelShape& s, Generator* gen) -> std::unique_ptr<Module> {

@@ -17,12 +17,17 @@ void check_model_sizes(const char* model, int64_t vocab, int64_t context, int64_
   QKV_CHECK(width % heads == 0, model, ": width ", width, " is not divisible by heads ", heads);
 }
 
-Tensor token_and_position(const char* who, const Embedding& tok, const Embedding& pos, int64_t context,
+Tensor token_and_position(const char* who, const Embedding& tok, const Embedding* pos, int64_t context,
                           const Tensor& ids) {
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, who, ": ids must be int64 [B, T], got ",
             dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   QKV_CHECK(ids.size(1) <= context, who, ": sequence of ", ids.size(1), " tokens exceeds the context of ", context);
-  return add(tok.forward(ids), pos.range(0, ids.size(1)));
+  Tensor x = tok.forward(ids);
+  return pos ? add(x, pos->range(0, ids.size(1))) : x;
+}
+
+std::shared_ptr<Embedding> position_table(const BlockParts& parts, int64_t positions, int64_t width, Generator* gen) {
+  return position_part(parts.position).table ? std::make_shared<Embedding>(positions, width, gen, 0.02) : nullptr;
 }
 
 std::shared_ptr<ModuleList<TransformerBlock>> block_stack(int64_t layers, const BlockConfig& block, Generator* gen) {
@@ -42,7 +47,8 @@ GPT::GPT(const GPTConfig& config, Generator* gen) : config_(config), gen_(gen) {
   check_model_sizes("GPT", config.vocab, config.context, config.width, config.heads);
   QKV_CHECK(config.layers >= 0, "GPT: layers must be >= 0, got ", config.layers);
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
-  pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
+  if (auto table = position_table(config.parts, config.context, config.width, gen))
+    pos_emb = register_module("pos_emb", table);
   blocks = register_module(
       "blocks", block_stack(config.layers,
                             {config.width, config.heads, config.dropout, config.post_ln, false, config.parts}, gen));
@@ -50,7 +56,7 @@ GPT::GPT(const GPTConfig& config, Generator* gen) : config_(config), gen_(gen) {
 }
 
 Tensor GPT::hidden(const Tensor& ids, std::vector<Tensor>* weights) const {
-  Tensor x = token_and_position("GPT", *tok_emb, *pos_emb, config_.context, ids);
+  Tensor x = token_and_position("GPT", *tok_emb, pos_emb.get(), config_.context, ids);
   MhaOptions causal;
   causal.causal = true;
   causal.kind = config_.attention;
@@ -70,8 +76,9 @@ Tensor GPT::loss(const Tensor& ids, const Tensor& targets, std::vector<Tensor>* 
 KVCache GPT::make_cache(int64_t batch, int64_t positions) const {
   QKV_CHECK(positions >= 0 && positions <= config_.context, "GPT: a cache of ", positions,
             " positions, the context is ", config_.context);
-  return KVCache(config_.layers, batch, positions > 0 ? positions : config_.context, config_.heads,
-                 config_.width / config_.heads, tok_emb->weight.dtype(), tok_emb->weight.device());
+  return KVCache(config_.layers, batch, positions > 0 ? positions : config_.context,
+                 config_.parts.kv_heads_for(config_.heads), config_.width / config_.heads, tok_emb->weight.dtype(),
+                 tok_emb->weight.device());
 }
 
 Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
@@ -84,7 +91,8 @@ Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
   QKV_CHECK(pos + t <= std::min(config_.context, cache.capacity()), "GPT: generation reached ",
             cache_full ? "the cache's " : "the context of ", std::min(config_.context, cache.capacity()), " tokens (",
             pos, " cached + ", t, " new)");
-  Tensor x = add(tok_emb->forward(ids), pos_emb->range(pos, t));
+  Tensor x = tok_emb->forward(ids);
+  if (pos_emb) x = add(x, pos_emb->range(pos, t));
   MhaOptions causal;
   causal.causal = true;
   causal.kind = config_.attention;
@@ -107,7 +115,8 @@ Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config),
   check_model_sizes("Seq2Seq", config.vocab, config.context, config.width, config.heads);
   QKV_CHECK(config.encoder_layers >= 0 && config.decoder_layers >= 0, "Seq2Seq: layer counts must be >= 0");
   tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab, config.width, gen, 0.02));
-  pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
+  if (auto table = position_table(config.parts, config.context, config.width, gen))
+    pos_emb = register_module("pos_emb", table);
   BlockConfig block{config.width, config.heads, config.dropout, config.post_ln, false, config.parts};
   encoder = register_module("encoder", block_stack(config.encoder_layers, block, gen));
   encoder_ln = register_module("encoder_ln", make_norm(config.parts, config.width));
@@ -117,7 +126,7 @@ Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, Generator* gen) : config_(config),
 }
 
 Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_lengths, std::vector<Tensor>* weights) const {
-  Tensor x = token_and_position("Seq2Seq encoder", *tok_emb, *pos_emb, config_.context, src);
+  Tensor x = token_and_position("Seq2Seq encoder", *tok_emb, pos_emb.get(), config_.context, src);
   QKV_CHECK(static_cast<int64_t>(src_lengths.size()) == src.size(0), "Seq2Seq: ", src_lengths.size(),
             " source lengths for a batch of ", src.size(0));
   MhaOptions padding;
@@ -130,7 +139,7 @@ Tensor Seq2Seq::encode(const Tensor& src, const std::vector<int64_t>& src_length
 
 Tensor Seq2Seq::decode(const Tensor& tgt, const Tensor& memory, const std::vector<int64_t>& src_lengths,
                        std::vector<Tensor>* weights) const {
-  Tensor x = token_and_position("Seq2Seq decoder", *tok_emb, *pos_emb, config_.context, tgt);
+  Tensor x = token_and_position("Seq2Seq decoder", *tok_emb, pos_emb.get(), config_.context, tgt);
   MhaOptions causal, cross;
   causal.causal = true;
   causal.kind = config_.attention;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "autograd/ops/attention.h"
 #include "autograd/ops/device_kernels.h"
@@ -30,14 +31,16 @@ std::string AttentionKind::str() const {
 }
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, double dropout, bool bias, Generator* gen)
-    : MultiHeadAttention(d_model, num_heads, MhaConfig{dropout, bias, 0, 0, gen}) {}
+    : MultiHeadAttention(d_model, num_heads, MhaConfig{dropout, bias, 0, 0, gen, 0, nullptr}) {}
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, const MhaConfig& config)
     : d_model_(d_model),
       heads_(num_heads),
       kdim_(config.kdim == 0 ? d_model : config.kdim),
       vdim_(config.vdim == 0 ? d_model : config.vdim),
+      kv_heads_(config.kv_heads == 0 ? num_heads : config.kv_heads),
       dropout_(config.dropout),
+      rotate_(config.rotate),
       gen_(config.gen) {
   QKV_CHECK(d_model > 0 && num_heads > 0, "MultiHeadAttention: d_model ", d_model, " and num_heads ", num_heads,
             " must be positive");
@@ -46,9 +49,34 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, const
   QKV_CHECK(config.kdim >= 0 && config.vdim >= 0, "MultiHeadAttention: kdim ", config.kdim, " and vdim ", config.vdim,
             " must be positive (or 0 for d_model)");
   QKV_CHECK(dropout_ >= 0 && dropout_ <= 1, "MultiHeadAttention: dropout must be in [0, 1], got ", dropout_);
-  for (auto [name, proj, in] : {std::tuple{"q_proj", &q_proj, d_model}, std::tuple{"k_proj", &k_proj, kdim_},
-                                std::tuple{"v_proj", &v_proj, vdim_}, std::tuple{"out_proj", &out_proj, d_model}})
-    *proj = register_module(name, std::make_shared<Linear>(in, d_model, config.bias, Init::XavierUniform, config.gen));
+  QKV_CHECK(kv_heads_ >= 1 && num_heads % kv_heads_ == 0, "MultiHeadAttention: kv_heads ", config.kv_heads,
+            " does not divide num_heads ", num_heads);
+  const int64_t kv_width = d_model / num_heads * kv_heads_;
+  for (auto [name, proj, in, out] :
+       {std::tuple{"q_proj", &q_proj, d_model, d_model}, std::tuple{"k_proj", &k_proj, kdim_, kv_width},
+        std::tuple{"v_proj", &v_proj, vdim_, kv_width}, std::tuple{"out_proj", &out_proj, d_model, d_model}})
+    *proj = register_module(name, std::make_shared<Linear>(in, out, config.bias, Init::XavierUniform, config.gen));
+}
+
+std::tuple<Tensor, Tensor, Tensor> MultiHeadAttention::project(const Tensor& x, const Tensor& key, const Tensor& value,
+                                                               bool self_attention, const Tensor& k_bias) const {
+  const int64_t B = x.size(0), nq = x.size(1), nk = key.size(1), hd = d_model_ / heads_;
+  // [B, n, d_model] is already [B, n, heads, head_dim] in memory: a reshape, no copy.
+  Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k;
+  {
+    auto projection = k_proj->scope();  // k_proj's own forward, with the bias the caller gives
+    k = qkv::linear(key, k_proj->weight, k_bias);
+  }
+  k = reshape(k, {B, nk, kv_heads_, hd});
+  Tensor v = reshape(v_proj->forward(value), {B, nk, kv_heads_, hd});
+  if (rotate_ && self_attention) q = rotate_(q, 0), k = rotate_(k, 0);
+  return {q, repeat_heads(k), repeat_heads(v)};
+}
+
+Tensor MultiHeadAttention::repeat_heads(const Tensor& t) const {
+  if (kv_heads_ == heads_) return t;
+  const int64_t B = t.size(0), n = t.size(1), hd = t.size(3), group = heads_ / kv_heads_;
+  return reshape(expand(unsqueeze(t, 3), {B, n, kv_heads_, group, hd}), {B, n, heads_, hd});
 }
 
 AttentionResult MultiHeadAttention::forward(const Tensor& x, const MhaOptions& options) const {
@@ -89,8 +117,7 @@ AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& key, c
     QKV_CHECK(!options.need_weights, where(),
               "linear attention computes no attention weights (no n x n matrix exists)");
     QKV_CHECK(!attn_mask.defined(), where(), "linear attention takes no attn_mask (only causal and key padding)");
-    Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k = reshape(k_proj->forward(x), {B, nk, heads_, hd}),
-           v = reshape(v_proj->forward(x), {B, nk, heads_, hd});
+    auto [q, k, v] = project(x, x, x, true, k_proj->bias);
     Tensor o = linear_attention(q, k, v, options.causal, options.key_padding_mask);
     return {out_proj->forward(reshape(o, {B, nq, d_model_})), Tensor()};
   }
@@ -104,7 +131,7 @@ AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& key, c
   bool fused = options.fused && p == 0 && !options.need_weights &&
                !(attn_mask.defined() && attn_mask.requires_grad()) &&
                !(padding.defined() && padding.dtype() != DType::Bool);
-  if (fused && self_attention) {
+  if (fused && self_attention && kv_heads_ == heads_ && !rotate_) {
     // Self-attention: one [3·d_model, d_model] projection (q, k, v weights stacked), its output read in place.
     try {
       Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
@@ -116,14 +143,7 @@ AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& key, c
       throw Error(where() + e.what());
     }
   }
-  // [B, n, d_model] is already [B, n, heads, head_dim] in memory: a reshape, no copy.
-  Tensor q = reshape(q_proj->forward(x), {B, nq, heads_, hd}), k, v;
-  {
-    auto projection = k_proj->scope();  // k_proj's own forward, but with the key bias detached
-    k = qkv::linear(key, k_proj->weight, key_bias());
-  }
-  k = reshape(k, {B, nk, heads_, hd});
-  v = reshape(v_proj->forward(value), {B, nk, heads_, hd});
+  auto [q, k, v] = project(x, key, value, self_attention, key_bias());
   try {
     if (fused) {
       Tensor o = fused_attention(q, k, v, masks, 1.0 / std::sqrt(static_cast<double>(hd)));
@@ -151,7 +171,7 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, const Tensor& keys, c
   QKV_CHECK(x.dim() == 3 && x.size(-1) == d_model_, where(), "input ", shape_str(x.shape()), " must be [B, t, ",
             d_model_, "]");
   int64_t B = x.size(0), t = x.size(1);
-  QKV_CHECK(keys.dim() == 4 && keys.size(0) == B && keys.size(2) == heads_ && keys.size(3) == hd &&
+  QKV_CHECK(keys.dim() == 4 && keys.size(0) == B && keys.size(2) == kv_heads_ && keys.size(3) == hd &&
                 values.shape() == keys.shape() && keys.dtype() == x.dtype() && values.dtype() == x.dtype(),
             where(), "cache ", shape_str(keys.shape()), " does not fit input ", shape_str(x.shape()));
   QKV_CHECK(pos >= 0 && pos + t <= keys.size(1), where(), "positions ", pos, "..", pos + t, " exceed its ",
@@ -160,8 +180,12 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, const Tensor& keys, c
   common_device("MultiHeadAttention cache", {x, keys, values});  // the cache lives with the model
   QKV_CHECK(kdim_ == d_model_ && vdim_ == d_model_, where(), "self-attention needs kdim and vdim equal to d_model");
   Tensor q = reshape(q_proj->forward(x), {B, t, heads_, hd});
-  Tensor k = k_proj->forward(x), v = v_proj->forward(x);  // [B, t, C]: rows of the cache at pos
-  int64_t C = d_model_, cap = keys.size(1);
+  Tensor k = k_proj->forward(x), v = v_proj->forward(x);  // [B, t, kv_heads · head_dim]: rows of the cache at pos
+  if (rotate_) {                                          // keys are cached rotated, each at its own position
+    q = rotate_(q, pos);
+    k = reshape(rotate_(reshape(k, {B, t, kv_heads_, hd}), pos), {B, t, kv_heads_ * hd});
+  }
+  int64_t C = kv_heads_ * hd, cap = keys.size(1);
   if (!x.device().is_cpu()) {
     qkv::device::copy_rows(k, t, 0, keys, cap, pos, B, t, C);
     qkv::device::copy_rows(v, t, 0, values, cap, pos, B, t, C);
@@ -179,7 +203,7 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, const Tensor& keys, c
   AttentionMasks masks;
   masks.causal = true, masks.query_offset = pos;
   masks.window = options.kind.type == AttentionKind::Window ? options.kind.window : 0;
-  Tensor o = fused_attention(q, narrow(keys, 1, 0, n), narrow(values, 1, 0, n), masks,
+  Tensor o = fused_attention(q, repeat_heads(narrow(keys, 1, 0, n)), repeat_heads(narrow(values, 1, 0, n)), masks,
                              1.0 / std::sqrt(static_cast<double>(hd)));
   return out_proj->forward(reshape(o, {B, t, d_model_}));
 }

@@ -2,8 +2,10 @@
 // parameters, named q_proj, k_proj, v_proj, out_proj).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "nn/attention.h"
 
@@ -45,6 +47,14 @@ struct MhaConfig {
   int64_t kdim = 0;          // width of the key input; 0 means d_model
   int64_t vdim = 0;          // width of the value input; 0 means d_model
   Generator* gen = nullptr;  // draws the initial weights and dropout masks (default generator when null)
+  /// Key/value heads (grouped-query attention, Ainslie et al. 2023): k_proj
+  /// and v_proj give kv_heads heads, each shared by num_heads / kv_heads query
+  /// heads, and a cache keeps kv_heads heads. 0 means num_heads.
+  int64_t kv_heads = 0;
+  /// Rotates self-attention's queries and keys [B, n, heads, head_dim] as at
+  /// positions offset.. (nn/position.h's rope); null: none. Not applied to
+  /// cross-attention.
+  std::function<Tensor(const Tensor& heads, int64_t offset)> rotate;
 };
 
 class MultiHeadAttention : public Module {
@@ -74,7 +84,7 @@ class MultiHeadAttention : public Module {
 
   /// Self-attention of new tokens x [B, t, d_model] at positions pos .. pos+t-1
   /// over every earlier position: their keys and values are written into
-  /// `keys`/`values` ([B, capacity, heads, head_dim]) at pos, then each new
+  /// `keys`/`values` ([B, capacity, kv_heads, head_dim]) at pos, then each new
   /// query attends causally (and within options.kind's window) to positions
   /// 0 .. its own. Inference only (no dropout); full and window attention.
   Tensor forward_cached(const Tensor& x, const Tensor& keys, const Tensor& values, int64_t pos,
@@ -89,6 +99,7 @@ class MultiHeadAttention : public Module {
  public:
   int64_t d_model() const { return d_model_; }
   int64_t num_heads() const { return heads_; }
+  int64_t kv_heads() const { return kv_heads_; }
   int64_t kdim() const { return kdim_; }
   int64_t vdim() const { return vdim_; }
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
@@ -99,10 +110,20 @@ class MultiHeadAttention : public Module {
   // (about 1e-17 in float64, 1e-8 in float32) that Adam divides by its eps
   // and turns into a random walk of b_k, different for every summation order
   // (thread or process count). Detached, the gradient is the exact zero.
-  // Linear attention is not shift-invariant and keeps k_proj's bias live.
-  Tensor key_bias() const { return k_proj->bias.defined() ? k_proj->bias.detach() : Tensor(); }
-  int64_t d_model_, heads_, kdim_, vdim_;
+  // Linear attention is not shift-invariant and keeps k_proj's bias live; nor
+  // is a rotated key (q·R_n b changes with the key's position n).
+  Tensor key_bias() const {
+    return !k_proj->bias.defined() ? Tensor() : rotate_ ? k_proj->bias : k_proj->bias.detach();
+  }
+  // q, k and v as [B, n, heads, head_dim]: projected (k with `k_bias`), rotated
+  // (self-attention) and each key/value head repeated for its query heads.
+  std::tuple<Tensor, Tensor, Tensor> project(const Tensor& x, const Tensor& key, const Tensor& value,
+                                             bool self_attention, const Tensor& k_bias) const;
+  // Keys or values [B, n, kv_heads, head_dim] as [B, n, heads, head_dim]: each kv head repeated for its query heads.
+  Tensor repeat_heads(const Tensor& t) const;
+  int64_t d_model_, heads_, kdim_, vdim_, kv_heads_;
   double dropout_;
+  std::function<Tensor(const Tensor&, int64_t)> rotate_;
   Generator* gen_;
 };
 

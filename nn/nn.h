@@ -14,5 +14,6 @@
 #include "nn/multihead_attention.h"
 #include "nn/normalization.h"
 #include "nn/parts.h"
+#include "nn/position.h"
 #include "nn/recommender.h"
 #include "nn/transformer.h"

@@ -2,8 +2,10 @@
 
 #include <cmath>
 
+#include "io/metadata.h"
 #include "nn/feed_forward.h"
 #include "nn/normalization.h"
+#include "nn/position.h"
 
 namespace qkv::nn {
 
@@ -48,8 +50,25 @@ PartRegistry<MlpPart>& mlps() {
   return registry;
 }
 
-std::string norm_summary(const std::string& name) { return norm_part(name).summary; }
-std::string mlp_summary(const std::string& name) { return mlp_part(name).summary; }
+PartRegistry<PositionPart>& positions() {
+  static PartRegistry<PositionPart> registry = [] {
+    PartRegistry<PositionPart> r("position");
+    r.add({"learned", "a learned table of positions added to the input (pos_emb; GPT-2's)", true, nullptr});
+    r.add({"rope",
+           "rotary embeddings: each self-attention's queries and keys rotated by position, no table "
+           "(RoFormer's, LLaMA's)",
+           false, [](const Tensor& heads, int64_t offset) { return rope(heads, offset); }});
+    return r;
+  }();
+  return registry;
+}
+
+// "a | b | c": a registry's names for --help.
+std::string choices_of(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& n : names) text += (text.empty() ? "" : " | ") + n;
+  return text;
+}
 
 }  // namespace
 
@@ -61,36 +80,67 @@ void check_part_name(const char* kind, const std::string& name) {
 }
 
 const NormPart& norm_part(const std::string& name) { return norms().find(name); }
-void register_norm_part(NormPart part) { norms().add(std::move(part)); }
+void register_norm_part(NormPart part) {
+  QKV_CHECK(part.build && part.parameters, "register_norm_part: '", part.name, "' has no builder or no count");
+  norms().add(std::move(part));
+}
 std::vector<std::string> norm_part_names() { return norms().names(); }
 
 const MlpPart& mlp_part(const std::string& name) { return mlps().find(name); }
-void register_mlp_part(MlpPart part) { mlps().add(std::move(part)); }
+void register_mlp_part(MlpPart part) {
+  QKV_CHECK(part.build && part.parameters, "register_mlp_part: '", part.name, "' has no builder or no count");
+  mlps().add(std::move(part));
+}
 std::vector<std::string> mlp_part_names() { return mlps().names(); }
+
+const PositionPart& position_part(const std::string& name) { return positions().find(name); }
+void register_position_part(PositionPart part) { positions().add(std::move(part)); }
+std::vector<std::string> position_part_names() { return positions().names(); }
 
 const std::vector<PartChoice>& part_choices() {
   static const std::vector<PartChoice> table{
-      {"norm", "normalisation, of each block and the final output", &BlockParts::norm, norm_part_names, norm_summary,
-       [](const std::string& name) { norm_part(name); }},
-      {"mlp", "each block's feed-forward network", &BlockParts::mlp, mlp_part_names, mlp_summary,
-       [](const std::string& name) { mlp_part(name); }},
+      {"norm", "normalisation, of each block and the final output", "NAME",
+       [] { return choices_of(norm_part_names()); }, [](const BlockParts& p) { return p.norm; },
+       [](BlockParts& p, const std::string& v) { p.norm = norm_part(v).name; }},
+      {"mlp", "each block's feed-forward network", "NAME", [] { return choices_of(mlp_part_names()); },
+       [](const BlockParts& p) { return p.mlp; },
+       [](BlockParts& p, const std::string& v) { p.mlp = mlp_part(v).name; }},
+      {"position", "how positions are told apart", "NAME", [] { return choices_of(position_part_names()); },
+       [](const BlockParts& p) { return p.position; },
+       [](BlockParts& p, const std::string& v) { p.position = position_part(v).name; }},
+      {"kv-heads", "self-attention's key/value heads, each shared by heads / N query heads (grouped-query)", "N",
+       [] { return std::string("a divisor of --heads"); },
+       [](const BlockParts& p) { return p.kv_heads > 0 ? std::to_string(p.kv_heads) : std::string(); },
+       [](BlockParts& p, const std::string& v) {
+         int64_t n = 0;
+         QKV_CHECK(io::parse_integer(v, n) && n >= 1 && n <= (int64_t{1} << 16), "kv-heads must be an integer in [1, ",
+                   int64_t{1} << 16, "], got '", printable(v), "'");
+         p.kv_heads = n;
+       }},
   };
   return table;
 }
 
-void BlockParts::check(const std::string& where) const {
+void BlockParts::check(const std::string& where, int64_t heads, int64_t width) const {
+  const std::string at = where.empty() ? "" : where + ": ";
   try {
-    for (const PartChoice& c : part_choices()) c.require(this->*c.value);
+    BlockParts copy;
+    for (const PartChoice& c : part_choices())
+      if (!c.get(*this).empty()) c.set(copy, c.get(*this));  // each name registered, each number in range
   } catch (const Error& e) {
-    throw Error(cat(where, ": ", e.what()));
+    throw Error(at + e.what());
   }
+  QKV_CHECK(kv_heads == 0 || (heads % kv_heads == 0), at, "kv-heads ", kv_heads, " does not divide the ", heads,
+            " heads");
+  QKV_CHECK(!position_part(position).rotate || heads <= 0 || (width / heads) % 2 == 0, at, position,
+            " rotates pairs of a head's ", width / heads, " values: give each head an even width");
 }
 
 std::string BlockParts::str() const {
   const BlockParts defaults;
   std::string text;
   for (const PartChoice& c : part_choices())
-    if (this->*c.value != defaults.*c.value) text += (text.empty() ? "" : ", ") + this->*c.value + " " + c.key;
+    if (c.get(*this) != c.get(defaults)) text += (text.empty() ? "" : ", ") + c.get(*this) + " " + c.key;
   return text;
 }
 

@@ -63,27 +63,49 @@ const MlpPart& mlp_part(const std::string& name);
 void register_mlp_part(MlpPart part);
 std::vector<std::string> mlp_part_names();
 
+/// A registered position encoding: a learned table added to the input, a
+/// rotation of each self-attention's queries and keys, or neither.
+struct PositionPart {
+  std::string name;
+  std::string summary;
+  bool table = false;  // the model keeps pos_emb [positions, width], added to its input
+  /// Rotates queries or keys [B, n, heads, head_dim] as at positions offset ..
+  /// offset + n - 1 (null: no rotation). Self-attention only.
+  std::function<Tensor(const Tensor& heads, int64_t offset)> rotate;
+};
+
+/// Looks a position encoding up; throws "unknown position 'x' (learned, rope)".
+const PositionPart& position_part(const std::string& name);
+void register_position_part(PositionPart part);
+std::vector<std::string> position_part_names();
+
 /// The parts of every block of a model (and of its final norm). The
-/// defaults are today's: LayerNorm and fc2(gelu_tanh(fc1(x))).
+/// defaults are today's: LayerNorm, fc2(gelu_tanh(fc1(x))), a learned
+/// position table, and one key/value head per query head.
 struct BlockParts {
   std::string norm = "layernorm";
   std::string mlp = "gelu";
+  std::string position = "learned";
+  int64_t kv_heads = 0;  // self-attention's key/value heads (grouped-query attention); 0: as many as the heads
   bool operator==(const BlockParts&) const = default;
-  /// Throws unless every name is registered; errors start with `where`.
-  void check(const std::string& where) const;
-  /// "rmsnorm norm, swiglu mlp": the parts that differ from the defaults ("" when none).
+  /// Throws unless every name is registered and kv_heads divides `heads`
+  /// (and rope's head width is even); errors start with `where`.
+  void check(const std::string& where, int64_t heads, int64_t width) const;
+  /// "rmsnorm norm, 2 kv-heads": the parts that differ from the defaults ("" when none).
   std::string str() const;
+  /// Self-attention's key/value heads for a model of `heads` heads.
+  int64_t kv_heads_for(int64_t heads) const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
-/// One choice of part: a row of the table the program's flags (--norm),
-/// a checkpoint's fields and `qkv info` all read.
+/// One choice of part: a row of the table the program's flags (--norm,
+/// --kv-heads), a checkpoint's fields and `qkv info` all read.
 struct PartChoice {
-  const char* key;   // "norm": the flag's and the checkpoint field's name
-  const char* what;  // "normalisation of each block and of the final output"
-  std::string BlockParts::*value;
-  std::vector<std::string> (*names)();
-  std::string (*summary)(const std::string& name);
-  void (*require)(const std::string& name);  // throws "unknown norm 'x' (layernorm, rmsnorm)"
+  const char* key;                                     // "norm": the flag's and the checkpoint field's name
+  const char* what;                                    // "normalisation of each block and of the final output"
+  const char* value;                                   // "NAME" or "N", for --help
+  std::string (*choices)();                            // "layernorm | rmsnorm", for --help
+  std::string (*get)(const BlockParts& parts);         // the value as text ("" for kv_heads' default)
+  void (*set)(BlockParts& parts, const std::string&);  // parses it; throws "unknown norm 'x' (layernorm, rmsnorm)"
 };
 const std::vector<PartChoice>& part_choices();
 
@@ -106,7 +128,6 @@ template <class Part> class PartRegistry {
   void add(Part part) {
     check_part_name(kind_, part.name);
     for (const Part& p : parts_) QKV_CHECK(p.name != part.name, "register: the ", kind_, " '", part.name, "' exists");
-    QKV_CHECK(part.build && part.parameters, "register: the ", kind_, " '", part.name, "' has no builder or count");
     parts_.push_back(std::move(part));
   }
   std::vector<std::string> names() const {

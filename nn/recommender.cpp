@@ -9,7 +9,8 @@ Recommender::Recommender(const RecommenderConfig& config, Generator* gen) : conf
   check_model_sizes("Recommender", config.items, config.context, config.width, config.heads);
   QKV_CHECK(config.layers >= 0, "Recommender: layers must be >= 0, got ", config.layers);
   item_emb = register_module("item_emb", std::make_shared<Embedding>(config.items + 1, config.width, gen, 0.02));
-  pos_emb = register_module("pos_emb", std::make_shared<Embedding>(config.context, config.width, gen, 0.02));
+  if (auto table = position_table(config.parts, config.context, config.width, gen))
+    pos_emb = register_module("pos_emb", table);
   blocks = register_module(
       "blocks", block_stack(config.layers,
                             {config.width, config.heads, config.dropout, config.post_ln, false, config.parts}, gen));
@@ -17,7 +18,7 @@ Recommender::Recommender(const RecommenderConfig& config, Generator* gen) : conf
 }
 
 Tensor Recommender::forward(const Tensor& histories, std::vector<Tensor>* weights) const {
-  Tensor x = token_and_position("Recommender", *item_emb, *pos_emb, config_.context, histories);
+  Tensor x = token_and_position("Recommender", *item_emb, pos_emb.get(), config_.context, histories);
   MhaOptions causal;
   causal.causal = true;
   causal.kind = config_.attention;

@@ -9,8 +9,10 @@ namespace qkv::nn {
 TransformerBlock::TransformerBlock(const BlockConfig& config, Generator* gen) : config_(config), gen_(gen) {
   // Registered and drawn in this order whatever the parts: the default parts keep today's names and bits.
   ln1 = register_module("ln1", make_norm(config.parts, config.width));
-  attn = register_module("attn",
-                         std::make_shared<MultiHeadAttention>(config.width, config.heads, config.dropout, true, gen));
+  attn = register_module(
+      "attn", std::make_shared<MultiHeadAttention>(config.width, config.heads,
+                                                   MhaConfig{config.dropout, true, 0, 0, gen, config.parts.kv_heads,
+                                                             position_part(config.parts.position).rotate}));
   if (config.cross_attention) {
     ln_cross = register_module("ln_cross", make_norm(config.parts, config.width));
     cross_attn = register_module(

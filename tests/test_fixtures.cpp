@@ -468,6 +468,26 @@ TEST_CASE("fixtures: RMSNorm, SwiGLU and a block built of them match PyTorch", "
   require_all_run(fx);
 }
 
+TEST_CASE("fixtures: rotary embeddings and a block of rope and grouped-query attention match PyTorch",
+          "[fixtures][parts]") {
+  Fixture fx("rope_gqa");
+  using In = const std::vector<Tensor>&;
+  run_both(fx, "rope", [](In x) { return one(rope(x[0])); });
+  run_both(fx, "rope_offset_7", [](In x) { return one(rope(x[0], 7)); });
+  for (bool fused : {true, false})
+    for (DType dtype : {DType::Float64, DType::Float32}) {
+      BlockConfig config{8, 4, 0, false};
+      config.parts.position = "rope", config.parts.kv_heads = 2;
+      TransformerBlock block(config);
+      MhaOptions causal;
+      causal.causal = true, causal.fused = fused;
+      // A rotated key's bias has a gradient of its own: no parameter is exempt here.
+      run_case(
+          fx, "rope_gqa_block", dtype, [&](In x) { return one(block.forward(x[0], causal)); }, &block);
+    }
+  require_all_run(fx);
+}
+
 TEST_CASE(
     "fixtures: patchify, masked_mean, PatchEmbedding, the encoder classifier, the ViT and the recommender "
     "match PyTorch",

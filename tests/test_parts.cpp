@@ -3,6 +3,7 @@
 // own, and checkpoints' record of the parts.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 
 #include "autograd/parallel.h"
@@ -30,23 +31,83 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("parts: every kind with every built-in part counts, builds and round-trips its fields", "[parts]") {
+  std::vector<BlockParts> all;
   for (const std::string& norm : {"layernorm", "rmsnorm"})
     for (const std::string& mlp : {"gelu", "swiglu"})
-      for (const std::string& name : model_kind_names()) {
-        const ModelKind& kind = model_kind(name);
-        ModelShape s{13, 9, 8, 2, 2};
-        s.classes = 3, s.image = 8, s.patch = 4, s.parts = {norm, mlp};
-        INFO(name << " " << norm << " " << mlp);
-        kind.check(s, "test");
-        Generator gen(1);
-        std::unique_ptr<Module> model = kind.build(s, &gen);
-        CHECK(model->num_parameters() == kind.parameter_count(s));
-        ModelShape back = ModelShape::from_fields(s.fields(), "test");
-        CHECK(back.parts == s.parts);
-        // Today's parts write no field: their checkpoints keep their bytes.
-        CHECK(s.fields().count("norm") == (norm != "layernorm"));
-        CHECK(s.fields().count("mlp") == (mlp != "gelu"));
-      }
+      for (const std::string& position : {"learned", "rope"})
+        for (int64_t kv_heads : {0, 1, 2}) all.push_back({norm, mlp, position, kv_heads});
+  for (const BlockParts& parts : all)
+    for (const std::string& name : model_kind_names()) {
+      const ModelKind& kind = model_kind(name);
+      ModelShape s{13, 9, 8, 2, 2};
+      s.classes = 3, s.image = 8, s.patch = 4, s.parts = parts;
+      INFO(name << " " << parts.str());
+      kind.check(s, "test");
+      Generator gen(1);
+      std::unique_ptr<Module> model = kind.build(s, &gen);
+      CHECK(model->num_parameters() == kind.parameter_count(s));
+      ModelShape back = ModelShape::from_fields(s.fields(), "test");
+      CHECK(back.parts == s.parts);
+      // Today's parts write no field: their checkpoints keep their bytes.
+      CHECK(s.fields().count("norm") == (parts.norm != "layernorm"));
+      CHECK(s.fields().count("mlp") == (parts.mlp != "gelu"));
+      CHECK(s.fields().count("position") == (parts.position != "learned"));
+      CHECK(s.fields().count("kv-heads") == (parts.kv_heads != 0));
+    }
+}
+
+TEST_CASE("parts: a GPT of rope and grouped-query attention generates with its cache as without", "[parts]") {
+  for (int64_t kv_heads : {1, 2, 4}) {
+    GPTConfig c;
+    c.vocab = 11, c.context = 12, c.width = 16, c.heads = 4, c.layers = 2;
+    c.parts.position = "rope", c.parts.kv_heads = kv_heads;
+    Generator gen(5);
+    GPT gpt(c, &gen);
+    gpt.to(DType::Float64);
+    gpt.eval();
+    NoGradGuard no_grad;
+    Tensor ids = Tensor::from_vector<int64_t>({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8}, {2, 6});
+    Tensor whole = gpt.forward(ids);
+    KVCache cache = gpt.make_cache(2);
+    CHECK(cache.keys[0].size(2) == kv_heads);  // the cache keeps the key/value heads only
+    std::vector<Tensor> steps{gpt.forward_cached(narrow(ids, 1, 0, 4), cache)};
+    for (int64_t t = 4; t < 6; ++t) steps.push_back(gpt.forward_cached(narrow(ids, 1, t, 1), cache));
+    Tensor cached = concat(steps, 1);
+    double worst = 0;
+    std::vector<double> a = whole.to_vector(), b = cached.to_vector();
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+    INFO("kv_heads " << kv_heads);
+    CHECK(worst < 1e-12);
+  }
+}
+
+TEST_CASE("parts: kv-heads must divide the heads, and rope needs heads of even width", "[parts]") {
+  ModelShape s{13, 9, 8, 4, 1};
+  auto fields = s.fields();
+  fields["kv-heads"] = "3";
+  CHECK_THROWS_WITH(ModelShape::from_fields(fields, "f.safetensors"),
+                    Contains("f.safetensors: kv-heads 3 does not divide the 4 heads"));
+  fields["kv-heads"] = "0";
+  CHECK_THROWS_WITH(ModelShape::from_fields(fields, "f.safetensors"),
+                    Contains("f.safetensors: kv-heads must be an integer in [1, 65536], got '0'"));
+  fields.erase("kv-heads");
+  fields["heads"] = "8";  // heads of width 1
+  fields["position"] = "rope";
+  CHECK_THROWS_WITH(ModelShape::from_fields(fields, "f.safetensors"),
+                    Contains("f.safetensors: rope rotates pairs of a head's 1 values"));
+  CHECK_THROWS_WITH(MultiHeadAttention(8, 4, MhaConfig{.kv_heads = 3}), Contains("kv_heads 3 does not divide"));
+  CHECK_THROWS_WITH(rope(Tensor::zeros({1, 2, 3, 5})),
+                    Contains("rope: x must be [B, n, heads, head_dim] with an even"));
+  CHECK_THROWS_WITH(rope(Tensor::zeros({2, 6})), Contains("rope: x must be"));
+}
+
+TEST_CASE("parts: rope keeps a query's score with a key a function of their distance alone", "[parts]") {
+  Generator gen(2);
+  Tensor q = Tensor::randn({1, 1, 1, 8}, DType::Float64, &gen), k = Tensor::randn({1, 1, 1, 8}, DType::Float64, &gen);
+  auto score = [&](int64_t m, int64_t n) { return sum(mul(rope(q, m), rope(k, n))).item(); };
+  CHECK(std::fabs(score(5, 2) - score(13, 10)) < 1e-12);
+  CHECK(std::fabs(score(0, 0) - sum(mul(q, k)).item()) < 1e-12);  // position 0 is no rotation
+  CHECK(std::fabs(score(5, 2) - score(5, 3)) > 1e-6);
 }
 
 TEST_CASE("parts: the parameter names are today's for the defaults and the parts' own otherwise", "[parts]") {
