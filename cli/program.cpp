@@ -21,6 +21,7 @@
 #include "distributed/dist.h"
 #include "io/output.h"
 #include "nn/checkpoint.h"
+#include "nn/plugin.h"
 
 namespace {
 // The commands, once: the usage text, the dispatch and the unknown-command
@@ -52,11 +53,13 @@ std::string usage() {
   std::string text =
       "usage: qkv <command> [options]     (qkv help <command>, or qkv <command> --help, for its options; qkv "
       "--version)\n\ncommands:\n";
+  const std::string tail =
+      "\nany command: --plugin FILE loads the parts of a shared library built with QKV_PLUGIN (nn/plugin.h)\n";
   for (const Command& c : kCommands) {
     std::string name = c.name;
     text += "  " + name + std::string(12 - name.size(), ' ') + c.summary + "\n";
   }
-  return text;
+  return text + tail;
 }
 
 // cxxopts names the value it could not parse (‘abc’), not its flag: find the
@@ -93,6 +96,24 @@ void on_interrupt(int sig) {
   std::raise(sig);
 }
 
+// --plugin FILE (any command, any number): each loaded before the command reads its flags, so that the
+// parts it registers are values of --norm and the like, and of the checkpoints that use them. Removed
+// from argv; returns the count left. Nothing else loads a library: only a file named here.
+int load_plugins(int argc, char** argv) {
+  int kept = 2;  // the program and the command
+  for (int i = 2; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--plugin" || word.rfind("--plugin=", 0) == 0) {
+      QKV_CHECK(word != "--plugin" || i + 1 < argc, "--plugin needs a file name");
+      qkv::nn::load_plugin(word == "--plugin" ? argv[++i] : word.substr(9));
+      continue;
+    }
+    argv[kept++] = argv[i];
+  }
+  argv[kept] = nullptr;
+  return kept;
+}
+
 // Runs one command; an error on one rank of several ends the whole job.
 int run(const std::string& command, int argc, char** argv) {
   const std::string name = qkv::printable(command, 40);  // argv[1] is the user's: shown escaped
@@ -117,6 +138,7 @@ int run(const std::string& command, int argc, char** argv) {
   qkv::cli::start_pool_without_signals();
   try {
     qkv::simd::active_isa();  // a bad QKV_SIMD is a one-line error before any work
+    argc = load_plugins(argc, argv);
     for (const Command& c : kCommands)
       if (command == c.name) return c.run(argc - 1, argv + 1);
     std::fprintf(stderr, "qkv: unknown command '%s' (%s; see qkv --help)\n", name.c_str(), command_names().c_str());

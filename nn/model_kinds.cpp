@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <deque>
+#include <optional>
 
 #include "autograd/error.h"
 #include "io/metadata.h"
@@ -18,9 +19,33 @@ std::map<std::string, std::string> ModelShape::fields() const {
   // Only parts other than the defaults: a model of today's parts keeps today's bytes.
   const BlockParts defaults;
   for (const PartChoice& c : part_choices())
-    if (c.get(parts) != c.get(defaults)) f[c.key] = c.get(parts);
+    if (c.get(parts) != c.get(defaults)) {
+      f[c.key] = c.get(parts);
+      if (!c.plugin(parts).empty()) f[cat("plugin.", c.key)] = c.plugin(parts);  // what a reader must load
+    }
   return f;
 }
+
+namespace {
+
+// "its norm 'my_norm' comes from the plugin libmine.so: ...", for the first part
+// of `fields` that no registry holds and whose plugin the file names.
+std::optional<std::string> missing_plugin(const std::map<std::string, std::string>& fields) {
+  for (const PartChoice& c : part_choices()) {
+    auto value = fields.find(c.key), plugin = fields.find(cat("plugin.", c.key));
+    if (value == fields.end() || plugin == fields.end()) continue;
+    try {
+      BlockParts parts;
+      c.set(parts, value->second);
+    } catch (const Error&) {
+      return cat("its ", c.key, " '", printable(value->second, 40), "' comes from the plugin ",
+                 printable(plugin->second, 80), ": load it (qkv: --plugin PATH/", printable(plugin->second, 80), ")");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fields, const std::string& where) {
   auto field = [&](const char* key) -> const std::string& {
@@ -70,7 +95,7 @@ ModelShape ModelShape::from_fields(const std::map<std::string, std::string>& fie
     for (const PartChoice& c : part_choices())
       if (fields.count(c.key)) c.set(s.parts, fields.at(c.key));
   } catch (const Error& e) {  // a part no registry holds (a plugin's, not loaded) is an error naming the file
-    throw Error(cat(where, ": ", e.what()));
+    throw Error(cat(where, ": ", missing_plugin(fields).value_or(e.what())));
   }
   s.parts.check(where, s.heads, s.width);
   return s;

@@ -101,13 +101,15 @@ const std::vector<PartChoice>& part_choices() {
   static const std::vector<PartChoice> table{
       {"norm", "normalisation, of each block and the final output", "NAME",
        [] { return choices_of(norm_part_names()); }, [](const BlockParts& p) { return p.norm; },
-       [](BlockParts& p, const std::string& v) { p.norm = norm_part(v).name; }},
+       [](BlockParts& p, const std::string& v) { p.norm = norm_part(v).name; },
+       [](const BlockParts& p) { return norms().plugin_of(p.norm); }},
       {"mlp", "each block's feed-forward network", "NAME", [] { return choices_of(mlp_part_names()); },
-       [](const BlockParts& p) { return p.mlp; },
-       [](BlockParts& p, const std::string& v) { p.mlp = mlp_part(v).name; }},
+       [](const BlockParts& p) { return p.mlp; }, [](BlockParts& p, const std::string& v) { p.mlp = mlp_part(v).name; },
+       [](const BlockParts& p) { return mlps().plugin_of(p.mlp); }},
       {"position", "how positions are told apart", "NAME", [] { return choices_of(position_part_names()); },
        [](const BlockParts& p) { return p.position; },
-       [](BlockParts& p, const std::string& v) { p.position = position_part(v).name; }},
+       [](BlockParts& p, const std::string& v) { p.position = position_part(v).name; },
+       [](const BlockParts& p) { return positions().plugin_of(p.position); }},
       {"kv-heads", "self-attention's key/value heads, each shared by heads / N query heads (grouped-query)", "N",
        [] { return std::string("a divisor of --heads"); },
        [](const BlockParts& p) { return p.kv_heads > 0 ? std::to_string(p.kv_heads) : std::string(); },
@@ -116,7 +118,8 @@ const std::vector<PartChoice>& part_choices() {
          QKV_CHECK(io::parse_integer(v, n) && n >= 1 && n <= (int64_t{1} << 16), "kv-heads must be an integer in [1, ",
                    int64_t{1} << 16, "], got '", printable(v), "'");
          p.kv_heads = n;
-       }},
+       },
+       [](const BlockParts&) { return std::string(); }},
   };
   return table;
 }

@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "autograd/error.h"
 #include "nn/module.h"
+#include "nn/plugin.h"
 
 namespace qkv {
 class Generator;
@@ -106,6 +108,7 @@ struct PartChoice {
   std::string (*choices)();                            // "layernorm | rmsnorm", for --help
   std::string (*get)(const BlockParts& parts);         // the value as text ("" for kv_heads' default)
   void (*set)(BlockParts& parts, const std::string&);  // parses it; throws "unknown norm 'x' (layernorm, rmsnorm)"
+  std::string (*plugin)(const BlockParts& parts);      // the plugin that registered the part ("" none)
 };
 const std::vector<PartChoice>& part_choices();
 
@@ -128,7 +131,13 @@ template <class Part> class PartRegistry {
   void add(Part part) {
     check_part_name(kind_, part.name);
     for (const Part& p : parts_) QKV_CHECK(p.name != part.name, "register: the ", kind_, " '", part.name, "' exists");
+    if (!registering_plugin().empty()) plugin_of_[part.name] = registering_plugin();
     parts_.push_back(std::move(part));
+  }
+  /// The file name of the plugin that registered `name` ("" for a part built in or registered by the program).
+  std::string plugin_of(const std::string& name) const {
+    auto it = plugin_of_.find(name);
+    return it == plugin_of_.end() ? "" : it->second;
   }
   std::vector<std::string> names() const {
     std::vector<std::string> out;
@@ -144,6 +153,7 @@ template <class Part> class PartRegistry {
  private:
   const char* kind_;
   std::deque<Part> parts_;
+  std::map<std::string, std::string> plugin_of_;
 };
 
 }  // namespace qkv::nn

@@ -1,7 +1,9 @@
 # Installs qkv to a scratch prefix, builds tests/consumer against it with
 # find_package(qkv), runs it, and checks that the README shows this very
 # program and its very output. The installed program runs from the prefix on
-# its installed data.
+# its installed data, and with the plugin built there (a norm of its own)
+# trains, samples, checks, explores and draws a model of it; hostile plugins
+# are one-line errors.
 set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
 
@@ -49,3 +51,47 @@ if(NOT shown_output STREQUAL program_output)
   message(FATAL_ERROR "README shows output\n${shown_output}\nbut the program printed\n${program_output}")
 endif()
 message(STATUS "README example builds with find_package(qkv) and prints what the README shows")
+
+if(NOT EXISTS ${prefix}/bin/qkv)
+  return()
+endif()
+set(qkv ${prefix}/bin/qkv)
+set(plugin ${WORK_DIR}/build/libmy_rmsnorm.so)
+set(mine ${WORK_DIR}/mine.safetensors)
+run(${qkv} train --plugin ${plugin} --norm my_rmsnorm --task text --steps 4 --eval-every 2 --context 16 --dim 16
+    --threads 1 --save ${mine})
+run(${qkv} info --plugin ${plugin} ${mine})
+if(NOT last_output MATCHES "my_rmsnorm norm")
+  message(FATAL_ERROR "qkv info does not show the plugin's norm:\n${last_output}")
+endif()
+run(${qkv} sample --plugin=${plugin} --checkpoint ${mine} --prompt "Alice " --max-new 8)
+run(${qkv} gradcheck --plugin ${plugin} --model gpt --norm my_rmsnorm)
+if(NOT last_output MATCHES "blocks.0.ln1.weight" OR NOT last_output MATCHES "all ok")
+  message(FATAL_ERROR "gradcheck of the plugin's norm in a GPT:\n${last_output}")
+endif()
+run(${qkv} explore --plugin ${plugin} ${mine} --prompt "Alice " --out ${WORK_DIR}/mine.html)
+run(${qkv} graph --plugin ${plugin} --model gpt --norm my_rmsnorm --out ${WORK_DIR}/mine.dot)
+file(READ ${WORK_DIR}/mine.dot dot)
+if(NOT dot MATCHES "my_rms_norm")
+  message(FATAL_ERROR "qkv graph does not draw the plugin's op")
+endif()
+message(STATUS "a plugin's norm trains, samples, checks, explores and draws through the installed qkv")
+
+# refused(PATTERN command...): fails, with one line on stderr that matches PATTERN.
+function(refused pattern)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(REGEX MATCHALL "\n" lines "${err}")
+  list(LENGTH lines count)
+  if(rc EQUAL 0 OR NOT count EQUAL 1 OR NOT err MATCHES "${pattern}")
+    message(FATAL_ERROR "expected one line matching '${pattern}' and a failure (${rc}): ${ARGN}\n${err}")
+  endif()
+  message(STATUS "  refused: ${err}")
+endfunction()
+refused("its norm 'my_rmsnorm' comes from the plugin libmy_rmsnorm.so" ${qkv} sample --checkpoint ${mine} --prompt A)
+refused("plugin ${WORK_DIR}/none.so: No such file" ${qkv} train --plugin ${WORK_DIR}/none.so)
+refused("not a shared library qkv can load" ${qkv} train --plugin ${QKV_SOURCE_DIR}/README.md)
+refused("without qkv's entry point qkv_plugin" ${qkv} train --plugin ${WORK_DIR}/build/libno_entry.so)
+refused("was built for qkv 0.0.1 .plugin interface 1.; this is qkv" ${qkv} train --plugin
+        ${WORK_DIR}/build/libother_version.so --norm my_rmsnorm)
+refused("--plugin needs a file name" ${qkv} train --plugin)
+refused("unknown norm 'my_rmsnorm'" ${qkv} train --norm my_rmsnorm --steps 1)
