@@ -28,6 +28,7 @@
 #include "io/metadata.h"
 #include "io/output.h"
 #include "nn/gpt2_files.h"
+#include "nn/plugin.h"
 #include "optim/optim.h"
 #include "runner.h"
 #include "train/trainer.h"
@@ -130,10 +131,12 @@ void print_banner(const Runner& runner, const Run& run, const optim::Optimizer& 
   const ModelSpec& s = runner.spec();
   const int ranks = dist::world_size();
   std::printf(
-      "qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld), %s, %d thread%s%s\n",
+      "qkv train: %s on %s, %lld parameters (width %lld, %lld layers, %lld heads, context %lld%s), %s, %d "
+      "thread%s%s\n",
       s.model.c_str(), runner.task().title(s).c_str(), static_cast<long long>(params), static_cast<long long>(s.width),
       static_cast<long long>(s.layers), static_cast<long long>(s.heads), static_cast<long long>(s.context),
-      opt.name().c_str(), get_num_threads(), get_num_threads() == 1 ? "" : "s",
+      s.parts.str().empty() ? "" : (", " + s.parts.str()).c_str(), opt.name().c_str(), get_num_threads(),
+      get_num_threads() == 1 ? "" : "s",
       ranks > 1 ? cat(" per rank, ", ranks, " ranks (MPI) of ", run.batch / ranks,
                       run.batch % ranks ? "-" + std::to_string(run.batch / ranks + 1) : "", " examples each")
                       .c_str()
@@ -230,7 +233,10 @@ void report(const train::Outcome& out, const Runner& runner, const RunOutputs& o
     std::printf("log: %s (draw it: qkv plot %s)\n", printable(outputs.log).c_str(), printable(outputs.log).c_str());
   // A held-out example to try the model on.
   Generator gen(seed ^ 0x4e1d0e7ULL);
-  const std::string ckpt = shell_word(printable(outputs.save)), prompt = shell_word(runner.task().example_prompt(gen));
+  std::string plugins;  // the commands that read the checkpoint need the plugins this run loaded
+  for (const std::string& p : nn::loaded_plugins()) plugins += " --plugin " + shell_word(printable(p));
+  const std::string ckpt = shell_word(printable(outputs.save)) + plugins,
+                    prompt = shell_word(runner.task().example_prompt(gen));
   std::printf("next: qkv sample %s --prompt %s\n", ckpt.c_str(), prompt.c_str());
   if (runner.spec().attention != "linear")  // linear attention forms no weights to study
     std::printf("      qkv explore %s --prompt %s   (attention, gradients, curves)\n", ckpt.c_str(), prompt.c_str());
