@@ -40,6 +40,19 @@ std::string describe_cuda() {
     out += cat(i ? "\n             " : "", "cuda:", i, " ", device_backend(Device::cuda(i)).describe(i));
   return out;
 }
+
+// --system: this machine's CPU, kernels, devices and data, and the parts a model can be built of.
+void print_system() {
+  std::printf("system\n  cpu        %s, %u cores (%d thread%s by default)\n  kernels    %s\n", cpu_model_name().c_str(),
+              std::thread::hardware_concurrency(), get_num_threads(), get_num_threads() == 1 ? "" : "s",
+              cpu::describe_kernels().c_str());
+  if (std::string w = cpu::blas_warning(); !w.empty()) std::printf("  warning    %s\n", w.c_str());
+  std::printf("  cuda       %s\n  data       %s (the bundled text and digits)\n", describe_cuda().c_str(),
+              printable(data_dir()).c_str());
+  const std::vector<std::string> parts = nn::describe_parts();  // --plugin's too
+  for (size_t i = 0; i < parts.size(); ++i) std::printf("  %-10s %s\n", i == 0 ? "parts" : "", parts[i].c_str());
+}
+
 }  // namespace
 
 int info(int argc, char** argv) {
@@ -52,12 +65,7 @@ int info(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (!parse(options, argc, argv, args)) return 0;
   if (args.count("system")) {
-    std::printf("system\n  cpu        %s, %u cores (%d thread%s by default)\n  kernels    %s\n",
-                cpu_model_name().c_str(), std::thread::hardware_concurrency(), get_num_threads(),
-                get_num_threads() == 1 ? "" : "s", cpu::describe_kernels().c_str());
-    if (std::string w = cpu::blas_warning(); !w.empty()) std::printf("  warning    %s\n", w.c_str());
-    std::printf("  cuda       %s\n  data       %s (the bundled text and digits)\n", describe_cuda().c_str(),
-                printable(data_dir()).c_str());
+    print_system();
     if (!args.count("checkpoint")) return 0;
   }
   QKV_CHECK(args.count("checkpoint") && !args["checkpoint"].as<std::string>().empty(),

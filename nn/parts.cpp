@@ -147,6 +147,14 @@ std::string BlockParts::str() const {
   return text;
 }
 
+std::vector<std::string> describe_parts() {
+  std::vector<std::string> lines;
+  norms().describe(lines);
+  mlps().describe(lines);
+  positions().describe(lines);
+  return lines;
+}
+
 std::shared_ptr<Norm> make_norm(const BlockParts& parts, int64_t width) { return norm_part(parts.norm).build(width); }
 
 }  // namespace qkv::nn

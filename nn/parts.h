@@ -1,9 +1,11 @@
-// The named parts a transformer block is built from: its normalisation and
-// its feed-forward network, each chosen by name from a registry. Every model
-// kind composes its blocks (and its final norm) from a BlockParts; the
-// defaults are the parts qkv always had, with the same parameter names and
-// bits. A part of your own registers under its own name and is then built,
-// saved, loaded and checked like the built-in ones (docs/api.md, "Add a part").
+// The named parts a transformer block is built from: its normalisation, its
+// feed-forward network and its position encoding, each chosen by name from a
+// registry, and its self-attention's key/value heads. Every model kind
+// composes its blocks (and its final norm) from a BlockParts; the defaults
+// are the parts qkv always had, with the same parameter names and bits. A
+// part of your own registers under its own name, in a program or a plugin
+// (nn/plugin.h), and is then built, saved, loaded and checked like the
+// built-in ones (docs/api.md, "Parts" and "Add a layer").
 #pragma once
 
 #include <cstdint>
@@ -40,7 +42,7 @@ class FeedForward : public Module {
 /// A registered normalisation: what it is called, and how to build it and count its parameters.
 struct NormPart {
   std::string name;     // "rmsnorm": the --norm value and a checkpoint's norm field
-  std::string summary;  // for --help and `qkv info`
+  std::string summary;  // for `qkv info --system`
   std::function<std::shared_ptr<Norm>(int64_t width)> build;
   std::function<double(double width)> parameters;  // equal to the built part's count (tested)
 };
@@ -103,7 +105,7 @@ struct BlockParts {
 /// --kv-heads), a checkpoint's fields and `qkv info` all read.
 struct PartChoice {
   const char* key;                                     // "norm": the flag's and the checkpoint field's name
-  const char* what;                                    // "normalisation of each block and of the final output"
+  const char* what;                                    // "each block's feed-forward network", for --help
   const char* value;                                   // "NAME" or "N", for --help
   std::string (*choices)();                            // "layernorm | rmsnorm", for --help
   std::string (*get)(const BlockParts& parts);         // the value as text ("" for kv_heads' default)
@@ -111,6 +113,10 @@ struct PartChoice {
   std::string (*plugin)(const BlockParts& parts);      // the plugin that registered the part ("" none)
 };
 const std::vector<PartChoice>& part_choices();
+
+/// Every registered part, one line each: "norm rmsnorm: RMSNorm: ..." (and
+/// "(plugin libx.so)" for a plugin's), for `qkv info --system`.
+std::vector<std::string> describe_parts();
 
 /// Builds the norm `parts` names for `width` (a block's or a model's final one).
 std::shared_ptr<Norm> make_norm(const BlockParts& parts, int64_t width);
@@ -143,6 +149,12 @@ template <class Part> class PartRegistry {
     std::vector<std::string> out;
     for (const Part& p : parts_) out.push_back(p.name);
     return out;
+  }
+  /// "kind name: summary" per part, and its plugin.
+  void describe(std::vector<std::string>& lines) const {
+    for (const Part& p : parts_)
+      lines.push_back(cat(kind_, " ", p.name, ": ", p.summary,
+                          plugin_of(p.name).empty() ? "" : " (plugin " + plugin_of(p.name) + ")"));
   }
   std::string joined() const {
     std::string text;

@@ -6,10 +6,11 @@
 # sample, eval and attention read them); a seq2seq of them trains; gradcheck
 # and graph take them for a fresh model; bad or misplaced part flags are
 # one-line errors.
-# usage: parts.sh QKV WORKDIR
+# usage: parts.sh QKV WORKDIR [sanitized]
 set -u
 qkv=$(readlink -f "$1")
 work=$2
+sanitized=${3:-}  # the sanitizer build reserves terabytes of address space: no memory limit there
 limit=120
 . "$(dirname "$0")/lib.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
