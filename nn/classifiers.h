@@ -46,8 +46,8 @@ class EncoderClassifier : public Module {
   void set_fused_attention(bool on) { config_.fused_attention = on; }
   const EncoderConfig& config() const { return config_; }
 
-  std::shared_ptr<Embedding> tok_emb, pos_emb;
-  Tensor cls_token;  // undefined with mean pooling
+  std::shared_ptr<Embedding> tok_emb, pos_emb;  // pos_emb null where the position part keeps no table (rope)
+  Tensor cls_token;                             // undefined with mean pooling
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
   std::shared_ptr<Norm> ln_f;  // the parts' norm
   std::shared_ptr<Linear> head;
@@ -85,7 +85,7 @@ class ViT : public Module {
 
   std::shared_ptr<PatchEmbedding> patch_embed;
   Tensor cls_token;
-  std::shared_ptr<Embedding> pos_emb;
+  std::shared_ptr<Embedding> pos_emb;  // null where the position part keeps no table (rope)
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
   std::shared_ptr<Norm> ln_f;  // the parts' norm
   std::shared_ptr<Linear> head;

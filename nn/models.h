@@ -21,7 +21,8 @@ struct GPTConfig {
 };
 
 /// Decoder-only transformer with docs/architecture.md's parameter names:
-/// tok_emb, pos_emb, blocks.{i}.{ln1, attn.{q,k,v,out}_proj, ln2, mlp.fc1, mlp.fc2}, ln_f.
+/// tok_emb, pos_emb, blocks.{i}.{ln1, attn.{q,k,v,out}_proj, ln2, mlp.fc1, mlp.fc2}, ln_f
+/// with the default parts (config.parts, nn/parts.h: other parts name their own).
 /// Causal self-attention; the head is tied to tok_emb (logits = ln_f(x)·tok_embᵀ).
 class GPT : public Module {
  public:
@@ -50,7 +51,7 @@ class GPT : public Module {
   void set_fused_attention(bool on) { config_.fused_attention = on; }
   const GPTConfig& config() const { return config_; }
 
-  std::shared_ptr<Embedding> tok_emb, pos_emb;
+  std::shared_ptr<Embedding> tok_emb, pos_emb;  // pos_emb null where the position part keeps no table (rope)
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
   std::shared_ptr<Norm> ln_f;  // the parts' norm
 
@@ -92,7 +93,7 @@ class Seq2Seq : public Module {
   void set_fused_attention(bool on) { config_.fused_attention = on; }
   const Seq2SeqConfig& config() const { return config_; }
 
-  std::shared_ptr<Embedding> tok_emb, pos_emb;
+  std::shared_ptr<Embedding> tok_emb, pos_emb;  // pos_emb null where the position part keeps no table (rope)
   std::shared_ptr<ModuleList<TransformerBlock>> encoder, decoder;
   std::shared_ptr<Norm> encoder_ln, ln_f;  // the parts' norm
 

@@ -37,7 +37,7 @@ class Recommender : public Module {
   void set_fused_attention(bool on) { config_.fused_attention = on; }
   const RecommenderConfig& config() const { return config_; }
 
-  std::shared_ptr<Embedding> item_emb, pos_emb;
+  std::shared_ptr<Embedding> item_emb, pos_emb;  // pos_emb null where the position part keeps no table (rope)
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
   std::shared_ptr<Norm> ln_f;  // the parts' norm
 
