@@ -5,6 +5,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops/elementwise.h"
+#include "autograd/ops/elementwise_math.h"  // σ without overflow, as sigmoid() computes it
 #include "autograd/parallel.h"
 
 namespace qkv::nn {
@@ -21,17 +22,6 @@ Tensor MLP::forward(const Tensor& x) const {
   return fc2->forward(gelu_tanh(fc1->forward(x)));
 }
 
-namespace {
-
-// σ(a) without overflow for either sign.
-template <class T> T sigmoid_of(T a) {
-  if (a >= 0) return T(1) / (T(1) + std::exp(-a));
-  const T e = std::exp(a);
-  return e / (T(1) + e);
-}
-
-}  // namespace
-
 // With s = σ(a): y = a·s·b;  da = g·b·s·(1 + a·(1 − s)),  db = g·a·s
 Tensor swiglu(const Tensor& gate, const Tensor& up) {
   common_device("swiglu", {gate, up});
@@ -46,7 +36,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
     const T *a = gate.data<T>(), *b = up.data<T>();
     T* out = y.data<T>();
     parallel_for(n, 8, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = a[i] * sigmoid_of(a[i]) * b[i];
+      for (int64_t i = begin; i < end; ++i) out[i] = a[i] * math::Sigmoid{}.f(a[i]) * b[i];
     });
   });
   if (needs_grad({gate, up}))
@@ -58,7 +48,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
         T *pga = ga.data<T>(), *pgb = gb.data<T>();
         parallel_for(n, 12, [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
-            const T s = sigmoid_of(pa[i]);
+            const T s = math::Sigmoid{}.f(pa[i]);
             pga[i] = pg[i] * pb[i] * s * (T(1) + pa[i] * (T(1) - s));
             pgb[i] = pg[i] * pa[i] * s;
           }

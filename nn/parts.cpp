@@ -63,13 +63,6 @@ PartRegistry<PositionPart>& positions() {
   return registry;
 }
 
-// "a | b | c": a registry's names for --help.
-std::string choices_of(const std::vector<std::string>& names) {
-  std::string text;
-  for (const std::string& n : names) text += (text.empty() ? "" : " | ") + n;
-  return text;
-}
-
 }  // namespace
 
 void check_part_name(const char* kind, const std::string& name) {
@@ -84,29 +77,26 @@ void register_norm_part(NormPart part) {
   QKV_CHECK(part.build && part.parameters, "register_norm_part: '", part.name, "' has no builder or no count");
   norms().add(std::move(part));
 }
-std::vector<std::string> norm_part_names() { return norms().names(); }
 
 const MlpPart& mlp_part(const std::string& name) { return mlps().find(name); }
 void register_mlp_part(MlpPart part) {
   QKV_CHECK(part.build && part.parameters, "register_mlp_part: '", part.name, "' has no builder or no count");
   mlps().add(std::move(part));
 }
-std::vector<std::string> mlp_part_names() { return mlps().names(); }
 
 const PositionPart& position_part(const std::string& name) { return positions().find(name); }
 void register_position_part(PositionPart part) { positions().add(std::move(part)); }
-std::vector<std::string> position_part_names() { return positions().names(); }
 
 const std::vector<PartChoice>& part_choices() {
   static const std::vector<PartChoice> table{
-      {"norm", "normalisation, of each block and the final output", "NAME",
-       [] { return choices_of(norm_part_names()); }, [](const BlockParts& p) { return p.norm; },
+      {"norm", "normalisation, of each block and the final output", "NAME", [] { return norms().joined(" | "); },
+       [](const BlockParts& p) { return p.norm; },
        [](BlockParts& p, const std::string& v) { p.norm = norm_part(v).name; },
        [](const BlockParts& p) { return norms().plugin_of(p.norm); }},
-      {"mlp", "each block's feed-forward network", "NAME", [] { return choices_of(mlp_part_names()); },
+      {"mlp", "each block's feed-forward network", "NAME", [] { return mlps().joined(" | "); },
        [](const BlockParts& p) { return p.mlp; }, [](BlockParts& p, const std::string& v) { p.mlp = mlp_part(v).name; },
        [](const BlockParts& p) { return mlps().plugin_of(p.mlp); }},
-      {"position", "how positions are told apart", "NAME", [] { return choices_of(position_part_names()); },
+      {"position", "how positions are told apart", "NAME", [] { return positions().joined(" | "); },
        [](const BlockParts& p) { return p.position; },
        [](BlockParts& p, const std::string& v) { p.position = position_part(v).name; },
        [](const BlockParts& p) { return positions().plugin_of(p.position); }},

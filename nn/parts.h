@@ -60,12 +60,10 @@ const NormPart& norm_part(const std::string& name);
 /// Adds a norm; throws if the name is taken or has characters other than
 /// lower-case letters, digits and '_' (the name goes into files and flags).
 void register_norm_part(NormPart part);
-std::vector<std::string> norm_part_names();
 
 /// Looks a feed-forward network up; throws "unknown mlp 'x' (gelu, swiglu)".
 const MlpPart& mlp_part(const std::string& name);
 void register_mlp_part(MlpPart part);
-std::vector<std::string> mlp_part_names();
 
 /// A registered position encoding: a learned table added to the input, a
 /// rotation of each self-attention's queries and keys, or neither.
@@ -81,7 +79,6 @@ struct PositionPart {
 /// Looks a position encoding up; throws "unknown position 'x' (learned, rope)".
 const PositionPart& position_part(const std::string& name);
 void register_position_part(PositionPart part);
-std::vector<std::string> position_part_names();
 
 /// The parts of every block of a model (and of its final norm). The
 /// defaults are today's: LayerNorm, fc2(gelu_tanh(fc1(x))), a learned
@@ -145,20 +142,16 @@ template <class Part> class PartRegistry {
     auto it = plugin_of_.find(name);
     return it == plugin_of_.end() ? "" : it->second;
   }
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const Part& p : parts_) out.push_back(p.name);
-    return out;
-  }
   /// "kind name: summary" per part, and its plugin.
   void describe(std::vector<std::string>& lines) const {
     for (const Part& p : parts_)
       lines.push_back(cat(kind_, " ", p.name, ": ", p.summary,
                           plugin_of(p.name).empty() ? "" : " (plugin " + plugin_of(p.name) + ")"));
   }
-  std::string joined() const {
+  /// The names in order, between `separator`s: "layernorm, rmsnorm" for errors, "layernorm | rmsnorm" for --help.
+  std::string joined(const char* separator = ", ") const {
     std::string text;
-    for (const Part& p : parts_) text += (text.empty() ? "" : ", ") + p.name;
+    for (const Part& p : parts_) text += (text.empty() ? "" : separator) + p.name;
     return text;
   }
 
