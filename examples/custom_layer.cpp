@@ -1,11 +1,12 @@
-// A layer written outside the library, used in qkv's own models: an RMSNorm,
-// y = x / sqrt(mean(x²) + eps) · w, with its own forward and backward,
-// registered for gradient checking and as a norm part ("my_rmsnorm"), then a
-// small GPT trained on the bundled text twice, once with LayerNorm and once
-// with this norm in every block, each run logged (qkv plot draws both). The
+// A layer written outside the library, used in qkv's own models: the RMSNorm
+// of my_rmsnorm.cpp (its op's forward and backward, its module, and its
+// registration as the norm part "my_rmsnorm": the very file a plugin for the
+// qkv program is built from). Here it is checked for gradients, then a small
+// GPT is trained on the bundled text twice, once with LayerNorm and once with
+// this norm in every block, each run logged (qkv plot draws both). The
 // library has an RMSNorm of its own (--norm rmsnorm); this one shows the path
-// a new layer takes. docs/api.md's "Add a layer" follows this file. Exits 1 if
-// the gradient check fails or either model does not learn.
+// a new layer takes. docs/api.md's "Add a layer" follows these two files.
+// Exits 1 if the gradient check fails or either model does not learn.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -19,37 +20,10 @@
 
 using namespace qkv;
 
-// 1. The op: forward and backward side by side, declared so record() accepts it.
-QKV_DECLARE_OP(my_rms_norm);
-
-// With r = 1/sqrt(mean(x²) + eps) per row and x̂ = x·r:
-//   dx = r · (g⊙w - x̂ · mean(g⊙w⊙x̂)),   dw = Σ_rows g⊙x̂
-Tensor my_rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6) {
-  QKV_CHECK(x.dim() >= 1 && weight.shape() == Shape{x.size(-1)} && x.dtype() == weight.dtype(), "my_rms_norm: x ",
-            shape_str(x.shape()), " and weight ", shape_str(weight.shape()), " do not fit");
-  Tensor r = div(1.0, sqrt(add(mean(mul(x, x), {-1}, true), eps)));  // [..., 1]; plain ops, no graph kept
-  Tensor xhat = mul(x.detach(), r.detach());
-  Tensor y = mul(xhat, weight.detach());
-  if (needs_grad({x, weight}))
-    record("my_rms_norm", y, {x, weight},
-           [xhat, r = r.detach(), w = weight.detach()](const Tensor& g) -> std::vector<Tensor> {
-             Tensor gw_x = mul(g, w);
-             Tensor dx = mul(r, sub(gw_x, mul(xhat, mean(mul(gw_x, xhat), {-1}, true))));
-             return {dx, sum_to(mul(g, xhat), w.shape())};
-           });
-  return y;
-}
-
-// 2. The layer: a norm part (nn::Norm is a Module with forward(x)) holding the weight.
-class MyRMSNorm : public nn::Norm {
- public:
-  explicit MyRMSNorm(int64_t dim) { weight = register_parameter("weight", Tensor::ones({dim})); }
-  Tensor forward(const Tensor& x) const override {
-    auto scope = this->scope();  // qkv graph draws its ops in its box
-    return my_rms_norm(x, weight);
-  }
-  Tensor weight;
-};
+// 1 and 2, the op and the layer, and their registration: my_rmsnorm.cpp (eps there defaults to 1e-6; a
+// default given here too would be given twice where a unity build compiles both files as one).
+Tensor my_rms_norm(const Tensor& x, const Tensor& weight, double eps);
+void register_my_rmsnorm();
 
 // 3. The check: its gradient against central differences, in float64.
 bool check_gradients() {
@@ -58,7 +32,7 @@ bool check_gradients() {
        [](Generator& g) {
          return std::vector<Tensor>{Tensor::randn({3, 5}, DType::Float64, &g), Tensor::randn({5}, DType::Float64, &g)};
        },
-       [](const std::vector<Tensor>& in) { return my_rms_norm(in[0], in[1]); }});
+       [](const std::vector<Tensor>& in) { return my_rms_norm(in[0], in[1], 1e-6); }});
   bool ok = true;
   for (const GradcheckCase& c : gradcheck_registry()) {
     if (c.op != "my_rms_norm") continue;
@@ -115,9 +89,7 @@ double train_gpt(const std::string& text, const std::string& norm) {
 int main() {
   bool ok = check_gradients();
   // 5. The part: registered under its own name, it is built into every block (and the final norm).
-  nn::register_norm_part({"my_rmsnorm", "this example's RMSNorm",
-                          [](int64_t width) -> std::shared_ptr<nn::Norm> { return std::make_shared<MyRMSNorm>(width); },
-                          [](double width) { return width; }});
+  register_my_rmsnorm();
   std::ifstream file(QKV_TEXT_FILE, std::ios::binary);
   const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
   QKV_CHECK(text.size() > 1000, QKV_TEXT_FILE, ": the bundled text is missing");

@@ -1,7 +1,11 @@
-// A norm of one's own, for the qkv program: RMSNorm, y = x / sqrt(mean(x²) + eps) · w,
-// its op's forward and backward side by side. Built as a shared library
-// against the installed qkv (CMakeLists.txt beside it) and loaded with
+// A norm of one's own: RMSNorm, y = x / sqrt(mean(x²) + eps) · w, its op's
+// forward and backward side by side, registered as the norm part
+// "my_rmsnorm". The same file is both a plugin for the qkv program, built as
+// a shared library against the installed qkv (tests/consumer/CMakeLists.txt)
+// and loaded with
 //   qkv train --plugin ./libmy_rmsnorm.so --norm my_rmsnorm
+// and part of a program of its own (custom_layer.cpp, which calls
+// register_my_rmsnorm() and checks my_rms_norm's gradient).
 #include <nn/nn.h>
 #include <nn/plugin.h>
 
