@@ -6,10 +6,10 @@
 #include "bounds.h"
 #include "commands.h"
 #include "common.h"
-#include "heatmaps.h"
 #include "io/output.h"
-#include "page.h"
 #include "study.h"
+#include "study/heatmaps.h"
+#include "study/page_data.h"
 
 namespace qkv::cli {
 
@@ -52,17 +52,18 @@ int attention(int argc, char** argv) {
       if (!average)
         for (int64_t k = 0; k < rows * cols; ++k) mean[k] += w[k] / static_cast<double>(heads);
       write(average ? cat(map.file, "_mean.svg") : cat(map.file, "_head", h, ".svg"),
-            heatmap_svg(w, rows, cols, map.rows, map.cols,
-                        average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h), map.split,
-                        masked));
+            study::heatmap_svg(w, rows, cols, map.rows, map.cols,
+                               average ? cat(map.name, ", mean of ", heads, " heads") : cat(map.name, ", head ", h),
+                               map.split, masked));
     }
   }
   nlohmann::json attention = attention_json(maps, window, false);
   attention["figures"] = figures;
   attention["note"] = cat(runner->kind().title, runner->kind().maps_note);
-  write("index.html", page_html({{"title", cat("qkv attention: ", page_token(path))},
-                                 {"subtitle", cat(page_token(prompt), ": ", maps.size(), " maps x ", heads, " heads")},
-                                 {"attention", attention}}));
+  write("index.html",
+        study::page_html({{"title", cat("qkv attention: ", study::page_token(path))},
+                          {"subtitle", cat(study::page_token(prompt), ": ", maps.size(), " maps x ", heads, " heads")},
+                          {"attention", attention}}));
   folder.commit();
   std::printf("wrote %zu heatmaps (%zu maps x %lld heads, and each map's mean) and index.html to %s\n",
               maps.size() * static_cast<size_t>(heads + 1), maps.size(), static_cast<long long>(heads),

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "autograd/error.h"
+#include "io/memory.h"
 #include "nn/loss.h"
 
 namespace qkv::cli {
@@ -20,50 +21,11 @@ void check_range(const char* flag, int64_t v, int64_t low, int64_t high) {
   QKV_CHECK(v >= low && v <= high, "--", flag, " must be in ", range(low, high), ", got ", v);
 }
 
-int64_t available_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  for (int i = 0; i < 64 && in >> key >> kib >> unit; ++i)
-    if (key == "MemAvailable:") return kib * 1024;
-  return -1;
-}
-
-namespace {
-// The address space this process has mapped so far (VmSize), 0 if unknown.
-double mapped_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  for (int i = 0; i < 100 && std::getline(in, line); ++i)
-    if (line.rfind("VmSize:", 0) == 0) return std::strtod(line.c_str() + 7, nullptr) * 1024;  // "VmSize: N kB"
-  return 0;
-}
-}  // namespace
-
 double training_step_bytes(double parameters, double tokens, double layers, double width, double vocab, double scores,
                            bool fused_head) {
   const double logits =
       fused_head ? std::min(tokens * vocab, static_cast<double>(nn::kHeadLossBlock)) : 3 * tokens * vocab;
   return 16 * parameters + 4 * (tokens * layers * (40 * width + scores) + logits);
-}
-
-void check_fits_in_memory(double bytes, const std::string& what, const char* advice) {
-  int64_t have = available_memory();
-  struct rlimit limit;
-  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    // Under ulimit -v what is mapped already (the program, its libraries) is spent.
-    int64_t left = std::max<int64_t>(0, static_cast<int64_t>(limit.rlim_cur) - static_cast<int64_t>(mapped_bytes()));
-    if (have < 0 || left < have) have = left;
-  }
-  if (have < 0) return;
-  auto gb = [](double b) {
-    char text[32];
-    std::snprintf(text, sizeof text, b >= 1e12 ? "%.3g" : "%.2f", b / 1e9);
-    return std::string(text);
-  };
-  QKV_CHECK(bytes <= static_cast<double>(have), what, " needs about ", gb(bytes), " GB; this machine has ",
-            gb(static_cast<double>(have)), " GB available: ", advice);
 }
 
 namespace {
@@ -91,7 +53,7 @@ void check_thread_buffers(int n) {
   // a CUDA build's cuBLAS ~0.6 GB more), and 256 MiB are left for the run.
   struct rlimit limit;
   if (n > 0 && ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    double need = (static_cast<double>(n) + 1) * 128 * 1048576.0 + 256 * 1048576.0, mapped = mapped_bytes();
+    double need = (static_cast<double>(n) + 1) * 128 * 1048576.0 + 256 * 1048576.0, mapped = io::mapped_bytes();
     QKV_CHECK(need + mapped <= static_cast<double>(limit.rlim_cur), "--threads ", n, " needs about ",
               static_cast<int64_t>(need / 1048576),
               " MiB of address space for OpenBLAS's buffers and the run; the limit here (ulimit -v) is ",

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "io/memory.h"
 #include "nn/model_kinds.h"
 
 namespace qkv::cli {
@@ -29,13 +30,9 @@ std::string range(int64_t low, int64_t high);
 /// Throws "--flag must be in [low, high], got v" unless low <= v <= high.
 void check_range(const char* flag, int64_t v, int64_t low, int64_t high);
 
-/// The memory this machine can give now (MemAvailable), in bytes; -1 where unknown.
-int64_t available_memory();
-
-/// Throws unless `bytes` (what `what` needs, e.g. "this run (parameters,
-/// gradients, AdamW state, activations)") fits in the available memory,
-/// naming the figures and `advice`.
-void check_fits_in_memory(double bytes, const std::string& what, const char* advice);
+// The memory checks live in the library (io/memory.h): the study page's log reader needs them too.
+using io::available_memory;
+using io::check_fits_in_memory;
 
 /// Bytes a training step needs, roughly and on the high side (train's and
 /// bench's estimates): parameters, their gradients and two optimizer moments

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "decoding.h"
+#include "nn/attention.h"
 #include "runner.h"
 #include "study.h"
 
@@ -81,27 +82,25 @@ class GptDriver : public TypedDriver<nn::GPT>, public SequenceDriver, public Tex
     const int64_t context = runner.spec().context;
     QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, "prompt of ", ids.size(), " tokens exceeds the context of ",
               context);
-    std::vector<Tensor> weights;
-    model_->forward(ids_for(*model_, ids, {1, static_cast<int64_t>(ids.size())}), &weights);
+    std::vector<Tensor> weights = nn::record_attention([&] {
+      model_->forward(ids_for(*model_, ids, {1, static_cast<int64_t>(ids.size())}));
+    });
     std::vector<AttentionMap> maps = label(runner, ids, split, weights);
     for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
     return maps;
   }
   // A task's input SEP answer (task_loss's tokens, EOS not fed), or a text's bytes.
-  Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
-    std::vector<Tensor> weights;
-    if (runner.task().family() == TaskFamily::Sequence) {
-      Tensor loss = task_loss({e}, &weights);
-      std::vector<int64_t> ids = e.input;
-      ids.push_back(kSep);
-      ids.insert(ids.end(), e.answer.begin(), e.answer.end());
-      maps = label(runner, ids, static_cast<int64_t>(e.input.size()) + 1, weights);
-      return loss;
-    }
+  Tensor study_loss(Runner& runner, const Example& e) override {
+    if (runner.task().family() == TaskFamily::Sequence) return task_loss({e}, nullptr);
     const int64_t T = static_cast<int64_t>(e.input.size());
-    Tensor logits = model_->forward(ids_for(*model_, e.input, {1, T}), &weights);
-    maps = label(runner, e.input, -1, weights);
-    return nn::cross_entropy(logits, ids_for(*model_, e.answer, {1, T}));
+    return nn::cross_entropy(model_->forward(ids_for(*model_, e.input, {1, T})), ids_for(*model_, e.answer, {1, T}));
+  }
+  std::vector<AttentionMap> study_maps(Runner& runner, const Example& e, const std::vector<Tensor>& weights) override {
+    if (runner.task().family() != TaskFamily::Sequence) return label(runner, e.input, -1, weights);
+    std::vector<int64_t> ids = e.input;
+    ids.push_back(kSep);
+    ids.insert(ids.end(), e.answer.begin(), e.answer.end());
+    return label(runner, ids, static_cast<int64_t>(e.input.size()) + 1, weights);
   }
 
  private:
@@ -128,14 +127,16 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq>, public SequenceDriver {
   Tensor task_loss(const std::vector<Example>& batch, std::vector<Tensor>* weights) override {
     return loss(batch, nullptr, weights);
   }
-  // The encoder's maps, then per layer the decoder's self- and cross-attention, as attention() lays them out.
-  Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
-    std::vector<Tensor> enc, dec;
-    Tensor l = loss({e}, &enc, &dec);
+  Tensor study_loss(Runner&, const Example& e) override { return loss({e}, nullptr, nullptr); }
+  // The encoder's calls, then per layer the decoder's self- and cross-attention, as attention() lays them out.
+  std::vector<AttentionMap> study_maps(Runner& runner, const Example& e, const std::vector<Tensor>& weights) override {
+    const size_t layers = weights.size() / 3;
+    QKV_CHECK(weights.size() == 3 * layers, "a Seq2Seq's study recorded ", weights.size(),
+              " attention calls, not 3 per layer");
     std::vector<int64_t> tgt{kSep};
     tgt.insert(tgt.end(), e.answer.begin(), e.answer.end());
-    maps = label(runner, e.input, tgt, enc, dec);
-    return l;
+    return label(runner, e.input, tgt, {weights.begin(), weights.begin() + layers},
+                 {weights.begin() + layers, weights.end()});
   }
   // Mean cross-entropy of the answers and end marks; `enc` and `dec`, when given, collect the maps.
   Tensor loss(const std::vector<Example>& batch, std::vector<Tensor>* enc, std::vector<Tensor>* dec) {
@@ -183,9 +184,13 @@ class Seq2SeqDriver : public TypedDriver<nn::Seq2Seq>, public SequenceDriver {
     const int64_t context = runner.spec().context;
     if (static_cast<int64_t>(tgt.size()) > context) tgt.resize(context);  // an answer that never ended
     std::vector<int64_t> lengths{static_cast<int64_t>(src.size())};
-    std::vector<Tensor> enc, dec;
-    Tensor memory = model_->encode(ids_for(*model_, src, {1, static_cast<int64_t>(src.size())}), lengths, &enc);
-    model_->decode(ids_for(*model_, tgt, {1, static_cast<int64_t>(tgt.size())}), memory, lengths, &dec);
+    Tensor memory;
+    std::vector<Tensor> enc = nn::record_attention([&] {
+      memory = model_->encode(ids_for(*model_, src, {1, static_cast<int64_t>(src.size())}), lengths);
+    });
+    std::vector<Tensor> dec = nn::record_attention([&] {
+      model_->decode(ids_for(*model_, tgt, {1, static_cast<int64_t>(tgt.size())}), memory, lengths);
+    });
     std::vector<AttentionMap> maps = label(runner, src, tgt, enc, dec);
     for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
     return maps;
@@ -249,24 +254,19 @@ template <class Model> class OneLabelDriver : public TypedDriver<Model>, public 
   // The prompt's example, one map per layer, labelled as the kind shows its tokens.
   std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) override {
     Example e{runner.task().prompt_tokens(prompt), {}};
-    std::vector<Tensor> weights;
-    forward_maps(e, weights);
-    std::vector<AttentionMap> maps = label(runner, e, weights);
+    std::vector<AttentionMap> maps = label(runner, e, nn::record_attention([&] { forward_maps(e); }));
     for (AttentionMap& m : maps) m.weights = first_of_batch(m.weights);
     return maps;
   }
   // task_loss's forward on one example, its maps labelled the same way.
-  Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) override {
-    std::vector<Tensor> weights;
-    Tensor loss = this->task_loss({e}, &weights);
-    maps = label(runner, e, weights);
-    return loss;
+  Tensor study_loss(Runner&, const Example& e) override { return this->task_loss({e}, nullptr); }
+  std::vector<AttentionMap> study_maps(Runner& runner, const Example& e, const std::vector<Tensor>& weights) override {
+    return label(runner, e, weights);
   }
 
  protected:
-  /// The model's forward on one example, collecting its attention weights
-  /// (no loss: a prompt may give no label).
-  virtual void forward_maps(const Example& e, std::vector<Tensor>& weights) = 0;
+  /// The model's forward on one example (no loss: a prompt may give no label), its attention recorded.
+  virtual void forward_maps(const Example& e) = 0;
   /// One map per layer of weights [1, heads, rows, cols], tokens labelled.
   virtual std::vector<AttentionMap> label(const Runner& runner, const Example& e,
                                           const std::vector<Tensor>& weights) const = 0;
@@ -283,7 +283,7 @@ class EncoderDriver : public OneLabelDriver<nn::EncoderClassifier> {
   int64_t loss_positions(const Example&) const override { return 1; }
 
  private:
-  void forward_maps(const Example& e, std::vector<Tensor>& weights) override { logits({e}, &weights); }
+  void forward_maps(const Example& e) override { logits({e}, nullptr); }
   // One map per layer over [CLS] (with cls pooling) and the prompt's tokens.
   std::vector<AttentionMap> label(const Runner& runner, const Example& e,
                                   const std::vector<Tensor>& weights) const override {
@@ -314,7 +314,7 @@ class ViTDriver : public OneLabelDriver<nn::ViT> {
   int64_t loss_positions(const Example&) const override { return 1; }
 
  private:
-  void forward_maps(const Example& e, std::vector<Tensor>& weights) override { model_->forward(images({e}), &weights); }
+  void forward_maps(const Example& e) override { model_->forward(images({e})); }
   // One map per layer over [CLS] and the patches, with the image under the [CLS] row's grid.
   std::vector<AttentionMap> label(const Runner&, const Example& e, const std::vector<Tensor>& weights) const override {
     const int64_t side = model_->config().image, p = model_->config().patch, per_row = side / p;
@@ -370,9 +370,9 @@ class RecommenderDriver : public OneLabelDriver<nn::Recommender> {
   int64_t loss_positions(const Example& e) const override { return static_cast<int64_t>(e.answer.size()); }
 
  private:
-  void forward_maps(const Example& e, std::vector<Tensor>& weights) override {
+  void forward_maps(const Example& e) override {
     std::vector<int64_t> lengths;
-    model_->forward(padded_inputs(*model_, {e}, lengths), &weights);
+    model_->forward(padded_inputs(*model_, {e}, lengths));
   }
   // One causal map per layer over the history's items (for study(): all but its last, each predicting the next).
   std::vector<AttentionMap> label(const Runner& runner, const Example& e,

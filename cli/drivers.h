@@ -13,12 +13,13 @@
 #include <vector>
 
 #include "nn/nn.h"
+#include "study/study.h"
 #include "task.h"
 
 namespace qkv::cli {
 
 class Runner;
-struct AttentionMap;
+using study::AttentionMap;
 
 class ModelDriver {
  public:
@@ -34,9 +35,13 @@ class ModelDriver {
   /// Every attention map on a prompt, drawn as the kind attends.
   virtual std::vector<AttentionMap> attention(Runner& runner, const std::string& prompt) = 0;
   /// The loss of one example (as task_loss scores it; for a text model its
-  /// bytes and their successors) with every attention map of that forward in
-  /// call order, each map's weights [1, heads, rows, cols] still in the graph.
-  virtual Tensor study(Runner& runner, const Example& e, std::vector<AttentionMap>& maps) = 0;
+  /// bytes and their successors): the forward a study records.
+  virtual Tensor study_loss(Runner& runner, const Example& e) = 0;
+  /// That forward's attention weights (nn::AttentionRecording's, in call
+  /// order, each [1, heads, rows, cols] still in the graph) as maps, named
+  /// and labelled as the kind reads the example.
+  virtual std::vector<AttentionMap> study_maps(Runner& runner, const Example& e,
+                                               const std::vector<Tensor>& weights) = 0;
   /// Whether generation can keep keys and values, and a cache for `batch`
   /// sequences of up to `positions` tokens (null where it keeps none).
   virtual bool keeps_cache() const { return false; }

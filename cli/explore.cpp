@@ -10,96 +10,21 @@
 #include <filesystem>
 #include <set>
 
-#include "autograd/graph_dot.h"
 #include "commands.h"
 #include "common.h"
 #include "io/output.h"
-#include "neurons.h"
 #include "nn/attention.h"
-#include "op_names.h"
-#include "page.h"
 #include "study.h"
+#include "study/neurons.h"
+#include "study/page.h"
+#include "study/page_data.h"
 
 namespace qkv::cli {
 
 namespace {
 
-// The graph view's data: nodes in data-flow order with their module, op
-// (engine and readable names), shape and |grad|; and every parameter that
-// has no gradient path, with the reason.
-nlohmann::json graph_json(const Graph& graph, const std::vector<std::pair<std::string, Tensor>>& params,
-                          bool causal_model) {
-  nlohmann::json nodes = nlohmann::json::array();
-  std::set<std::string> reached;
-  for (const GraphNode& n : graph.nodes) {
-    nlohmann::json shape = nlohmann::json::array();
-    for (int64_t d : n.tensor.shape()) shape.push_back(d);
-    std::optional<double> grad = n.grad_norm();
-    nlohmann::json node{
-        {"op", n.op},        {"label", n.op.empty() ? n.label() : readable_op(n.op, n.scope, causal_model)},
-        {"scope", n.scope},  {"name", n.name},
-        {"shape", shape},    {"grad", grad ? page_number(*grad) : nlohmann::json(nullptr)},
-        {"inputs", n.inputs}};
-    nodes.push_back(std::move(node));
-    if (!n.name.empty()) reached.insert(n.name);
-  }
-  nlohmann::json no_grad = nlohmann::json::array();
-  for (const auto& [name, p] : params) {
-    if (reached.count(name)) continue;
-    bool key_bias = name.size() >= 11 && name.compare(name.size() - 11, 11, "k_proj.bias") == 0;
-    no_grad.push_back(
-        {{"name", name},
-         {"why", key_bias
-                     ? "The key bias b_k adds q·b_k to every score in a query's row: the same number for every key. "
-                       "Softmax ignores a constant added to a whole row, so the loss does not depend on b_k and "
-                       "its gradient is exactly zero. qkv detaches it and returns that zero; computed, as PyTorch "
-                       "does, it is rounding noise."
-                     : "This forward never reads it (another input or task uses it), so it has no gradient here."}});
-  }
-  return {{"nodes", nodes}, {"no_grad", no_grad}};
-}
-
-// Per attention module and head, the gradient norm of its q, k and v
-// projections (head h owns rows [h·d, (h+1)·d) of each weight and those
-// entries of its bias) and of out_proj (input columns [h·d, (h+1)·d); its
-// bias belongs to no head).
-nlohmann::json projections_json(const std::vector<std::pair<std::string, Tensor>>& params, int64_t heads) {
-  std::map<std::string, nlohmann::json> modules;
-  std::vector<std::string> order;
-  for (const auto& [name, p] : params) {
-    size_t dot = name.rfind('.'), proj = name.rfind('.', dot == std::string::npos ? 0 : dot - 1);
-    if (dot == std::string::npos || proj == std::string::npos) continue;
-    std::string which = name.substr(proj + 1, dot - proj - 1), part = name.substr(dot + 1),
-                module = name.substr(0, proj);
-    if (which != "q_proj" && which != "k_proj" && which != "v_proj" && which != "out_proj") continue;
-    if (which == "out_proj" && part == "bias") continue;
-    if (!modules.count(module)) {
-      order.push_back(module);
-      modules[module] = {{"module", module}};
-      for (const char* k : {"q", "k", "v", "out"}) modules[module][k] = std::vector<double>(heads, 0.0);
-    }
-    std::vector<double> g = p.grad().defined() ? p.grad().to_vector() : std::vector<double>(p.numel(), 0.0);
-    const int64_t rows = p.size(0), cols = p.dim() == 2 ? p.size(1) : 1, d = rows / heads;
-    std::string key = which.substr(0, which.size() - 5);
-    nlohmann::json& sums = modules[module][key];
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        int64_t h = which == "out_proj" ? c / (cols / heads) : r / d;
-        sums[h] = sums[h].get<double>() + g[r * cols + c] * g[r * cols + c];
-      }
-  }
-  nlohmann::json out = nlohmann::json::array();
-  for (const std::string& m : order) {
-    nlohmann::json entry = modules[m];
-    for (const char* k : {"q", "k", "v", "out"})
-      for (auto& v : entry[k]) v = page_number(std::sqrt(v.get<double>()));
-    out.push_back(entry);
-  }
-  return out;
-}
-
 // --check: dL/dP, Σ P ⊙ dL/dP and token attribution as the page computes
-// them (Runner::study, the engine's backward), in float64, against central
+// them (study(), the engine's backward), in float64, against central
 // differences of the loss through nn::AttentionWeightsEdit (P + h·e for one
 // entry; P scaled by 1 ± h for one head) and nn::EmbeddingEdit (a token's
 // embedding scaled by 1 ± h). At most `per_map` entries of each map, drawn at
@@ -198,7 +123,7 @@ bool check_study(Runner& runner, const std::string& prompt, int64_t per_map) {
   // The neuron view's numbers make the maps beside them: P from q and k, dL/dq and dL/dk from dL/dP.
   std::vector<std::vector<bool>> hidden;
   for (const AttentionMap& m : s.maps) hidden.push_back(masked_cells(m, attention_window(runner.spec())));
-  const NeuronCheck neurons = check_neurons(s, hidden);
+  const study::NeuronCheck neurons = check_neurons(s, hidden);
   const bool neurons_ok = neurons.heads > 0 && neurons.worst_p <= 1e-12 && neurons.worst_grad <= 1e-10;
   std::printf(
       "check: neuron view: %lld heads' softmax(scale·q·kᵀ) against their maps' P, and dL/dq, dL/dk "
@@ -256,41 +181,6 @@ std::vector<std::string> logs_to_draw(const cxxopts::ParseResult& args, const st
   return {beside};
 }
 
-// The page's data: the attention views with dL/dP, the model, the graph of the study's forward and backward.
-nlohmann::json page_data(const Runner& runner, const Study& s, const Graph& graph,
-                         const std::vector<std::pair<std::string, Tensor>>& params, const std::string& path,
-                         const std::string& prompt) {
-  const ModelSpec& spec = runner.spec();
-  nlohmann::json attention = attention_json(s.maps, attention_window(spec), true);
-  attention["loss"] = {{"value", page_number(s.loss.item())}, {"what", s.what}};
-  attention["projections"] = projections_json(params, spec.heads);
-  attention["note"] = cat(runner.kind().title, runner.kind().maps_note);
-  nlohmann::json figures = nlohmann::json::array();
-  for (const AttentionMap& m : s.maps)
-    if (m.cls_first) figures.push_back({{"title", m.name}, {"svg", cls_views(m, spec.heads, [](auto&, auto&) {})}});
-  attention["figures"] = figures;
-  attention["neurons"] = neuron_json(s);
-  nlohmann::json data = {{"title", cat("qkv explore: ", page_token(path))},
-                         {"subtitle", cat(page_token(prompt), ": ", s.what, " = ", s.loss.item())},
-                         {"model",
-                          {{"kind", spec.model},
-                           {"title", runner.kind().title},
-                           {"layers", spec.layers},
-                           {"heads", spec.heads},
-                           {"width", spec.width},
-                           {"task", spec.task},
-                           {"checkpoint", page_token(path)}}},
-                         {"attention", attention},
-                         {"graph", graph_json(graph, params, runner.kind().causal)}};
-  if (s.embedding.defined() && s.embedding.grad().defined()) {
-    nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array();
-    for (const std::string& t : s.embedded) tokens.push_back(page_token(t));
-    for (double v : token_attribution(s)) values.push_back(page_number(v));
-    data["attribution"] = {{"tokens", tokens}, {"values", values}, {"loss", s.what}};
-  }
-  return data;
-}
-
 }  // namespace
 
 int explore(int argc, char** argv) {
@@ -315,34 +205,29 @@ int explore(int argc, char** argv) {
   std::string note;  // where the curves come from, or why there are none
   std::vector<std::string> logs = logs_to_draw(args, path, metadata, out, note);
 
-  GraphRecording recording;  // nodes get their module's name
   Study s = study(*runner, prompt);
-  check_page_size(s.maps);  // before the backward pass
-  auto params = runner->module().named_parameters();
-  Graph graph = trace_graph(s.loss, params);
-  graph.retain_grads();
-  s.loss.backward();
-
-  nlohmann::json data = page_data(*runner, s, graph, params, path, prompt);
-  if (!logs.empty()) {
-    try {
-      data["curves"] = curves_json(logs);
-    } catch (const Error& e) {
-      if (args.count("log")) throw;  // a log the user named must be drawn
-      note = cat("the run's log could not be drawn: ", e.what());
-      logs.clear();
-    }
-  }
-  if (!note.empty()) data["curves_note"] = note;
-  std::string html = page_html(data);
+  const ModelSpec& spec = runner->spec();
+  study::PageOptions page;
+  page.title = cat("qkv explore: ", study::page_token(path));
+  page.subtitle = cat(study::page_token(prompt), ": ", s.what, " = ", s.loss.item());
+  page.logs = logs;
+  page.skip_unreadable_logs = !args.count("log");  // a log the user named must be drawn; the run's own may not be
+  page.curves_note = note;
+  page.window = attention_window(spec);
+  page.note = cat(runner->kind().title, runner->kind().maps_note);
+  page.model = {spec.model,  runner->kind().title, spec.task, study::page_token(path),
+                spec.layers, spec.heads,           spec.width};
+  page.causal_model = runner->kind().causal;
+  study::PageSummary drawn;
+  std::string html = study::page_html(s, runner->module(), page, &drawn);
   io::write_file(out, html, existing_for(args));
   std::printf(
       "wrote %s (%.0f KB): %zu attention maps x %lld heads with dL/dP and head importances, a graph of %zu "
       "nodes, %s\n",
-      printable(out).c_str(), html.size() / 1024.0, s.maps.size(), static_cast<long long>(runner->spec().heads),
-      graph.nodes.size(),
-      logs.empty() ? cat("no curves: ", note).c_str()
-                   : cat("the curves of ", logs.size(), logs.size() == 1 ? " log" : " logs").c_str());
+      printable(out).c_str(), html.size() / 1024.0, s.maps.size(), static_cast<long long>(spec.heads),
+      drawn.graph_nodes,
+      drawn.logs == 0 ? cat("no curves: ", drawn.curves_note).c_str()
+                      : cat("the curves of ", drawn.logs, drawn.logs == 1 ? " log" : " logs").c_str());
   std::printf("%s: %s = %.6f\n", printable(prompt).c_str(), s.what.c_str(), s.loss.item());
   if (args.count("check")) return check_study(*runner, prompt, 64) ? 0 : 1;
   return 0;

@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "common.h"
 #include "io/output.h"
-#include "op_names.h"
+#include "study/op_names.h"
 
 extern char** environ;
 
@@ -219,7 +219,7 @@ int graph(int argc, char** argv) {
   // The ops as the page's graph view names them (the mha model's attention is causal, as its title says).
   const bool causal = traced.runner ? traced.runner->kind().causal : true;
   GraphDotOptions dot_options{traced.title, focus, [&](const GraphNode& n) {
-                                std::string name = readable_op(n.op, n.scope, causal);
+                                std::string name = study::readable_op(n.op, n.scope, causal);
                                 return name == n.op ? name : cat(name, " (", n.op, ")");
                               }};
   const bool rendered = write_pictures(out, svg, graph_dot(graph, dot_options), existing_for(args));

@@ -139,7 +139,32 @@ struct InputsTapState {
   int64_t calls = 0;
 };
 thread_local InputsTapState* inputs_tap = nullptr;
+// The live AttentionRecording of this thread, if any.
+thread_local std::function<void(const Tensor&)>* recording = nullptr;
 }  // namespace
+
+AttentionRecording::AttentionRecording(std::function<void(const Tensor&)> see) {
+  QKV_CHECK(recording == nullptr, "AttentionRecording: one is already alive on this thread (recordings do not nest)");
+  recording = new std::function<void(const Tensor&)>(std::move(see));
+}
+
+AttentionRecording::~AttentionRecording() {
+  delete recording;
+  recording = nullptr;
+}
+
+bool attention_weights_wanted() { return recording != nullptr || weights_edit != nullptr; }
+
+void report_attention_weights(const Tensor& weights) {
+  if (recording) (*recording)(weights);
+}
+
+std::vector<Tensor> record_attention(const std::function<void()>& forward) {
+  std::vector<Tensor> weights;
+  AttentionRecording scope([&](const Tensor& w) { weights.push_back(w); });
+  forward();
+  return weights;
+}
 
 AttentionInputsTap::AttentionInputsTap(std::function<void(int64_t, const Tensor&, const Tensor&, double)> see) {
   QKV_CHECK(inputs_tap == nullptr, "AttentionInputsTap: one is already alive on this thread (taps do not nest)");
@@ -172,6 +197,7 @@ AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, con
               " for weights ", shape_str(weights.shape()));
     weights = edited;
   }
+  report_attention_weights(weights);
   return {matmul(dropout(weights, dropout_p, true, gen), v), weights};
 }
 

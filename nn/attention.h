@@ -95,6 +95,34 @@ class AttentionInputsTap {
   AttentionInputsTap& operator=(const AttentionInputsTap&) = delete;
 };
 
+/// While one is alive, every attention part on this thread forms its weights
+/// P (none takes a fused kernel that skips them: attention_weights_wanted()
+/// says so) and hands each P [..., n_q, n_k] to `see`, in call order:
+/// attention() does it for every part built on it, and a part that forms its
+/// weights another way calls report_attention_weights() with the very tensor
+/// that weighs its values (its gradient is dL/dP). The one way qkv draws
+/// maps, whatever computes them. Recordings do not nest.
+class AttentionRecording {
+ public:
+  explicit AttentionRecording(std::function<void(const Tensor& weights)> see);
+  ~AttentionRecording();
+  AttentionRecording(const AttentionRecording&) = delete;
+  AttentionRecording& operator=(const AttentionRecording&) = delete;
+};
+
+/// Whether an AttentionRecording or an AttentionWeightsEdit is alive on this
+/// thread: an attention part then forms its weights P, whatever its fast
+/// path (a fused kernel would skip the recording or the edit).
+bool attention_weights_wanted();
+
+/// Hands weights P [..., n_q, n_k] (after any AttentionWeightsEdit, as they
+/// weigh the values) to this thread's AttentionRecording; nothing without one.
+void report_attention_weights(const Tensor& weights);
+
+/// The weights of every attention call `forward` makes, in order (an
+/// AttentionRecording around it): [..., heads, n_q, n_k] each, graph kept.
+std::vector<Tensor> record_attention(const std::function<void()>& forward);
+
 /// Each head's Σ P ⊙ dL/dP, from attention weights P [..., heads, n_q, n_k]
 /// and their gradient dL/dP, summed over all but the head axis. It is
 /// dL/dξ for a gate ξ on the head's output (ξ·P·V, at ξ = 1): removing the

@@ -128,7 +128,7 @@ AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& key, c
   const AttentionMasks masks{mask3, options.key_padding_mask, options.causal, window};
   // The fused kernel takes a bool padding mask; a float one (added to the scores) goes the composed way.
   const Tensor& padding = options.key_padding_mask;
-  bool fused = options.fused && p == 0 && !options.need_weights &&
+  bool fused = options.fused && p == 0 && !options.need_weights && !attention_weights_wanted() &&
                !(attn_mask.defined() && attn_mask.requires_grad()) &&
                !(padding.defined() && padding.dtype() != DType::Bool);
   if (fused && self_attention && kv_heads_ == heads_ && !rotate_) {

@@ -34,8 +34,10 @@ struct MhaOptions {
   AttentionKind kind;  // full by default
   /// May the fused kernel (autograd/ops/attention.h) run this call? It does
   /// unless the call must return the weights, drop out on them, or pass a
-  /// gradient to a float mask; the composed path (nn/attention.h) computes
-  /// the same numbers. false compares the two, or draws each step (qkv graph).
+  /// gradient to a float mask, or a recording or an edit of the weights is
+  /// alive (nn::attention_weights_wanted); the composed path (nn/attention.h)
+  /// computes the same numbers. false compares the two, or draws each step
+  /// (qkv graph).
   bool fused = true;
 };
 

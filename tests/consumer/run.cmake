@@ -1,6 +1,7 @@
 # Installs qkv to a scratch prefix, builds tests/consumer against it with
 # find_package(qkv), runs it, and checks that the README shows this very
-# program and its very output. The installed program runs from the prefix on
+# program and its very output; a program of its own model writes the study
+# page from the installed library. The installed program runs from the prefix on
 # its installed data, and with the plugin built there (a norm of its own)
 # trains, samples, checks, explores and draws a model of it; hostile plugins
 # are one-line errors.
@@ -30,6 +31,11 @@ run(${CMAKE_COMMAND} -S ${QKV_SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build -D
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/readme_example)
 set(program_output "${last_output}")
+run(${WORK_DIR}/build/own_page ${WORK_DIR}/own.html)
+file(READ ${WORK_DIR}/own.html page)
+if(NOT page MATCHES "<script id=\"qkv-data\" type=\"application/json\">{" OR NOT page MATCHES "my own model")
+  message(FATAL_ERROR "the installed library's page holds no data: ${last_output}")
+endif()
 
 # The README holds the program between <!-- readme-example --> markers and its
 # output between <!-- readme-example-output --> markers, each in a code fence.

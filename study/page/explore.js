@@ -1,5 +1,5 @@
 // The qkv page: draws every view from the JSON in #qkv-data (written by
-// cli/page.cpp and cli/page_attention.cpp). Views: heads (bertviz's head
+// study/page.cpp and study/page_attention.cpp). Views: heads (bertviz's head
 // view: lines from each query to the keys it attends to, a colour per head,
 // the most important heads first), model (every layer x head, weights or
 // dL/dP, sized to the window), matrix (one layer's maps, masked cells

@@ -10,9 +10,9 @@
 #include <set>
 
 #include "nn/attention.h"
-#include "page.h"
+#include "study/page_data.h"
 
-namespace qkv::cli {
+namespace qkv::study {
 
 namespace {
 
@@ -50,7 +50,7 @@ std::vector<double> visible_cells(const std::vector<double>& all, int64_t head, 
 }
 
 // Float32 values cost 4 bytes a visible cell (5.3 as base64): maps get them, most important first, up to
-// this many bytes (the neuron view has a budget of its own, cli/neurons.cpp). A 12 x 12 model on 128
+// this many bytes (the neuron view has a budget of its own, study/neurons.cpp). A 12 x 12 model on 128
 // tokens makes a page of about 4.6 MB (docs/commands.md).
 constexpr size_t kExactBudget = size_t{3} << 17;
 
@@ -251,4 +251,4 @@ nlohmann::json attention_json(const std::vector<AttentionMap>& maps, int64_t win
   return {{"heads", heads}, {"groups", groups}, {"exact_maps", exact.size()}, {"maps_in_all", order.size()}};
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::study

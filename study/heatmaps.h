@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace qkv::cli {
+namespace qkv::study {
 
 /// Text safe inside XML character data and attribute values: & < > " '
 /// as entities; control bytes, invalid UTF-8 and the non-characters XML
@@ -38,4 +38,4 @@ std::string patch_overlay_svg(const std::vector<double>& image, int64_t side, in
 std::string cls_row_svg(const std::vector<std::string>& tokens, const std::vector<double>& weights,
                         const std::string& title);
 
-}  // namespace qkv::cli
+}  // namespace qkv::study

@@ -1,7 +1,8 @@
-// The one page every picture command writes: qkv explore holds all its
-// views, qkv plot the curves alone, qkv attention the attention alone. A
-// self-contained HTML file (its data as JSON, its script and Debian's
-// dygraphs and dagre inlined) that works offline, with no server.
+// The page's data, view by view, as JSON (nlohmann-json: internal to the
+// library and the program, not a public header). study/page.h lays a whole
+// Study out with these; qkv plot writes the curves alone, qkv attention the
+// attention alone. A self-contained HTML file (its data as JSON, its script
+// and Debian's dygraphs and dagre inlined) that works offline, with no server.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model_spec.h"
-#include "study.h"
+#include "autograd/graph_dot.h"
+#include "study/study.h"
 
-namespace qkv::cli {
+namespace qkv::study {
 
 /// The HTML page for `data`: "title" and "subtitle" (strings) and any of the
 /// views' data: "attention" (attention_json), "graph" (explore.cpp) and
@@ -71,15 +72,23 @@ std::vector<uint8_t> gradient_codes(const std::vector<double>& values, double to
 std::string cls_views(const AttentionMap& map, int64_t heads,
                       const std::function<void(const std::string&, const std::string&)>& write);
 
-/// The window of a model's window:W attention, 0 for full attention.
-int64_t attention_window(const ModelSpec& spec);
-
 /// The cells of a map its model's masks hide (the causal triangle, a
 /// window's band in self-attention), row-major; empty where none are.
 std::vector<bool> masked_cells(const AttentionMap& map, int64_t window);
+
+/// The graph view's data: `graph`'s nodes in data-flow order with their
+/// module, op (engine and readable names), shape and |grad|; and every
+/// parameter that has no gradient path, with the reason. `causal_model`:
+/// the model's self-attention is causal (readable_op).
+nlohmann::json graph_json(const Graph& graph, const std::vector<std::pair<std::string, Tensor>>& params,
+                          bool causal_model);
+
+/// Per attention module and head, the gradient norm of its q, k, v and
+/// out projections (parameters named *.q_proj.weight and so on).
+nlohmann::json projections_json(const std::vector<std::pair<std::string, Tensor>>& params, int64_t heads);
 
 /// The curves of one or more --log files (qkv plot's parser): per run, each
 /// column's steps and values, thinned to a bounded number of points.
 nlohmann::json curves_json(const std::vector<std::string>& log_paths);
 
-}  // namespace qkv::cli
+}  // namespace qkv::study

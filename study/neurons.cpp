@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "neurons.h"
-#include "page.h"
+#include "study/neurons.h"
+#include "study/page_data.h"
 
-namespace qkv::cli {
+namespace qkv::study {
 
 namespace {
 
@@ -38,6 +38,7 @@ nlohmann::json neuron_json(const Study& s) {
   size_t spent = 0;
   for (const auto& [k, h] : heads_by_importance(s.maps, head_gates(s.maps))) {
     const ScoreInputs& in = s.inputs.at(k);
+    if (!in.q.defined()) continue;  // a call that did not score by the scaled dot product
     const size_t cost = static_cast<size_t>(in.q.size(-2) + in.k.size(-2)) * in.q.size(-1) * 8;
     if (!heads.empty() && spent + cost > kNeuronBudget) break;
     spent += cost;
@@ -60,7 +61,8 @@ NeuronCheck check_neurons(const Study& s, const std::vector<std::vector<bool>>& 
   NeuronCheck c;
   for (size_t m = 0; m < s.maps.size(); ++m) {
     const Tensor& p = s.maps[m].weights;
-    const ScoreInputs& in = s.inputs[m];
+    const ScoreInputs& in = s.inputs.at(m);
+    if (!in.q.defined()) continue;
     const int64_t heads = p.size(-3), nq = p.size(-2), nk = p.size(-1), d = in.q.size(-1);
     const std::vector<double> P = p.to_vector(), G = p.grad().to_vector();
     const CallVectors call(in);
@@ -103,4 +105,4 @@ NeuronCheck check_neurons(const Study& s, const std::vector<std::vector<bool>>& 
   return c;
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::study

@@ -1,5 +1,5 @@
 // The page's neuron view: how each attention score is made from q and k,
-// with dL/dq and dL/dk (cli/neurons.cpp).
+// with dL/dq and dL/dk (study/neurons.cpp).
 #pragma once
 
 #include <cstdint>
@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "study.h"
+#include "study/study.h"
 
-namespace qkv::cli {
+namespace qkv::study {
 
 /// The neuron view's data: for the most important heads while 384 KiB
 /// lasts (always one), each head's q [n_q, d] and k [n_k, d] as they
@@ -32,4 +32,4 @@ struct NeuronCheck {
 /// view shows the numbers that make the map it stands beside.
 NeuronCheck check_neurons(const Study& s, const std::vector<std::vector<bool>>& hidden);
 
-}  // namespace qkv::cli
+}  // namespace qkv::study

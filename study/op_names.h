@@ -5,11 +5,11 @@
 
 #include <string>
 
-namespace qkv::cli {
+namespace qkv::study {
 
 /// The readable name of engine op `op` recorded in module `scope`;
 /// `causal_model`: the model's self-attention is causal (a GPT's, a
 /// recommender's), which tells a causal mask from a padding mask.
 std::string readable_op(const std::string& op, const std::string& scope, bool causal_model);
 
-}  // namespace qkv::cli
+}  // namespace qkv::study

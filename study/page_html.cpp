@@ -1,16 +1,16 @@
-// The page qkv's picture commands write (page.h): data as JSON, then the
-// inlined libraries and cli/page/explore.js, which draws every view.
-#include "page.h"
+// The page's HTML (page_data.h): data as JSON, then the inlined libraries
+// and study/page/explore.js, which draws every view.
+#include "study/page_data.h"
 
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 
-#include "heatmaps.h"
+#include "study/heatmaps.h"
 
-namespace qkv::cli {
+namespace qkv::study {
 
-namespace assets {  // the files cmake/embed_files.cmake inlined into the program
+namespace assets {  // the files cmake/embed_files.cmake inlined into the library
 extern const char page_js[], page_css[], dygraphs_js[], dygraphs_css[], dagre_js[];
 }  // namespace assets
 
@@ -77,10 +77,6 @@ std::string cls_views(const AttentionMap& map, int64_t heads,
   return html + "</div>\n";
 }
 
-int64_t attention_window(const ModelSpec& spec) {
-  return spec.attention.rfind("window:", 0) == 0 ? std::stoll(spec.attention.substr(7)) : 0;
-}
-
 nlohmann::json page_number(double v) {
   if (!std::isfinite(v)) return nullptr;
   char text[32];
@@ -104,4 +100,4 @@ std::string page_html(const nlohmann::json& data) {
       "</script>\n</body></html>\n");
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::study

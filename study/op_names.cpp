@@ -1,9 +1,9 @@
 // What a reader calls each op the engine records (op_names.h).
-#include "op_names.h"
+#include "study/op_names.h"
 
 #include <map>
 
-namespace qkv::cli {
+namespace qkv::study {
 
 std::string readable_op(const std::string& op, const std::string& scope, bool causal_model) {
   if (op == "masked_fill") {
@@ -37,4 +37,4 @@ std::string readable_op(const std::string& op, const std::string& scope, bool ca
   return text;
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::study

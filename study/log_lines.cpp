@@ -1,4 +1,4 @@
-#include "log_lines.h"
+#include "study/log_lines.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include "autograd/error.h"
 
-namespace qkv::cli {
+namespace qkv::study {
 
 namespace {
 constexpr size_t kChunk = size_t{1} << 20;
@@ -87,4 +87,4 @@ bool LogLines::next(std::string_view& line, int64_t& number) {
   }
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::study

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace qkv::cli {
+namespace qkv::study {
 
 class LogLines {
  public:
@@ -40,4 +40,4 @@ class LogLines {
   bool first_ = true;
 };
 
-}  // namespace qkv::cli
+}  // namespace qkv::study

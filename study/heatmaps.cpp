@@ -1,4 +1,4 @@
-#include "heatmaps.h"
+#include "study/heatmaps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "autograd/error.h"
 
-namespace qkv::cli {
+namespace qkv::study {
 
 std::string xml_text(std::string_view text, size_t limit) {
   // printable() leaves valid UTF-8 and escapes the rest (and control bytes);
@@ -171,4 +171,4 @@ std::string cls_row_svg(const std::vector<std::string>& tokens, const std::vecto
   return svg + "</svg>\n";
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::study
