@@ -12,7 +12,10 @@
 # Environment: QKV_SANITIZE=0 skips the sanitizer pass of `test` (quicker
 # local runs; CI always runs it). QKV_JOBS sets build parallelism.
 # QKV_CUDA=AUTO|ON builds the CUDA backend (CMake's default is OFF until the
-# kernels have run on a GPU: see docs/devices.md).
+# kernels have run on a GPU: see docs/devices.md). QKV_ARM_CI=1 makes `test`
+# also cross-build for aarch64 and run a subset of the suite under qemu
+# (tests/arm/check.sh; about 8 more minutes on 2 cores). On an aarch64
+# Debian machine the same commands build and test natively.
 set -euo pipefail
 caller=$PWD  # train's arguments (--data notes.txt, --save x) name files from where it was started
 cd "$(dirname "$(readlink -f "$0")")"
@@ -89,6 +92,11 @@ case "$command" in
       # checked to compile on its own includes.
       build build/sanitize -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON -DCMAKE_UNITY_BUILD=ON
       run_tests build/sanitize
+    fi
+    if [ "${QKV_ARM_CI:-0}" = 1 ]; then
+      log "aarch64, cross-built and emulated (QKV_ARM_CI=1)"
+      # Past 45 minutes something is wrong (it takes about 8): stop rather than hold CI's runner.
+      timeout --kill-after=30 2700 bash tests/arm/check.sh build/aarch64
     fi
     ;;
   *)

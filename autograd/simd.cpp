@@ -23,7 +23,8 @@ namespace {
 
 // Every level compiled in and run by this CPU, lowest first. Every x86-64
 // build carries all three; the CPU decides (GCC's cpuid test also checks that
-// the OS saves the AVX and AVX-512 registers).
+// the OS saves the AVX and AVX-512 registers). An aarch64 build carries NEON,
+// which every aarch64 CPU has (the baseline).
 std::vector<Table> usable_tables() {
   std::vector<Table> tables{detail::baseline_table()};
 #if defined(__x86_64__)
@@ -62,8 +63,9 @@ const Table* initial() {
   try {
     isa = parse_isa(name);
   } catch (const Error&) {
-    throw Error(cat("QKV_SIMD='", printable(name),
-                    "' is not an instruction set (sse2, avx2 or avx512; unset it for the best)"));
+    throw Error(
+        cat("QKV_SIMD='", printable(name),
+            "' is not an instruction set (sse2, avx2 or avx512 on x86-64, neon on aarch64; unset it for the best)"));
   }
   const Table* forced = select(isa);
   QKV_CHECK(forced, "QKV_SIMD=", name, ": this CPU lacks that instruction set (it has ", cpu_levels(), ")");
@@ -133,6 +135,7 @@ const char* isa_name(Isa isa) {
     case Isa::SSE2: return "sse2";
     case Isa::AVX2: return "avx2";
     case Isa::AVX512: return "avx512";
+    case Isa::NEON: return "neon";
   }
   return "?";
 }
@@ -150,9 +153,9 @@ void force_isa(Isa isa) {
 }
 
 Isa parse_isa(const std::string& name) {
-  for (Isa isa : {Isa::SSE2, Isa::AVX2, Isa::AVX512})
+  for (Isa isa : {Isa::SSE2, Isa::AVX2, Isa::AVX512, Isa::NEON})
     if (name == isa_name(isa)) return isa;
-  throw Error(cat("simd: unknown instruction set '", name, "' (sse2, avx2, avx512)"));
+  throw Error(cat("simd: unknown instruction set '", name, "' (sse2, avx2, avx512, neon)"));
 }
 
 GemmKernel gemm_kernel() {

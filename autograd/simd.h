@@ -5,7 +5,8 @@
 // scalar and is the reference the tests measure these against.
 //
 // The choice can be forced (tests run every kernel under each instruction
-// set; users can set QKV_SIMD=sse2|avx2|avx512 before starting).
+// set; users can set QKV_SIMD=sse2|avx2|avx512 on x86-64, neon on aarch64,
+// before starting).
 #pragma once
 
 #include <cstdint>
@@ -14,8 +15,10 @@
 
 namespace qkv::simd {
 
-/// x86 levels (on other CPUs the build's own vector unit runs under the name sse2).
-enum class Isa { SSE2, AVX2, AVX512 };
+/// The levels: x86-64's three (every x86-64 CPU has SSE2), and aarch64's
+/// one (every aarch64 CPU has NEON, its Advanced SIMD; SVE, where present,
+/// is noted by cpu::features but not used).
+enum class Isa { SSE2, AVX2, AVX512, NEON };
 
 /// The instruction set the kernels use now.
 Isa active_isa();
@@ -24,7 +27,7 @@ const char* isa_name(Isa isa);
 std::vector<Isa> available_isas();
 /// Makes the kernels use `isa` (which must be available); throws otherwise.
 void force_isa(Isa isa);
-/// Parses "sse2", "avx2" or "avx512"; throws on anything else.
+/// Parses "sse2", "avx2", "avx512" or "neon"; throws on anything else.
 Isa parse_isa(const std::string& name);
 
 // ---- elementwise maps: y may equal x ----

@@ -183,8 +183,9 @@ int qkv::cli::program(int argc, char** argv) {
   // and --threads 0 starts only as many threads as there are idle cores.
   // libgomp reads these once, when it loads: set and start again, once
   // only, and never over the user's own choice.
-  bool restart =
+  const bool set_spin =
       !std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") && setenv("GOMP_SPINCOUNT", "30000", 1) == 0;
+  bool restart = set_spin, set_core = false;
   // OpenBLAS picks its kernels from the CPU models it knows, and runs SSE3
   // kernels on a newer CPU (4x slower on a 2023 Xeon). It reads
   // OPENBLAS_CORETYPE when it loads too: name the kernels the CPU's feature
@@ -193,9 +194,15 @@ int qkv::cli::program(int argc, char** argv) {
     std::string core = qkv::cpu::blas_core(), better = qkv::cpu::better_blas_core(core, qkv::cpu::features());
     if (!better.empty() && setenv("OPENBLAS_CORETYPE", better.c_str(), 1) == 0 &&
         setenv(qkv::cpu::kReplacedCoreVariable, core.c_str(), 1) == 0)
-      restart = true;
+      restart = set_core = true;
   }
-  if (restart) execv("/proc/self/exe", argv);
+  if (restart) {
+    execv("/proc/self/exe", argv);
+    // Still here: the restart failed (under qemu-user the kernel cannot start the guest binary itself: ENOEXEC).
+    // This process goes on with the choices it loaded with, and says none of the restart's.
+    if (set_spin) unsetenv("GOMP_SPINCOUNT");
+    if (set_core) unsetenv("OPENBLAS_CORETYPE"), unsetenv(qkv::cpu::kReplacedCoreVariable);
+  }
   if (argc >= 2 && !std::strcmp(argv[1], "--version")) {
     std::printf("qkv %s (%s MPI)\n", QKV_VERSION, qkv::dist::built_with_mpi() ? "with" : "without");
     return 0;

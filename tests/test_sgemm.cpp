@@ -222,7 +222,8 @@ TEST_CASE("sgemm: each layout of the same operands gives the same bits, at every
   if (levels == 0) WARN("this CPU's vector level has no micro-kernel (SSE2): BLAS computes every product");
 }
 
-TEST_CASE("sgemm: AVX2 and AVX-512 give the same bits, and SSE2 leaves the product to BLAS", "[matmul][simd]") {
+TEST_CASE("sgemm: AVX2 and AVX-512 give the same bits, SSE2 leaves the product to BLAS, NEON computes it",
+          "[matmul][simd]") {
   const simd::Isa original = simd::active_isa();
   std::vector<simd::Isa> isas = simd::available_isas();
   std::vector<std::vector<float>> results;

@@ -39,7 +39,7 @@ struct Table {
   void (*gemm_pack_b)(const GemmPackArgs&);
 };
 
-/// The build's baseline (SSE2 on x86-64; the build's own vector unit elsewhere).
+/// The build's baseline: SSE2 on x86-64, NEON on aarch64.
 Table baseline_table();
 #if defined(__x86_64__)
 /// AVX2 with FMA3, and AVX-512 (F, with FMA): call only on a CPU that has them.

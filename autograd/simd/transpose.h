@@ -6,6 +6,7 @@
 // xsimd 8.1 has no transpose, and its zip_lo/zip_hi interleave within 128-bit
 // lanes only, so each level here is written with its own intrinsics; a level
 // without one (SSE2, which has no micro-kernel either) has no specialization.
+// NEON's transposes are its trn1/trn2 instructions.
 #pragma once
 
 #include <xsimd/xsimd.hpp>
@@ -56,6 +57,20 @@ inline void transpose_block(xsimd::batch<float, xsimd::fma3<xsimd::avx2>>* rows)
     rows[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
     rows[c + 4] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
   }
+}
+#endif
+
+#if XSIMD_WITH_NEON64
+// 4 x 4: pairs of rows interleaved (trn1/trn2 of 32-bit lanes), then pairs
+// of those (trn1/trn2 of 64-bit lanes).
+inline void transpose_block(xsimd::batch<float, xsimd::neon64>* rows) {
+  const float32x4_t t0 = vtrn1q_f32(rows[0], rows[1]), t1 = vtrn2q_f32(rows[0], rows[1]);  // a0 b0 a2 b2, a1 b1 a3 b3
+  const float32x4_t t2 = vtrn1q_f32(rows[2], rows[3]), t3 = vtrn2q_f32(rows[2], rows[3]);  // c0 d0 c2 d2, c1 d1 c3 d3
+  auto wide = [](float32x4_t v) { return vreinterpretq_f64_f32(v); };
+  rows[0] = vreinterpretq_f32_f64(vtrn1q_f64(wide(t0), wide(t2)));  // a0 b0 c0 d0
+  rows[1] = vreinterpretq_f32_f64(vtrn1q_f64(wide(t1), wide(t3)));  // a1 b1 c1 d1
+  rows[2] = vreinterpretq_f32_f64(vtrn2q_f64(wide(t0), wide(t2)));  // a2 b2 c2 d2
+  rows[3] = vreinterpretq_f32_f64(vtrn2q_f64(wide(t1), wide(t3)));  // a3 b3 c3 d3
 }
 #endif
 

@@ -15,6 +15,18 @@ one_line_error() {  # one_line_error LABEL: the last command's err.txt holds one
   echo "ok: $1: $(cat err.txt)"
 }
 unset OPENBLAS_CORETYPE QKV_SIMD QKV_OPENBLAS_REPLACED
+# On aarch64 the one level is NEON, x86's are one-line errors, and OpenBLAS's choice stands (its cores all
+# run NEON kernels); the rest of this script (x86's levels, the Prescott fallback) does not apply there.
+if [ "$(uname -m)" = aarch64 ]; then
+  "$qkv" info --system >info.txt 2>&1 || { cat info.txt; fail "qkv info --system"; }
+  grep -q "vector kernels neon, CPU neon" info.txt || { cat info.txt; fail "not the neon kernels"; }
+  QKV_SIMD=neon "$qkv" info --system >/dev/null 2>&1 || fail "QKV_SIMD=neon"
+  QKV_SIMD=avx2 "$qkv" info --system >/dev/null 2>err.txt; rc=$?
+  one_line_error "QKV_SIMD=avx2 on aarch64"
+  echo "skipped: x86-64's levels and OpenBLAS's x86 fallback (this is aarch64)"
+  echo "kernels.sh: all passed"
+  exit 0
+fi
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 level=sse; [[ $flags == *" avx2 "* && $flags == *" fma "* ]] && level=avx2
 [[ $level == avx2 && $flags == *" avx512f "* && $flags == *" avx512dq "* && $flags == *" avx512bw "* && $flags == *" avx512vl "* ]] && level=avx512
@@ -30,6 +42,9 @@ grep -q "vector kernels sse2," info.txt || fail "QKV_SIMD=sse2 does not run the 
 QKV_SIMD=avx9 "$qkv" info --system >/dev/null 2>err.txt; rc=$?
 one_line_error "QKV_SIMD=avx9"
 grep -q "QKV_SIMD='avx9' is not an instruction set" err.txt || fail "QKV_SIMD=avx9: the error does not name it"
+QKV_SIMD=neon "$qkv" info --system >/dev/null 2>err.txt; rc=$?
+one_line_error "QKV_SIMD=neon on x86-64"
+grep -q "this CPU lacks that instruction set" err.txt || fail "QKV_SIMD=neon: the error does not say the CPU lacks it"
 QKV_SIMD=avx2 "$qkv" train --steps 1 --dim 8 --layers 1 --heads 1 --save t.safetensors --threads 1 >out.txt 2>&1 \
   || [ $level = sse ] || { cat out.txt; fail "QKV_SIMD=avx2 on a CPU with AVX2"; }
 
