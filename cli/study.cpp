@@ -29,6 +29,8 @@ Study study(Runner& runner, const std::string& prompt) {
                            : as_keys ? s.maps[0].cols[t]
                                      : cat("token ", t));
   }
+  QKV_CHECK(s.maps.size() == s.inputs.size(), "study: ", s.inputs.size(), " attention calls labelled as ",
+            s.maps.size(), " maps");
   for (size_t k = 0; k < s.maps.size(); ++k)
     QKV_CHECK(s.inputs[k].q.defined(), "study: attention call ", k, " did not score by the scaled dot product");
   return s;
@@ -42,7 +44,10 @@ double loss_with_token_scaled(Runner& runner, const std::string& prompt, int64_t
     by[static_cast<size_t>(t)] = scale;
     return mul(rows, Tensor::from_vector(by, {rows.size(-2), 1}).to(rows.dtype()).to(rows.device()));
   });
-  return runner.driver().study_loss(runner, runner.task().prompt_example(prompt, nullptr)).item();
+  double loss = 0;  // recorded as the study is, so that it takes the same (composed) attention path
+  nn::record_attention(
+      [&] { loss = runner.driver().study_loss(runner, runner.task().prompt_example(prompt, nullptr)).item(); });
+  return loss;
 }
 
 std::vector<AttentionMap> attention_maps(Runner& runner, const std::string& prompt) {
