@@ -24,6 +24,10 @@ root=$PWD
 PACKAGES=(cmake g++ make libopenblas-openmp-dev catch2 libcxxopts-dev libxsimd-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libpcre2-dev pkgconf graphviz libjs-dygraphs python3-xstatic-dagre)
 # Only the suite needs these: a real browser for the pages' tests (tests/browser/), and Python to drive it.
 TEST_PACKAGES=(chromium python3 libxml2-utils qemu-user)
+# QKV_ARM_CI=1's too: Debian's cross compiler and the arm64 builds of the libraries qkv links, and of the C++
+# runtime the binaries load (cmake/aarch64-linux-gnu.cmake says why not the cross toolchain's own). MPI stays
+# off there: libopenmpi-dev:arm64 cannot be installed beside the host's.
+ARM_PACKAGES=(g++-aarch64-linux-gnu libopenblas-openmp-dev:arm64 libxsimd-dev:arm64 libpcre2-dev:arm64 libstdc++6:arm64)
 JOBS="${QKV_JOBS:-$(nproc)}"
 
 # Each step with the seconds since the start, so a slow step (and CI's time budget) shows in the log.
@@ -40,6 +44,10 @@ install_packages() {  # install_packages [extra packages...]
   if [ "$(id -u)" -ne 0 ]; then
     command -v sudo >/dev/null || { echo "qkv.sh: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
     sudo=(sudo)
+  fi
+  # An arm64 package needs its architecture known to dpkg before apt-get reads the package lists.
+  if [[ " ${missing[*]}" == *:arm64* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    "${sudo[@]}" dpkg --add-architecture arm64
   fi
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
@@ -81,7 +89,9 @@ case "$command" in
     "$root/build/release/qkv" train "$@"
     ;;
   test)
-    install_packages "${TEST_PACKAGES[@]}"
+    extra=("${TEST_PACKAGES[@]}")
+    [ "${QKV_ARM_CI:-0}" = 1 ] && extra+=("${ARM_PACKAGES[@]}")
+    install_packages "${extra[@]}"
     build build/release -DCMAKE_BUILD_TYPE=Release
     run_tests build/release
     if [ "${QKV_SANITIZE:-1}" != 0 ]; then

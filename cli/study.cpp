@@ -13,24 +13,20 @@ Study study(Runner& runner, const std::string& prompt) {
   runner.module().eval();
   std::string what;
   Example e = runner.task().prompt_example(prompt, &what);
-  Study s = study::record([&] { return runner.driver().study_loss(runner, e); });
+  Study s =
+      study::record([&] { return runner.driver().study_loss(runner, e); },
+                    [&](const std::vector<Tensor>& weights) { return runner.driver().study_maps(runner, e, weights); });
   s.what = what;
-  std::vector<Tensor> weights;
-  for (const AttentionMap& m : s.maps) weights.push_back(m.weights);
-  s.maps = runner.driver().study_maps(runner, e, weights);
   if (s.embedding.defined()) {
     const int64_t T = s.embedding.dim() >= 2 ? s.embedding.size(-2) : 0;
     // As the prompt's tokens, or as the first map's keys (a GPT on a task reads its input and answer at once).
     const bool as_input = static_cast<int64_t>(e.input.size()) == T,
                as_keys = !s.maps.empty() && static_cast<int64_t>(s.maps[0].cols.size()) == T;
-    s.embedded.clear();
     for (int64_t t = 0; t < T; ++t)
       s.embedded.push_back(as_input  ? runner.task().token_text(e.input[t])
                            : as_keys ? s.maps[0].cols[t]
                                      : cat("token ", t));
   }
-  QKV_CHECK(s.maps.size() == s.inputs.size(), "study: ", s.inputs.size(), " attention calls labelled as ",
-            s.maps.size(), " maps");
   for (size_t k = 0; k < s.maps.size(); ++k)
     QKV_CHECK(s.inputs[k].q.defined(), "study: attention call ", k, " did not score by the scaled dot product");
   return s;

@@ -48,9 +48,19 @@ AttentionMap map_of(const Tensor& recorded, size_t k, const std::vector<std::str
   return m;
 }
 
+// dL/dP, dL/dq, dL/dk and dL/de once backward() has run (none under NoGradGuard).
+void retain_study_grads(Study& s) {
+  for (AttentionMap& m : s.maps)
+    if (m.weights.requires_grad()) m.weights.retain_grad();
+  for (ScoreInputs& in : s.inputs)
+    for (Tensor* t : {&in.q, &in.k})
+      if (t->defined() && t->requires_grad()) t->retain_grad();
+  if (s.embedding.defined() && s.embedding.requires_grad()) s.embedding.retain_grad();
+}
+
 }  // namespace
 
-Study record(const std::function<Tensor()>& loss, const std::vector<std::string>& tokens) {
+Study record(const std::function<Tensor()>& loss, const Labeller& label) {
   Study s;
   std::vector<Tensor> weights;
   std::optional<ScoreInputs> pending;  // the scaled dot product's q and k, until its weights are reported
@@ -72,20 +82,21 @@ Study record(const std::function<Tensor()>& loss, const std::vector<std::string>
   }
   QKV_CHECK(s.loss.defined() && s.loss.numel() == 1, "study: the loss must be a scalar, got ",
             s.loss.defined() ? shape_str(s.loss.shape()) : std::string("an undefined tensor"));
-  for (size_t k = 0; k < weights.size(); ++k) s.maps.push_back(map_of(weights[k], k, tokens));
-  if (s.embedding.defined()) s.embedded = labels_for(s.embedding.dim() >= 2 ? s.embedding.size(-2) : 0, tokens);
+  s.maps = label(weights);
+  QKV_CHECK(s.maps.size() == weights.size(), "study: ", weights.size(), " attention calls labelled as ", s.maps.size(),
+            " maps");
   retain_study_grads(s);
   return s;
 }
 
-void retain_study_grads(Study& s) {
-  // dL/dP, dL/dq, dL/dk and dL/de once backward() has run (none under NoGradGuard).
-  for (AttentionMap& m : s.maps)
-    if (m.weights.requires_grad()) m.weights.retain_grad();
-  for (ScoreInputs& in : s.inputs)
-    for (Tensor* t : {&in.q, &in.k})
-      if (t->defined() && t->requires_grad()) t->retain_grad();
-  if (s.embedding.defined() && s.embedding.requires_grad()) s.embedding.retain_grad();
+Study record(const std::function<Tensor()>& loss, const std::vector<std::string>& tokens) {
+  Study s = record(loss, [&](const std::vector<Tensor>& weights) {
+    std::vector<AttentionMap> maps;
+    for (size_t k = 0; k < weights.size(); ++k) maps.push_back(map_of(weights[k], k, tokens));
+    return maps;
+  });
+  if (s.embedding.defined()) s.embedded = labels_for(s.embedding.dim() >= 2 ? s.embedding.size(-2) : 0, tokens);
+  return s;
 }
 
 std::vector<double> token_attribution(const Study& s) {

@@ -54,20 +54,23 @@ struct Study {
   std::vector<std::string> embedded;  // those T tokens, as maps label them
 };
 
+/// Makes maps of every attention call's weights, in call order: one map per call.
+using Labeller = std::function<std::vector<AttentionMap>(const std::vector<Tensor>& weights)>;
+
 /// Runs `loss` (a forward that returns a scalar) once with every attention
 /// call recorded (nn::AttentionRecording; a fused kernel forms its weights
 /// then), the autograd graph's nodes named by module (GraphRecording), and
-/// the first embedding lookup kept. Map k is the k-th call's weights (the
-/// first input of a batch), named "attention k", its rows and columns
-/// labelled by `tokens` where their count matches, else by position; causal
-/// where every weight past the diagonal is exactly 0 (a masked softmax's).
-/// Relabel the maps as your model reads its input before drawing them.
-Study record(const std::function<Tensor()>& loss, const std::vector<std::string>& tokens = {});
+/// the first embedding lookup kept. `label` makes the maps of the calls'
+/// weights; every map, its call's q and k and the embedding retain their
+/// gradients.
+Study record(const std::function<Tensor()>& loss, const Labeller& label);
 
-/// Gives every map, its call's inputs and the embedding their gradients
-/// once backward() runs (retain_grad); record() does it, a caller that fills
-/// a Study itself calls it.
-void retain_study_grads(Study& s);
+/// record() with plain labels: map k is the k-th call's weights (the first
+/// input of a batch), named "attention k", its rows and columns (and the
+/// embedded tokens) labelled by `tokens` where their count matches, else by
+/// position; causal where every weight past the diagonal is exactly 0 (a
+/// masked softmax's). Rename or relabel the maps before drawing them to say more.
+Study record(const std::function<Tensor()>& loss, const std::vector<std::string>& tokens = {});
 
 /// Token attribution: for each input token t, dL/de_t · e_t (gradient ×
 /// input over its embedding), the derivative of the loss as that token's

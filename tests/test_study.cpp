@@ -175,5 +175,8 @@ TEST_CASE("write_page writes the curves of a log, refuses one it cannot read, or
   CHECK_THAT(drawn.curves_note, Contains("could not be drawn") && Contains("missing.csv"));
   CHECK(data["curves_note"] == drawn.curves_note);
   CHECK_THROWS_WITH(study::record([] { return Tensor::zeros({2}); }), Contains("must be a scalar"));
+  CHECK_THROWS_WITH(study::record([&] { return m.loss(); },
+                                  [](const std::vector<Tensor>&) { return std::vector<study::AttentionMap>{}; }),
+                    Contains("2 attention calls labelled as 0 maps"));
   std::filesystem::remove_all(dir);
 }

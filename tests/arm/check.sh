@@ -7,7 +7,7 @@
 # PyTorch fixtures, at 1 and at 2 OpenMP threads; then the program: its
 # kernels and a short training run on 2 threads. Emulated, so correctness
 # only: no timing means anything here. ./qkv.sh test runs it when
-# QKV_ARM_CI=1 (README: "On ARM").
+# QKV_ARM_CI=1 (README: "On 64-bit ARM"), after installing its packages.
 # usage: tests/arm/check.sh [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,22 +16,10 @@ jobs=${QKV_JOBS:-$(nproc)}
 log() { printf '\033[1m==> [%4d s] arm: %s\033[0m\n' "$SECONDS" "$*" >&2; }
 fail() { echo "arm: FAILED: $*" >&2; exit 1; }
 
-# Debian's cross toolchain and the arm64 builds of the libraries qkv links, and of the C++ runtime the
-# binaries load (libstdc++6:arm64: cmake/aarch64-linux-gnu.cmake says why not the cross toolchain's own).
-# MPI stays off: libopenmpi-dev:arm64 cannot be installed beside the host's.
-packages=(g++-aarch64-linux-gnu qemu-user libopenblas-openmp-dev:arm64 libxsimd-dev:arm64 libpcre2-dev:arm64
-          libstdc++6:arm64)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+# The cross compiler, qemu and the arm64 libraries: ./qkv.sh installs them (its ARM_PACKAGES) with QKV_ARM_CI=1.
+for tool in aarch64-linux-gnu-g++ qemu-aarch64; do
+  command -v $tool >/dev/null || fail "no $tool: QKV_ARM_CI=1 ./qkv.sh test installs what this needs"
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${missing[*]}"
-  sudo=(); [ "$(id -u)" -ne 0 ] && sudo=(sudo)
-  dpkg --print-foreign-architectures | grep -qx arm64 || "${sudo[@]}" dpkg --add-architecture arm64
-  "${sudo[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
 
 log "configuring $build (cross, aarch64)"
 cmake -S "$root" -B "$build" -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" \
